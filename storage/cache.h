@@ -1,0 +1,238 @@
+/*
+ * cache.h: the storage facade.  The daemon talks to storage/ through this
+ * header and item.h only.
+ *
+ * Every call is thread-safe: it hashes nothing (the caller passes hv =
+ * hash_murmur3(key, nkey), computed once per request so that prefetch can
+ * reuse it), takes the key's item lock, then the LRU and slab locks in that
+ * order, and counts only what storage alone can know (evictions, reclaims,
+ * expansions).  Request counters (get_hits, cmd_set, ...) are the caller's:
+ * the results below say everything needed to count them per worker thread.
+ *
+ * References: cache_get(), cache_touch() and cache_alloc() return an item
+ * holding one reference for the caller, who must give it back with
+ * cache_release() when the reply that points into it has been written.  A
+ * replaced or deleted item stays readable until then.
+ */
+#ifndef MCPM_STORAGE_CACHE_H
+#define MCPM_STORAGE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/clock.h"
+#include "storage/item.h"
+
+#define CACHE_MAX_CLASSES 64    /* class ids 1..63; 0 is the page pool */
+
+/*
+ * Options.  cache_init() keeps the pointer: the fields marked "runtime" may
+ * be changed later by the daemon (lru tune, slabs automove, lru_crawler
+ * sleep, ...) and are read by storage's threads on their next step.
+ */
+struct cache_options {
+    size_t      mem_limit;          /* -m, bytes */
+    size_t      page_size;          /* 1 MiB */
+    size_t      item_size_max;      /* -I, bytes */
+    size_t      slab_chunk_max;     /* largest chunk; above it items chunk */
+    double      factor;             /* -f */
+    unsigned    chunk_min;          /* -n: key + value space of class 1 */
+    const char *slab_sizes;         /* "a-b-c" or NULL */
+    bool        use_cas;            /* not -C */
+    bool        evict;              /* not -M */
+    bool        prealloc;           /* -L */
+    unsigned    hashpower;          /* initial table size, 2^n buckets */
+    bool        hash_expand;        /* grow the table in a thread */
+    unsigned    hash_bulk_move;     /* buckets moved per step (default 1) */
+    unsigned    lock_power;         /* 2^n striped item locks */
+    bool        lru_segmented;      /* lru_maintainer: HOT/WARM/COLD */
+    unsigned    hot_lru_pct;        /* runtime */
+    unsigned    warm_lru_pct;       /* runtime */
+    double      hot_max_factor;     /* runtime */
+    double      warm_max_factor;    /* runtime */
+    bool        temp_lru;           /* runtime */
+    rel_time_t  temporary_ttl;      /* runtime */
+    bool        lru_crawler;        /* runtime: crawler thread enabled */
+    unsigned    crawler_sleep_us;   /* runtime */
+    unsigned    crawler_tocrawl;    /* runtime: 0 = unlimited */
+    bool        slab_reassign;      /* page mover thread */
+    int         slab_automove;      /* runtime: 0, 1 or 2 */
+    double      automove_ratio;     /* runtime */
+    unsigned    automove_window;    /* runtime */
+    double      automove_freeratio; /* runtime */
+    unsigned    tail_repair_time;   /* seconds, 0 off */
+    bool        track_sizes;        /* stats sizes histogram */
+    int         verbose;
+};
+
+enum cache_status {
+    CACHE_OK = 0,
+    CACHE_HIT = 0,
+    CACHE_MISS,             /* not there */
+    CACHE_EXPIRED,          /* was there, expired: counts get_expired */
+    CACHE_FLUSHED,          /* was there, flushed: counts get_flushed */
+    CACHE_STORED,
+    CACHE_NOT_STORED,
+    CACHE_EXISTS,           /* cas mismatch */
+    CACHE_NOT_FOUND,
+    CACHE_DELETED,
+    CACHE_TOO_LARGE,        /* over item_size_max: store_too_large */
+    CACHE_NO_MEMORY,        /* no memory and nothing evictable, or -M */
+    CACHE_NON_NUMERIC,      /* incr/decr on a value that is not a number */
+    CACHE_BUSY,
+    CACHE_BADCLASS,
+    CACHE_NOSPARE,
+    CACHE_SAME,
+    CACHE_NOTSTARTED,
+    CACHE_DISABLED
+};
+
+enum cache_op {
+    CACHE_SET, CACHE_ADD, CACHE_REPLACE, CACHE_APPEND, CACHE_PREPEND,
+    CACHE_CAS
+};
+
+/* Set up slabs, hash table, locks and LRUs and start the background
+ * threads the options ask for.  Returns 0, or -1 with a message on stderr. */
+int  cache_init(struct cache_options *opts, unsigned nworkers);
+
+/* Stop the background threads and free all memory.  No call may be in
+ * flight. */
+void cache_shutdown(void);
+
+/* Once a second from the daemon's clock: expansion check, automove. */
+void cache_tick(void);
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* Look a key up.  A hit returns the item with a reference and marks it
+ * fetched/active for the LRU; a miss returns NULL and says why in *st. */
+struct item *cache_get(const char *key, size_t nkey, uint32_t hv,
+                       enum cache_status *st);
+
+/* cache_get() that also sets a new exptime on a hit (touch, gat). */
+struct item *cache_touch(const char *key, size_t nkey, uint32_t hv,
+                         rel_time_t exptime, enum cache_status *st);
+
+/* A new unlinked item with room for vlen + 2 value bytes, one reference.
+ * NULL with *st = CACHE_TOO_LARGE or CACHE_NO_MEMORY.  May evict. */
+struct item *cache_alloc(const char *key, size_t nkey, uint32_t hv,
+                         uint32_t client_flags, rel_time_t exptime,
+                         uint32_t vlen, enum cache_status *st);
+
+/* Give back a reference; the last one frees the item's memory. */
+void cache_release(struct item *it);
+
+/*
+ * Link a filled item from cache_alloc() under op's rules (memcached's
+ * do_store_item): CACHE_STORED, CACHE_NOT_STORED, CACHE_EXISTS (cas
+ * mismatch) or CACHE_NOT_FOUND (cas on a missing key); append/prepend may
+ * give CACHE_NO_MEMORY or CACHE_TOO_LARGE.  req_cas is the cas unique of a
+ * CACHE_CAS.  The caller still releases its reference afterwards.  On
+ * CACHE_STORED the item's cas is the new unique.
+ */
+enum cache_status cache_store(struct item *it, enum cache_op op,
+                              uint64_t req_cas);
+
+/* Unlink a key: CACHE_DELETED, CACHE_NOT_FOUND, or CACHE_EXISTS when cas is
+ * non-zero and differs. */
+enum cache_status cache_delete(const char *key, size_t nkey, uint32_t hv,
+                               uint64_t cas);
+
+/*
+ * incr/decr with memcached's rules: incr wraps at 2^64, decr stops at 0;
+ * the value must be a decimal number of at most 20 digits.  CACHE_OK with
+ * the new value in *value, CACHE_NOT_FOUND, CACHE_NON_NUMERIC or
+ * CACHE_NO_MEMORY.  *clsid gets the item's class for per-class stats.
+ */
+enum cache_status cache_delta(const char *key, size_t nkey, uint32_t hv,
+                              bool incr, uint64_t delta, uint64_t *value,
+                              unsigned *clsid);
+
+/* flush_all: items stored at or before `when` (a rel_time_t; now - 1 for an
+ * immediate flush, later for a delayed one) read as missing from then on. */
+void cache_flush(rel_time_t when);
+
+/* ---- administration ---------------------------------------------------- */
+
+/* cache_memlimit: 0, or -1 when the new limit cannot be applied. */
+int cache_set_memlimit(size_t bytes);
+
+/* slabs reassign <src> <dst>: CACHE_OK, CACHE_BUSY, CACHE_BADCLASS,
+ * CACHE_NOSPARE, CACHE_SAME or CACHE_DISABLED. */
+enum cache_status cache_slabs_reassign(int src, int dst);
+
+/* lru_crawler crawl: classes[i] true for each class id to crawl.  CACHE_OK,
+ * CACHE_BUSY, CACHE_BADCLASS, CACHE_NOTSTARTED or CACHE_DISABLED. */
+enum cache_status cache_crawl(const bool classes[CACHE_MAX_CLASSES]);
+
+/* lru_crawler enable|disable: start or stop the crawler thread. */
+int cache_crawler_enable(bool on);
+
+/*
+ * lru_crawler metadump / stats cachedump: call emit(line, len, ctx) for each
+ * live item of the given classes (all if classes is NULL), formatted as
+ * memcached's metadump lines ("key=... exp=... la=... cas=... fetch=...
+ * cls=... size=...\n").  Runs in the caller's thread, a few buckets at a
+ * time under the item locks.  Stops early when emit returns non-zero.
+ */
+void cache_metadump(const bool classes[CACHE_MAX_CLASSES],
+                    int (*emit)(const char *line, size_t len, void *ctx),
+                    void *ctx);
+
+/* ---- stats ------------------------------------------------------------- */
+
+/* Totals, named as in memcached's "stats". */
+struct cache_stats {
+    uint64_t curr_items, total_items, bytes;
+    uint64_t limit_maxbytes, total_malloced, slab_global_page_pool;
+    uint64_t evictions, reclaimed, expired_unfetched, evicted_unfetched;
+    uint64_t evicted_active, crawler_reclaimed, crawler_items_checked;
+    uint64_t lrutail_reflocked, moves_to_cold, moves_to_warm;
+    uint64_t moves_within_lru, direct_reclaims, lru_bumps_dropped;
+    uint64_t hash_power_level, hash_bytes, hash_is_expanding;
+    uint64_t slab_reassign_rescues, slab_reassign_chunk_rescues;
+    uint64_t slab_reassign_inline_reclaim, slab_reassign_busy_items;
+    uint64_t slab_reassign_busy_deletes, slab_reassign_busy_nomem;
+    uint64_t slab_reassign_last_busy_status, slab_reassign_running;
+    uint64_t slabs_moved;
+    uint64_t lru_crawler_running, lru_crawler_starts, lru_maintainer_juggles;
+    uint64_t malloc_fails;
+};
+
+/* "stats slabs" for one class, and "stats items" for one class. */
+struct cache_slab_stats {
+    uint64_t chunk_size, chunks_per_page, total_pages, total_chunks;
+    uint64_t used_chunks, free_chunks, free_chunks_end;
+};
+
+struct cache_item_stats {
+    uint64_t number, number_hot, number_warm, number_cold, number_temp;
+    uint64_t age_hot, age_warm, age, mem_requested;
+    uint64_t evicted, evicted_nonzero, evicted_time, outofmemory;
+    uint64_t tailrepairs, reclaimed, expired_unfetched, evicted_unfetched;
+    uint64_t evicted_active, crawler_reclaimed, crawler_items_checked;
+    uint64_t lrutail_reflocked, moves_to_cold, moves_to_warm;
+    uint64_t moves_within_lru, direct_reclaims;
+};
+
+void cache_stats(struct cache_stats *out);
+
+/* Largest class id in use by the slab table (classes are 1..n). */
+unsigned cache_nclasses(void);
+
+/* Fill one class's figures; false if the class has no pages (slabs) or no
+ * items (items), in which case memcached prints nothing for it. */
+bool cache_slab_stats(unsigned id, struct cache_slab_stats *out);
+bool cache_item_stats(unsigned id, struct cache_item_stats *out);
+
+/* stats sizes: emit(size, count) per 32-byte bucket with items; false when
+ * track_sizes is off. */
+bool cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
+                 void *ctx);
+
+/* stats reset: zero the counters above that memcached resets. */
+void cache_stats_reset(void);
+
+#endif

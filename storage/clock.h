@@ -1,0 +1,38 @@
+/*
+ * clock.h: the cache's coarse clock, in seconds since the process started
+ * (memcached's rel_time_t), and the conversion of protocol exptimes to it.
+ *
+ * The daemon calls clock_tick() once a second from its main loop; readers
+ * call clock_now() freely (a relaxed atomic load).  Like memcached, time
+ * starts at a small positive value so that 0 can mean "never".
+ */
+#ifndef MCPM_STORAGE_CLOCK_H
+#define MCPM_STORAGE_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+typedef uint32_t rel_time_t;
+
+#define CLOCK_MAXDELTA (60 * 60 * 24 * 30)   /* larger exptimes are absolute */
+
+/* Start the clock: now becomes a small positive rel_time_t. */
+void clock_init(void);
+
+/* Refresh now from the system clock; called once a second. */
+void clock_tick(void);
+
+/* Seconds since start, plus the start offset. */
+rel_time_t clock_now(void);
+
+/* Wall-clock time of rel_time_t 0, for "time" in stats and absolute TTLs. */
+time_t clock_process_started(void);
+
+/*
+ * A protocol exptime to rel_time_t: 0 stays 0 (never expires), a negative
+ * value gives an already-expired time, a value up to CLOCK_MAXDELTA is
+ * relative to now, a larger one an absolute Unix time.
+ */
+rel_time_t clock_realtime(int64_t exptime);
+
+#endif
