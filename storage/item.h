@@ -56,4 +56,52 @@ bool item_value_crlf_ok(const struct item *it);
  * count.  For small values (incr/decr, tests). */
 size_t item_value_copy(const struct item *it, char *buf, size_t len);
 
+/* ---- storage/ only ------------------------------------------------------
+ *
+ * The layout, 48 bytes of header as memcached's (so item sizes, and with
+ * them the -I limit and the class an item lands in, are the same):
+ *
+ *   next, prev   LRU links                       LRU lock
+ *   h_next       hash chain                      item lock
+ *   time         last access (rel_time_t)        item lock
+ *   exptime      0 = never                       item lock
+ *   nbytes       value length + 2                item lock
+ *   refcount     atomic
+ *   flags        ITEM_*                          item lock
+ *   clsid        slab class | sub-LRU << 6       item lock
+ *   nkey         key length
+ *   tier         which tier's memory holds it
+ *   data[]       [cas, 8 bytes if ITEM_CAS] key NUL
+ *                [client flags, 4 bytes if ITEM_CFLAGS] value "\r\n"
+ *                (chunked: the value area holds the first chunk pointer)
+ */
+#define ITEM_LINKED    0x0001
+#define ITEM_CAS       0x0002
+#define ITEM_SLABBED   0x0004
+#define ITEM_FETCHED   0x0008
+#define ITEM_ACTIVE    0x0010
+#define ITEM_CHUNKED   0x0020
+#define ITEM_CHUNK     0x0040
+#define ITEM_CFLAGS    0x0100
+#define ITEM_STALE     0x0800
+
+#define ITEM_LRU_SHIFT 6
+#define ITEM_CLSID_MASK 0x3f
+
+struct item {
+    struct item *next;
+    struct item *prev;
+    struct item *h_next;
+    rel_time_t   time;
+    rel_time_t   exptime;
+    uint32_t     nbytes;
+    uint16_t     refcount;
+    uint16_t     flags;
+    uint8_t      clsid;
+    uint8_t      nkey;
+    uint8_t      tier;
+    uint8_t      unused;
+    char         data[];
+};
+
 #endif

@@ -1,0 +1,35 @@
+/*
+ * locks.h: the striped item lock table.
+ *
+ * 2^power mutexes; a key's lock is locks[hv & mask].  Because the lock
+ * power is kept below the hash power (and the table only grows), every
+ * bucket of the old and the new hash table maps to exactly one lock, so
+ * holding lock(hv) guards the key's bucket chain through a resize.
+ *
+ * Lock order everywhere in storage/: item lock, then LRU lock, then slabs
+ * lock.  Background threads that already hold an LRU lock use
+ * locks_trylock() and skip busy items.
+ */
+#ifndef MCPM_STORAGE_LOCKS_H
+#define MCPM_STORAGE_LOCKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Power from the worker count as memcached picks it (10..15); a given
+ * `requested` power of 0 means "from nworkers". */
+unsigned locks_power_for(unsigned nworkers);
+
+int  locks_init(unsigned power);
+void locks_destroy(void);
+unsigned locks_power(void);
+
+void locks_lock(uint32_t hv);
+void locks_unlock(uint32_t hv);
+bool locks_trylock(uint32_t hv);
+
+/* Take or drop every stripe, in index order: the hash table swap. */
+void locks_lock_all(void);
+void locks_unlock_all(void);
+
+#endif
