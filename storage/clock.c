@@ -1,0 +1,102 @@
+/*
+ * clock.c: the coarse cache clock.
+ *
+ * Relative time comes from CLOCK_MONOTONIC so that a wall-clock step never
+ * makes items expire early or live forever; it starts at CLOCK_START so
+ * that 0 can mean "never".  The wall time of rel 0 (`started`) is what
+ * absolute exptimes are measured against; it is re-derived from the wall
+ * clock on each tick, but only moved when the wall clock has stepped (by
+ * more than a second), so it does not jitter as ticks and wall seconds
+ * drift against each other.
+ *
+ * clock_tick() has one caller (the daemon's main loop); everything else only
+ * reads, so plain relaxed atomics are enough.
+ */
+#include "storage/clock.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#define CLOCK_START 2          /* rel time right after clock_init() */
+
+static _Atomic rel_time_t now_rel;
+static _Atomic int64_t started;         /* wall time of rel 0 */
+static struct timespec mono_start;      /* written by clock_init() only */
+
+static int64_t
+mono_elapsed(void)
+{
+    struct timespec ts;
+    int64_t sec;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sec = (int64_t)ts.tv_sec - (int64_t)mono_start.tv_sec;
+    if (ts.tv_nsec < mono_start.tv_nsec) {
+        sec--;
+    }
+    return sec < 0 ? 0 : sec;
+}
+
+void
+clock_init(void)
+{
+    clock_gettime(CLOCK_MONOTONIC, &mono_start);
+    atomic_store(&now_rel, CLOCK_START);
+    atomic_store(&started, (int64_t)time(NULL) - CLOCK_START);
+}
+
+void
+clock_tick(void)
+{
+    rel_time_t rel = (rel_time_t)(CLOCK_START + mono_elapsed());
+    int64_t want = (int64_t)time(NULL) - rel;
+    int64_t have = atomic_load_explicit(&started, memory_order_relaxed);
+
+    atomic_store_explicit(&now_rel, rel, memory_order_relaxed);
+    if (want > have + 1 || want < have - 1) {
+        atomic_store_explicit(&started, want, memory_order_relaxed);
+    }
+}
+
+rel_time_t
+clock_now(void)
+{
+    return atomic_load_explicit(&now_rel, memory_order_relaxed);
+}
+
+time_t
+clock_process_started(void)
+{
+    return (time_t)atomic_load_explicit(&started, memory_order_relaxed);
+}
+
+/*
+ * 1 is the "already expired" answer: it is non-zero (so not "never") and
+ * never above now, which starts at CLOCK_START; an item is expired when
+ * exptime != 0 && exptime <= now.
+ */
+rel_time_t
+clock_realtime(int64_t exptime)
+{
+    int64_t base;
+
+    if (exptime == 0) {
+        return 0;
+    }
+    if (exptime < 0) {
+        return 1;
+    }
+    if (exptime <= CLOCK_MAXDELTA) {
+        return (rel_time_t)(exptime + clock_now());
+    }
+    base = atomic_load_explicit(&started, memory_order_relaxed);
+    if (exptime <= base) {
+        return 1;
+    }
+    /* Beyond 2^32 s past start: as good as never, but still a time. */
+    if (exptime - base > (int64_t)UINT32_MAX) {
+        return UINT32_MAX;
+    }
+    return (rel_time_t)(exptime - base);
+}
