@@ -1,0 +1,149 @@
+"""The load generator's own check: what mcload counts is what the server saw.
+
+Each test starts a fresh server (MCPM_BIN, default the build tree's
+memcached-pm/memcached-pm) on a random loopback port, runs bench/mcload (or
+MCLOAD_BIN) against it, and compares mcload's hits, misses and sets with the
+deltas of the server's get_hits, get_misses and cmd_set.  Nothing here is
+shared with conftest.py on purpose: the generator is checked on its own.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MCPM_BIN = os.environ.get("MCPM_BIN",
+                          os.path.join(ROOT, "memcached-pm", "memcached-pm"))
+MCLOAD_BIN = os.environ.get("MCLOAD_BIN", os.path.join(ROOT, "bench", "mcload"))
+
+pytestmark = pytest.mark.skipif(
+    not (os.access(MCPM_BIN, os.X_OK) and os.access(MCLOAD_BIN, os.X_OK)),
+    reason="needs the server (MCPM_BIN) and bench/mcload (MCLOAD_BIN) built")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stats(port):
+    """Returns the general `stats` as a dict of strings."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            chunk = s.recv(65536)
+            assert chunk, "server closed the connection during stats"
+            data += chunk
+    out = {}
+    for line in data.decode().splitlines():
+        parts = line.split(" ")
+        if len(parts) == 3 and parts[0] == "STAT":
+            out[parts[1]] = parts[2]
+    return out
+
+
+def counters(port):
+    st = stats(port)
+    return {k: int(st[k]) for k in ("get_hits", "get_misses", "cmd_set")}
+
+
+@pytest.fixture
+def server():
+    port = free_port()
+    argv = [MCPM_BIN, "-p", str(port), "-U", "0", "-l", "127.0.0.1",
+            "-t", "2", "-m", "64"]
+    if os.geteuid() == 0:
+        argv += ["-u", "root"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while True:
+        try:
+            stats(port)
+            break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                pytest.fail("server did not start: %s" % " ".join(argv))
+            time.sleep(0.05)
+    yield port
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def mcload(port, *args):
+    argv = [MCLOAD_BIN, "--server", "127.0.0.1:%d" % port, "--json"]
+    argv += [str(a) for a in args]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr + res.stdout
+    return json.loads(res.stdout)
+
+
+def check_deltas(before, after, out, extra_sets=0):
+    assert out["errors"] == 0
+    assert after["get_hits"] - before["get_hits"] == out["hits"]
+    assert after["get_misses"] - before["get_misses"] == out["misses"]
+    sets = out["sets"] + out["preload_sets"] + extra_sets
+    assert after["cmd_set"] - before["cmd_set"] == sets
+
+
+@pytest.mark.parametrize("proto", ["text", "meta"])
+def test_counts_match_server_stats(server, proto):
+    before = counters(server)
+    # Half the key space preloaded by a first run, so both hits and misses
+    # occur; the request bound makes the run exact, not timed.
+    first = mcload(server, "--proto", proto, "--keys", 1000, "--dist", "seq",
+                   "--get-ratio", 0, "--requests", 500, "-c", 4)
+    assert first["sets"] == 500
+    out = mcload(server, "--proto", proto, "--keys", 1000, "-c", 8, "-d", 4,
+                 "--multiget", 3, "--requests", 4000, "--get-ratio", 0.8)
+    after = counters(server)
+    assert out["requests"] == 4000
+    assert out["hits"] > 0 and out["misses"] > 0 and out["sets"] > 0
+    assert out["gets"] == out["hits"] + out["misses"]
+    assert out["gets"] == 3 * out["get_requests"]
+    check_deltas(before, after, out, extra_sets=first["sets"])
+
+
+def test_preload_then_all_hits(server):
+    before = counters(server)
+    out = mcload(server, "--preload", "--keys", 2000, "--value-size",
+                 "1-3000", "--dist", "zipf", "--requests", 3000, "-t", 2,
+                 "-c", 6, "-d", 8)
+    after = counters(server)
+    assert out["preload_sets"] == 2000
+    assert out["misses"] == 0 and out["hits"] > 0
+    check_deltas(before, after, out)
+
+
+def test_wrong_values_are_errors(server):
+    mcload(server, "--preload", "--keys", 50, "--requests", 1)
+    argv = [MCLOAD_BIN, "--server", "127.0.0.1:%d" % server, "--json",
+            "--keys", "50", "--value-size", "33", "--get-ratio", "1",
+            "--requests", "200", "-c", "2"]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    out = json.loads(res.stdout)
+    assert res.returncode == 2
+    assert out["errors"] == 200 and out["hits"] == 200
+
+
+def test_duration_bounds_the_run(server):
+    start = time.time()
+    out = mcload(server, "--duration", 1, "--requests", 0, "-c", 4)
+    assert time.time() - start < 8
+    assert out["requests"] > 0
+    assert out["latency_us"]["p50"] <= out["latency_us"]["p99"]
+    assert out["latency_us"]["p99"] <= out["latency_us"]["max"]
+
+
+def test_refuses_non_loopback():
+    res = subprocess.run([MCLOAD_BIN, "--server", "192.0.2.1:11211"],
+                         capture_output=True, text=True, timeout=10)
+    assert res.returncode == 1
+    assert "loopback" in res.stderr
