@@ -1,0 +1,176 @@
+/*
+ * compose.c: reply lines into the caller's buffer.
+ *
+ * compose_value() and compose_u64() run once per hit or per incr, so they
+ * write their digits by hand; the stats lines are rare and use snprintf.
+ * Every function writes all of its line or nothing and returns 0 when the
+ * line does not fit.
+ */
+#include "proto/compose.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/*
+ * The reply table.  Every line gets "\r\n" except RSP_NONE, which stays
+ * empty so that compose_rsp(RSP_NONE) writes nothing.
+ */
+#define RSP_STR(name, str) [name] = sizeof(str) > 1 ? str "\r\n" : "",
+#define RSP_LEN(name, str) [name] = sizeof(str) > 1 ? sizeof(str) + 1 : 0,
+
+const char *const rsp_str[RSP_TYPE_COUNT] = {
+    RSP_TABLE(RSP_STR)
+};
+
+const size_t rsp_len[RSP_TYPE_COUNT] = {
+    RSP_TABLE(RSP_LEN)
+};
+
+#undef RSP_STR
+#undef RSP_LEN
+
+#define U64_DIGITS_MAX 20    /* 18446744073709551615 */
+
+/*
+ * Decimal digits of v into tmp, right-aligned at tmp + U64_DIGITS_MAX.
+ * Returns the first digit.
+ */
+static char *
+u64_digits(char tmp[U64_DIGITS_MAX], uint64_t v)
+{
+    char *p = tmp + U64_DIGITS_MAX;
+
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return p;
+}
+
+/* Append v in decimal at *pos; false if it would pass end. */
+static bool
+put_u64(char **pos, const char *end, uint64_t v)
+{
+    char tmp[U64_DIGITS_MAX];
+    char *d = u64_digits(tmp, v);
+    size_t n = (size_t)(tmp + U64_DIGITS_MAX - d);
+
+    if ((size_t)(end - *pos) < n) {
+        return false;
+    }
+    memcpy(*pos, d, n);
+    *pos += n;
+    return true;
+}
+
+/* Append n bytes of s at *pos; false if they would pass end. */
+static bool
+put_mem(char **pos, const char *end, const char *s, size_t n)
+{
+    if ((size_t)(end - *pos) < n) {
+        return false;
+    }
+    memcpy(*pos, s, n);
+    *pos += n;
+    return true;
+}
+
+size_t
+compose_value(char *buf, size_t cap, const char *key, size_t nkey,
+              uint32_t flags, uint32_t vlen, bool with_cas, uint64_t cas)
+{
+    char *pos = buf;
+    const char *end = buf + cap;
+
+    if (!put_mem(&pos, end, "VALUE ", 6)
+        || !put_mem(&pos, end, key, nkey)
+        || !put_mem(&pos, end, " ", 1)
+        || !put_u64(&pos, end, flags)
+        || !put_mem(&pos, end, " ", 1)
+        || !put_u64(&pos, end, vlen)) {
+        return 0;
+    }
+    if (with_cas
+        && (!put_mem(&pos, end, " ", 1) || !put_u64(&pos, end, cas))) {
+        return 0;
+    }
+    if (!put_mem(&pos, end, "\r\n", 2)) {
+        return 0;
+    }
+    return (size_t)(pos - buf);
+}
+
+size_t
+compose_u64(char *buf, size_t cap, uint64_t n)
+{
+    char *pos = buf;
+    const char *end = buf + cap;
+
+    if (!put_u64(&pos, end, n) || !put_mem(&pos, end, "\r\n", 2)) {
+        return 0;
+    }
+    return (size_t)(pos - buf);
+}
+
+/*
+ * snprintf's result as a compose_* result: the length if the whole line
+ * fit, else 0.  snprintf would leave a truncated line and a NUL behind;
+ * the caller ignores bytes past the returned length, so that is harmless.
+ */
+static size_t
+fit(int n, size_t cap)
+{
+    if (n < 0 || (size_t)n >= cap) {
+        return 0;
+    }
+    return (size_t)n;
+}
+
+size_t
+compose_stat_str(char *buf, size_t cap, const char *name, const char *val)
+{
+    return fit(snprintf(buf, cap, "STAT %s %s\r\n", name, val), cap);
+}
+
+size_t
+compose_stat_u64(char *buf, size_t cap, const char *name, uint64_t v)
+{
+    return fit(snprintf(buf, cap, "STAT %s %" PRIu64 "\r\n", name, v), cap);
+}
+
+size_t
+compose_stat_i64(char *buf, size_t cap, const char *name, int64_t v)
+{
+    return fit(snprintf(buf, cap, "STAT %s %" PRId64 "\r\n", name, v), cap);
+}
+
+size_t
+compose_stat_f2(char *buf, size_t cap, const char *name, double v)
+{
+    return fit(snprintf(buf, cap, "STAT %s %.2f\r\n", name, v), cap);
+}
+
+size_t
+compose_stat_pfx_u64(char *buf, size_t cap, const char *prefix,
+                     const char *name, uint64_t v)
+{
+    return fit(snprintf(buf, cap, "STAT %s:%s %" PRIu64 "\r\n", prefix, name,
+                        v), cap);
+}
+
+size_t
+compose_version(char *buf, size_t cap, const char *version)
+{
+    return fit(snprintf(buf, cap, "VERSION %s\r\n", version), cap);
+}
+
+size_t
+compose_rsp(char *buf, size_t cap, enum rsp_type t)
+{
+    if ((unsigned)t >= RSP_TYPE_COUNT || rsp_len[t] > cap) {
+        return 0;
+    }
+    memcpy(buf, rsp_str[t], rsp_len[t]);
+    return rsp_len[t];
+}

@@ -1,0 +1,130 @@
+/*
+ * test_compose.c: reply lines byte for byte, and the all-or-nothing rule
+ * when the caller's buffer is too small.
+ */
+#include "proto/compose.h"
+#include "t/tap.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static char buf[512];
+
+static void
+test_value(void)
+{
+    size_t n;
+
+    n = compose_value(buf, sizeof(buf), "foo", 3, 5, 3, false, 0);
+    is_mem(buf, n, "VALUE foo 5 3\r\n", "value: get form");
+    n = compose_value(buf, sizeof(buf), "foo", 3, 0, 0, true, 2);
+    is_mem(buf, n, "VALUE foo 0 0 2\r\n", "value: gets form");
+    n = compose_value(buf, sizeof(buf), "k", 1, UINT32_MAX, UINT32_MAX, true,
+                      UINT64_MAX);
+    is_mem(buf, n,
+           "VALUE k 4294967295 4294967295 18446744073709551615\r\n",
+           "value: largest numbers");
+    n = compose_value(buf, sizeof(buf), "k", 1, 10, 100, false, 0);
+    is_mem(buf, n, "VALUE k 10 100\r\n", "value: zeros inside numbers");
+
+    /* "VALUE foo 5 3\r\n" is 15 bytes: 15 fits, 14 does not. */
+    memset(buf, 'x', sizeof(buf));
+    is_int(compose_value(buf, 15, "foo", 3, 5, 3, false, 0), 15,
+           "value: exact fit");
+    is_int(compose_value(buf, 14, "foo", 3, 5, 3, false, 0), 0,
+           "value: one byte short");
+    is_int(compose_value(buf, 4, "foo", 3, 5, 3, false, 0), 0,
+           "value: tiny buffer");
+    is_int(compose_value(buf, 17, "foo", 3, 0, 0, true, 22), 0,
+           "value: no room for the cas");
+    is_int(compose_value(buf, 0, "foo", 3, 0, 0, false, 0), 0,
+           "value: zero cap");
+}
+
+static void
+test_u64(void)
+{
+    size_t n;
+
+    n = compose_u64(buf, sizeof(buf), 0);
+    is_mem(buf, n, "0\r\n", "u64: zero");
+    n = compose_u64(buf, sizeof(buf), 1234567890);
+    is_mem(buf, n, "1234567890\r\n", "u64: ten digits");
+    n = compose_u64(buf, sizeof(buf), UINT64_MAX);
+    is_mem(buf, n, "18446744073709551615\r\n", "u64: max");
+    is_int(compose_u64(buf, 22, UINT64_MAX), 22, "u64: exact fit");
+    is_int(compose_u64(buf, 21, UINT64_MAX), 0, "u64: no room for CRLF");
+}
+
+static void
+test_stats(void)
+{
+    size_t n;
+
+    n = compose_stat_str(buf, sizeof(buf), "version", "1.6.45");
+    is_mem(buf, n, "STAT version 1.6.45\r\n", "stat: string");
+    n = compose_stat_u64(buf, sizeof(buf), "curr_items", UINT64_MAX);
+    is_mem(buf, n, "STAT curr_items 18446744073709551615\r\n", "stat: u64");
+    n = compose_stat_i64(buf, sizeof(buf), "delta", -5);
+    is_mem(buf, n, "STAT delta -5\r\n", "stat: negative i64");
+    n = compose_stat_f2(buf, sizeof(buf), "growth_factor", 1.25);
+    is_mem(buf, n, "STAT growth_factor 1.25\r\n", "stat: %.2f");
+    n = compose_stat_f2(buf, sizeof(buf), "ratio", 0.0);
+    is_mem(buf, n, "STAT ratio 0.00\r\n", "stat: %.2f zero");
+    n = compose_stat_pfx_u64(buf, sizeof(buf), "items:3", "number", 42);
+    is_mem(buf, n, "STAT items:3:number 42\r\n", "stat: prefixed");
+    n = compose_stat_pfx_u64(buf, sizeof(buf), "3", "chunk_size", 120);
+    is_mem(buf, n, "STAT 3:chunk_size 120\r\n", "stat: slab prefix");
+    is_int(compose_stat_u64(buf, 10, "curr_items", 1), 0,
+           "stat: too small buffer gives 0");
+    n = compose_version(buf, sizeof(buf), "1.6.45");
+    is_mem(buf, n, "VERSION 1.6.45\r\n", "version line");
+    is_int(compose_version(buf, 8, "1.6.45"), 0, "version: too small");
+}
+
+static void
+test_rsp(void)
+{
+    size_t n;
+    int t;
+
+    n = compose_rsp(buf, sizeof(buf), RSP_STORED);
+    is_mem(buf, n, "STORED\r\n", "rsp: STORED");
+    n = compose_rsp(buf, sizeof(buf), RSP_CLIENT_ERROR_FORMAT);
+    is_mem(buf, n, "CLIENT_ERROR bad command line format\r\n",
+           "rsp: bad command line format");
+    n = compose_rsp(buf, sizeof(buf), RSP_SERVER_ERROR_SHUTDOWN);
+    is_mem(buf, n, "SERVER_ERROR: shutdown not enabled\r\n",
+           "rsp: 1.6.45 shutdown string");
+    n = compose_rsp(buf, sizeof(buf), RSP_SERVER_ERROR_OOM_READ);
+    is_mem(buf, n, "SERVER_ERROR Out of memory during read\r\n",
+           "rsp: capitalised quirk kept");
+    is_int(compose_rsp(buf, sizeof(buf), RSP_NONE), 0, "rsp: NONE is empty");
+    is_int(rsp_len[RSP_NONE], 0, "rsp_len: NONE is 0");
+    is_str(rsp_str[RSP_NONE], "", "rsp_str: NONE is empty");
+    is_int(compose_rsp(buf, 7, RSP_STORED), 0, "rsp: too small");
+    is_int(compose_rsp(buf, sizeof(buf), RSP_TYPE_COUNT), 0,
+           "rsp: out-of-range type");
+
+    /* Every other line ends in exactly one CRLF and its length matches. */
+    for (t = RSP_NONE + 1; t < RSP_TYPE_COUNT; t++) {
+        size_t len = strlen(rsp_str[t]);
+
+        if (len != rsp_len[t] || len < 3 || rsp_str[t][len - 2] != '\r'
+            || rsp_str[t][len - 1] != '\n'
+            || memchr(rsp_str[t], '\r', len - 2) != NULL) {
+            break;
+        }
+    }
+    is_int(t, RSP_TYPE_COUNT, "rsp table: CRLF and lengths all consistent");
+}
+
+int
+main(void)
+{
+    test_value();
+    test_u64();
+    test_stats();
+    test_rsp();
+    return done_testing();
+}
