@@ -31,11 +31,14 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -403,6 +406,8 @@ struct worker {
     struct zipf zipf;
     struct event *ev_deadline;
     struct event *ev_grace;
+    struct event *ev_stop;
+    int stop_fd;        /* eventfd: the signal thread asks us to stop */
     uint64_t t_start;
     uint64_t t_last;    /* when the last reply of the phase was parsed */
     uint64_t pre_ns;
@@ -412,6 +417,8 @@ struct worker {
 };
 
 static pthread_barrier_t phase_barrier;
+/* SIGINT/SIGTERM: stop sending, drain, and report what was measured. */
+static atomic_bool interrupted;
 
 static int
 buf_reserve(struct buf *b, size_t need)
@@ -1087,6 +1094,21 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
+on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    uint64_t n;
+
+    (void)what;
+    if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
+        return;
+    }
+    if (!w->stopping) {
+        on_deadline(-1, 0, w);
+    }
+}
+
+static void
 share(uint64_t total, int parts, int i, uint64_t *lo, uint64_t *hi)
 {
     uint64_t each = total / (uint64_t)parts;
@@ -1109,6 +1131,8 @@ phase_setup(struct worker *w, enum phase ph)
     w->seq_next = w->seq_lo;
     if (ph == PHASE_PRELOAD) {
         w->budget = w->seq_hi - w->seq_lo;
+    } else if (atomic_load(&interrupted)) {
+        w->budget = 0;
     } else if (o.requests > 0) {
         share(o.requests, o.threads, w->id, &lo, &hi);
         w->budget = hi - lo;
@@ -1142,6 +1166,7 @@ phase_run(struct worker *w, enum phase ph)
         tv.tv_usec = (suseconds_t)((o.duration - (double)tv.tv_sec) * 1e6);
         evtimer_add(w->ev_deadline, &tv);
     }
+    event_add(w->ev_stop, NULL);
     for (int i = 0; i < w->nconns; i++) {
         if (w->conns[i].active) {
             conn_advance(&w->conns[i]);
@@ -1152,6 +1177,7 @@ phase_run(struct worker *w, enum phase ph)
     }
     evtimer_del(w->ev_deadline);
     evtimer_del(w->ev_grace);
+    event_del(w->ev_stop);
 }
 
 static void
@@ -1192,6 +1218,7 @@ worker_init(struct worker *w, int id)
     uint64_t hi;
 
     w->id = id;
+    w->stop_fd = -1;
     w->rng = mix64(o.seed + (uint64_t)id * 0x9e3779b97f4a7c15ull);
     if (o.dist == DIST_ZIPF) {
         zipf_init(&w->zipf, o.zipf_s, o.keys);
@@ -1205,7 +1232,13 @@ worker_init(struct worker *w, int id)
     }
     w->ev_deadline = evtimer_new(w->base, on_deadline, w);
     w->ev_grace = evtimer_new(w->base, on_grace, w);
-    if (w->ev_deadline == NULL || w->ev_grace == NULL) {
+    w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->ev_deadline == NULL || w->ev_grace == NULL || w->stop_fd < 0) {
+        return -1;
+    }
+    w->ev_stop = event_new(w->base, w->stop_fd, EV_READ | EV_PERSIST,
+                           on_stop, w);
+    if (w->ev_stop == NULL) {
         return -1;
     }
     for (int i = 0; i < w->nconns; i++) {
@@ -1233,6 +1266,12 @@ worker_free(struct worker *w)
     }
     if (w->ev_grace != NULL) {
         event_free(w->ev_grace);
+    }
+    if (w->ev_stop != NULL) {
+        event_free(w->ev_stop);
+    }
+    if (w->stop_fd >= 0) {
+        close(w->stop_fd);
     }
     if (w->base != NULL) {
         event_base_free(w->base);
@@ -1383,6 +1422,7 @@ usage(FILE *f)
         "  --cpu LIST           pin threads, round robin (e.g. 0 or 0,2-3)\n"
         "  --seed N             random seed (1)\n"
         "  --json               print one JSON object\n"
+        "SIGINT/SIGTERM end the run early; the report is still printed.\n"
         "Exit status: 0 ok, 1 bad usage or setup, 2 the run saw errors.\n");
 }
 
@@ -1685,9 +1725,39 @@ pattern_init(void)
     return 0;
 }
 
+struct sigctx {
+    sigset_t set;
+    struct worker *ws;
+    atomic_bool finished;   /* set before the last, self-sent signal */
+};
+
+/* Turns SIGINT/SIGTERM into a stop request on every worker's eventfd. */
+static void *
+signal_main(void *arg)
+{
+    struct sigctx *sc = arg;
+    uint64_t one = 1;
+    int sig;
+
+    while (sigwait(&sc->set, &sig) == 0) {
+        if (atomic_load(&sc->finished)) {
+            break;
+        }
+        atomic_store(&interrupted, true);
+        for (int i = 0; i < o.threads; i++) {
+            if (write(sc->ws[i].stop_fd, &one, sizeof(one)) < 0) {
+                perror("mcload: eventfd");
+            }
+        }
+    }
+    return NULL;
+}
+
 static int
 run(struct worker *ws, struct report *rep)
 {
+    struct sigctx sc = { .ws = ws };
+    pthread_t sigtid;
     int started = 0;
     int rc = -1;
 
@@ -1698,6 +1768,14 @@ run(struct worker *ws, struct report *rep)
         if (worker_init(&ws[i], i) < 0) {
             goto out;
         }
+    }
+    /* block the signals everywhere; only signal_main takes them */
+    sigemptyset(&sc.set);
+    sigaddset(&sc.set, SIGINT);
+    sigaddset(&sc.set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sc.set, NULL);
+    if (pthread_create(&sigtid, NULL, signal_main, &sc) != 0) {
+        goto out;
     }
     for (; started < o.threads; started++) {
         if (pthread_create(&ws[started].tid, NULL, worker_main,
@@ -1710,6 +1788,10 @@ run(struct worker *ws, struct report *rep)
     for (int i = 0; i < started; i++) {
         pthread_join(ws[i].tid, NULL);
     }
+    /* cancellation would do, but ASan cannot unwind out of sigwait */
+    atomic_store(&sc.finished, true);
+    pthread_kill(sigtid, SIGTERM);
+    pthread_join(sigtid, NULL);
     report_gather(rep, ws);
     rc = 0;
 out:
