@@ -115,8 +115,9 @@ compose_u64(char *buf, size_t cap, uint64_t n)
 
 /*
  * snprintf's result as a compose_* result: the length if the whole line
- * fit, else 0.  snprintf would leave a truncated line and a NUL behind;
- * the caller ignores bytes past the returned length, so that is harmless.
+ * fit, else 0.  snprintf always wants room for a NUL, so a stats line needs
+ * one spare byte in the buffer; a truncated line left behind is harmless,
+ * as the caller ignores bytes past the returned length.
  */
 static size_t
 fit(int n, size_t cap)

@@ -363,14 +363,28 @@ static const struct text_cmd text_cmds[] = {
 
 #undef CMD
 
+/* Like memcmp() == 0 for the short names here, without the call. */
+static bool
+same_bytes(const char *a, const char *b, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (a[i] != b[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static const struct text_cmd *
 find_cmd(const struct token *t)
 {
     size_t i;
 
     for (i = 0; i < sizeof(text_cmds) / sizeof(text_cmds[0]); i++) {
-        if (text_cmds[i].len == t->len
-            && memcmp(text_cmds[i].name, t->p, t->len) == 0) {
+        if (text_cmds[i].len == t->len && text_cmds[i].name[0] == t->p[0]
+            && same_bytes(text_cmds[i].name, t->p, t->len)) {
             return &text_cmds[i];
         }
     }
@@ -472,9 +486,13 @@ no_newline(const char *buf, size_t len)
 ssize_t
 text_parse(struct request *req, const char *buf, size_t len)
 {
-    const char *nl = memchr(buf, '\n', len);
+    const char *nl;
     size_t llen;
 
+    if (len == 0) {
+        return PROTO_EUNFIN;
+    }
+    nl = memchr(buf, '\n', len);
     if (nl == NULL) {
         return no_newline(buf, len);
     }

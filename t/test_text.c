@@ -58,6 +58,7 @@ test_framing(void)
 {
     is_int(parse("get foo"), PROTO_EUNFIN, "no newline: unfinished");
     is_int(parse(""), PROTO_EUNFIN, "empty buffer: unfinished");
+    is_int(text_parse(&req, NULL, 0), PROTO_EUNFIN, "NULL, 0: unfinished");
     is_int(parse("get foo\r"), PROTO_EUNFIN, "CR without LF: unfinished");
     is_int(parse("get foo\r\nget bar\r\n"), 9, "consumes one line only");
     is_mem(req.keys.p, req.keys.len, "foo", "first line's key");
@@ -193,6 +194,31 @@ test_key_walk(void)
     cur.p = NULL;
     cur.len = 0;
     is_int(text_next_key(&cur, &key), 0, "empty cursor");
+}
+
+/* "<cmd> <251 bytes><tail>" must fail with the format error. */
+static void
+long_key_err(const char *cmd, const char *tail, const char *name)
+{
+    char line[400];
+    size_t n = strlen(cmd);
+
+    memcpy(line, cmd, n);
+    line[n] = ' ';
+    memset(line + n + 1, 'k', 251);
+    strcpy(line + n + 252, tail);
+    is_err(line, RSP_CLIENT_ERROR_FORMAT, 0, name);
+}
+
+static void
+test_long_keys(void)
+{
+    long_key_err("delete", "\r\n", "delete: 251-byte key");
+    long_key_err("incr", " 1\r\n", "incr: 251-byte key");
+    long_key_err("decr", " x\r\n", "decr: key checked before delta");
+    long_key_err("touch", " x\r\n", "touch: key checked before exptime");
+    long_key_err("touch", " 1 noreply\r\n", "touch: long key, noreply");
+    ok(req.noreply, "touch: long-key error is silent under noreply");
 }
 
 static void
@@ -463,6 +489,7 @@ main(void)
     test_delete();
     test_arith();
     test_touch();
+    test_long_keys();
     test_admin();
     test_kept();
     test_meta();
