@@ -74,11 +74,10 @@ last_token(const char *line, size_t len)
 static void
 split(struct request *req, const char *line, size_t len)
 {
-    bool more;
     struct token last;
 
     req->ntokens = token_split(line, len, req->tokens, PROTO_MAX_TOKENS,
-                               &more);
+                               NULL);
     if (req->ntokens >= 2) {
         last = last_token(line, len);
         req->noreply = token_eq(&last, "noreply");
@@ -96,12 +95,12 @@ fail_shape(struct request *req)
     fail(req, RSP_ERROR, 0);
 }
 
-/* noreply is not part of these commands: split, then forget it. */
+/* noreply is not part of these commands: just split. */
 static void
 split_plain(struct request *req, const char *line, size_t len)
 {
-    split(req, line, len);
-    req->noreply = false;
+    req->ntokens = token_split(line, len, req->tokens, PROTO_MAX_TOKENS,
+                               NULL);
 }
 
 /* ---- get family ---------------------------------------------------- */
