@@ -104,4 +104,63 @@ struct item {
     char         data[];
 };
 
+/*
+ * A chunk of a chunked item's value, taken from the largest slab class (the
+ * last one of a chain may come from a smaller class).  refcount, flags and
+ * clsid sit at the same offsets as in struct item, so that the page mover
+ * can read any chunk of a page as either.  The header item's value area
+ * holds the pointer to the first chunk.
+ */
+struct item_chunk {
+    struct item_chunk *next;
+    struct item_chunk *prev;
+    struct item       *head;
+    uint32_t     size;          /* data bytes this chunk can hold */
+    uint32_t     used;          /* data bytes in use */
+    uint32_t     spare;
+    uint16_t     refcount;
+    uint16_t     flags;         /* ITEM_CHUNK, ITEM_SLABBED when free */
+    uint8_t      clsid;
+    uint8_t      orig_clsid;
+    uint8_t      tier;
+    uint8_t      unused;
+    char         data[];
+};
+
+/*
+ * storage/-internal item calls.  Unless said otherwise the caller holds the
+ * item's lock or the only reference.
+ */
+
+/* Bytes an item of this shape takes: memcached's ITEM_ntotal. */
+size_t item_size(size_t nkey, uint32_t client_flags, uint32_t vlen,
+                 bool use_cas);
+
+/*
+ * A new unlinked item with one reference, memory taken through
+ * lru_alloc() (which may evict); chunked when item_size() is over the slab
+ * chunk limit.  NULL when no memory can be had.  No lock needed.
+ */
+struct item *item_alloc(const char *key, size_t nkey, uint32_t client_flags,
+                        rel_time_t exptime, uint32_t vlen, bool use_cas);
+
+/* References: atomic; item_release() frees the memory at zero.  Any thread,
+ * no lock needed. */
+uint16_t item_ref_incr(struct item *it);
+uint16_t item_ref_decr(struct item *it);
+void     item_release(struct item *it);
+
+/* Free the item's memory now (chunks, then the header). */
+void     item_free(struct item *it);
+
+void     item_set_cas(struct item *it, uint64_t cas);
+
+/* The contiguous value of an unchunked item (vlen + 2 bytes). */
+char    *item_value(struct item *it);
+
+/* Copy src's value bytes [soff, soff + len) to dst's value at doff,
+ * chunked or not on either side. */
+void     item_value_move(struct item *dst, size_t doff,
+                         const struct item *src, size_t soff, size_t len);
+
 #endif

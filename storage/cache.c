@@ -1,0 +1,568 @@
+/*
+ * cache.c: the storage facade (cache.h).
+ *
+ * Every request takes the key's item lock for its whole decision, so that
+ * the store rules (memcached's do_store_item), incr/decr and delete see one
+ * consistent item.  The LRU and slabs locks are only taken below, in that
+ * order.  The GET hit path touches only the item lock and the item.
+ */
+#include "storage/cache.h"
+#include "storage/assoc.h"
+#include "storage/crawler.h"
+#include "storage/hash.h"
+#include "storage/item.h"
+#include "storage/locks.h"
+#include "storage/lru.h"
+#include "storage/slabs.h"
+#include "storage/tier.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UPDATE_INTERVAL 60
+#define INCR_MAX_LEN    24
+
+static struct {
+    struct cache_options *opts;
+    uint64_t cas_id;            /* last unique handed out */
+    uint64_t total_items;
+} ca;
+
+/* ---- life cycle ------------------------------------------------------- */
+
+static int
+start_threads(struct cache_options *o)
+{
+    if (o->lru_segmented && lru_maintainer_start() != 0) {
+        return -1;
+    }
+    if (o->slab_reassign && slabs_mover_start() != 0) {
+        return -1;
+    }
+    if (o->hash_expand && assoc_thread_start() != 0) {
+        return -1;
+    }
+    return crawler_init(o);
+}
+
+int
+cache_init(struct cache_options *opts, unsigned nworkers)
+{
+    struct tier *t;
+    unsigned lp = opts->lock_power ? opts->lock_power
+                                   : locks_power_for(nworkers);
+
+    memset(&ca, 0, sizeof(ca));
+    ca.opts = opts;
+    /* 1.6.45 starts the counter at 1: the first item gets cas 2. */
+    ca.cas_id = 1;
+    if (locks_init(lp) != 0 ||
+        assoc_init(opts->hashpower, opts->hash_bulk_move) != 0) {
+        fprintf(stderr, "cache: cannot set up locks or hash table\n");
+        return -1;
+    }
+    t = tier_dram_create(opts->mem_limit, opts->page_size, opts->prealloc);
+    if (t == NULL) {
+        return -1;
+    }
+    if (slabs_init(opts, t) != 0) {
+        tier_destroy(&t);
+        return -1;
+    }
+    if (lru_init(opts) != 0 || start_threads(opts) != 0) {
+        fprintf(stderr, "cache: cannot start storage threads\n");
+        return -1;
+    }
+    return 0;
+}
+
+void
+cache_shutdown(void)
+{
+    crawler_destroy();
+    lru_maintainer_stop();
+    slabs_mover_stop();
+    if (ca.opts->hash_expand) {
+        assoc_thread_stop();
+    }
+    lru_destroy();
+    slabs_destroy();
+    assoc_destroy();
+    locks_destroy();
+}
+
+void
+cache_tick(void)
+{
+    if (ca.opts->hash_expand) {
+        uint64_t n = 0;
+
+        for (unsigned id = 1; id <= slabs_largest(); id++) {
+            n += lru_class_items(id);
+        }
+        assoc_maybe_expand(n);
+    }
+    slabs_automove_tick();
+}
+
+/* ---- lookups ---------------------------------------------------------- */
+
+/* Find a live item under lock(hv); a dead one is unlinked on the way and
+ * *st says why. */
+static struct item *
+find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
+{
+    struct item *it = assoc_find(key, nkey, hv);
+    bool flushed;
+
+    *st = CACHE_MISS;
+    if (it == NULL) {
+        return NULL;
+    }
+    if (lru_is_dead(it, clock_now(), &flushed)) {
+        lru_unlink(it, hv);
+        *st = flushed ? CACHE_FLUSHED : CACHE_EXPIRED;
+        return NULL;
+    }
+    *st = CACHE_HIT;
+    return it;
+}
+
+struct item *
+cache_get(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
+{
+    struct item *it;
+
+    locks_lock(hv);
+    it = find_live(key, nkey, hv, st);
+    if (it != NULL) {
+        item_ref_incr(it);
+        lru_bump(it);
+    }
+    locks_unlock(hv);
+    return it;
+}
+
+struct item *
+cache_touch(const char *key, size_t nkey, uint32_t hv, rel_time_t exptime,
+            enum cache_status *st)
+{
+    struct item *it;
+
+    locks_lock(hv);
+    it = find_live(key, nkey, hv, st);
+    if (it != NULL) {
+        item_ref_incr(it);
+        it->exptime = exptime;
+        lru_bump(it);
+    }
+    locks_unlock(hv);
+    return it;
+}
+
+struct item *
+cache_alloc(const char *key, size_t nkey, uint32_t hv,
+            uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
+            enum cache_status *st)
+{
+    struct item *it;
+
+    (void)hv;
+    if (item_size(nkey, client_flags, vlen, ca.opts->use_cas) >
+        ca.opts->item_size_max) {
+        *st = CACHE_TOO_LARGE;
+        return NULL;
+    }
+    it = item_alloc(key, nkey, client_flags, exptime, vlen,
+                    ca.opts->use_cas);
+    *st = it != NULL ? CACHE_OK : CACHE_NO_MEMORY;
+    return it;
+}
+
+void
+cache_release(struct item *it)
+{
+    item_release(it);
+}
+
+/* ---- stores ----------------------------------------------------------- */
+
+static uint64_t
+next_cas(void)
+{
+    return __atomic_add_fetch(&ca.cas_id, 1, __ATOMIC_RELAXED);
+}
+
+/* Link `it` in place of `old` (may be NULL) with a fresh cas unique. */
+static void
+link_new(struct item *old, struct item *it, uint32_t hv)
+{
+    item_set_cas(it, ca.opts->use_cas ? next_cas() : 0);
+    if (old != NULL) {
+        lru_unlink(old, hv);
+    }
+    lru_link(it, hv);
+    __atomic_add_fetch(&ca.total_items, 1, __ATOMIC_RELAXED);
+}
+
+/* append/prepend: a new item holding old and new data, keeping the old
+ * item's flags and exptime. */
+static enum cache_status
+store_concat(struct item *old, struct item *it, enum cache_op op,
+             uint32_t hv)
+{
+    uint32_t ov = item_vlen(old), nv = item_vlen(it);
+    struct item *n;
+
+    if (item_size(item_nkey(it), item_client_flags(old), ov + nv,
+                  ca.opts->use_cas) > ca.opts->item_size_max) {
+        return CACHE_TOO_LARGE;
+    }
+    n = item_alloc(item_key(it), item_nkey(it), item_client_flags(old),
+                   item_exptime(old), ov + nv, ca.opts->use_cas);
+    if (n == NULL) {
+        return CACHE_NO_MEMORY;
+    }
+    if (op == CACHE_APPEND) {
+        item_value_move(n, 0, old, 0, ov);
+        item_value_move(n, ov, it, 0, (size_t)nv + 2);
+    } else {
+        item_value_move(n, 0, it, 0, nv);
+        item_value_move(n, nv, old, 0, (size_t)ov + 2);
+    }
+    link_new(old, n, hv);
+    item_set_cas(it, item_cas(n));
+    item_release(n);
+    return CACHE_STORED;
+}
+
+/* The key exists (old): memcached's rules per op. */
+static enum cache_status
+store_over(struct item *old, struct item *it, enum cache_op op,
+           uint64_t req_cas, uint32_t hv)
+{
+    switch (op) {
+    case CACHE_ADD:
+        /* add fails but keeps the existing item fresh. */
+        if (old->time + UPDATE_INTERVAL < clock_now()) {
+            old->time = clock_now();
+        }
+        return CACHE_NOT_STORED;
+    case CACHE_CAS:
+        if (item_cas(old) != req_cas) {
+            return CACHE_EXISTS;
+        }
+        break;
+    case CACHE_APPEND:
+    case CACHE_PREPEND:
+        if (req_cas != 0 && item_cas(old) != req_cas) {
+            return CACHE_EXISTS;
+        }
+        return store_concat(old, it, op, hv);
+    default:
+        break;
+    }
+    link_new(old, it, hv);
+    return CACHE_STORED;
+}
+
+enum cache_status
+cache_store(struct item *it, enum cache_op op, uint64_t req_cas)
+{
+    uint32_t hv = hash_murmur3(item_key(it), item_nkey(it));
+    enum cache_status st, dummy;
+    struct item *old;
+
+    locks_lock(hv);
+    old = find_live(item_key(it), item_nkey(it), hv, &dummy);
+    if (old != NULL) {
+        st = store_over(old, it, op, req_cas, hv);
+    } else if (op == CACHE_SET || op == CACHE_ADD) {
+        link_new(NULL, it, hv);
+        st = CACHE_STORED;
+    } else {
+        st = op == CACHE_CAS ? CACHE_NOT_FOUND : CACHE_NOT_STORED;
+    }
+    locks_unlock(hv);
+    return st;
+}
+
+enum cache_status
+cache_delete(const char *key, size_t nkey, uint32_t hv, uint64_t cas)
+{
+    enum cache_status st;
+    struct item *it;
+
+    locks_lock(hv);
+    it = find_live(key, nkey, hv, &st);
+    if (it == NULL) {
+        st = CACHE_NOT_FOUND;
+    } else if (cas != 0 && item_cas(it) != cas) {
+        st = CACHE_EXISTS;
+    } else {
+        lru_unlink(it, hv);
+        st = CACHE_DELETED;
+    }
+    locks_unlock(hv);
+    return st;
+}
+
+/* ---- incr / decr ------------------------------------------------------ */
+
+/* memcached's safe_strtoull on the value (which ends in "\r\n"). */
+static bool
+parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno == ERANGE) {
+        return false;
+    }
+    if (*end == ' ' || *end == '\r' || *end == '\n' || *end == '\t' ||
+        (*end == '\0' && end != s)) {
+        /* strtoull takes "-1" as a huge number; memcached refuses it. */
+        if ((long long)v < 0 && strchr(s, '-') != NULL) {
+            return false;
+        }
+        *out = v;
+        return true;
+    }
+    return false;
+}
+
+static bool
+read_number(struct item *it, uint64_t *v)
+{
+    char buf[INCR_MAX_LEN + 3];
+    size_t n;
+
+    if (it->nbytes <= 2 || (it->flags & ITEM_CHUNKED)) {
+        return false;
+    }
+    if (it->nbytes <= INCR_MAX_LEN + 2) {
+        n = item_value_copy(it, buf, sizeof(buf) - 1);
+        buf[n] = '\0';
+        return parse_u64(buf, v);
+    }
+    /* Longer values: parse in place; the "\r\n" stops strtoull. */
+    return parse_u64(item_value(it), v);
+}
+
+/* Write the new number: in place (padded with spaces) when it fits and
+ * nobody else holds the item, else as a new item. */
+static enum cache_status
+write_number(struct item *it, uint64_t v, uint32_t hv, unsigned *clsid)
+{
+    char num[INCR_MAX_LEN];
+    int len = snprintf(num, sizeof(num), "%llu", (unsigned long long)v);
+    struct item *n;
+
+    if ((uint32_t)len + 2 <= it->nbytes &&
+        __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 2) {
+        memset(item_value(it) + len, ' ', it->nbytes - 2 - (size_t)len);
+        memcpy(item_value(it), num, (size_t)len);
+        item_set_cas(it, ca.opts->use_cas ? next_cas() : 0);
+        *clsid = item_clsid(it);
+        return CACHE_OK;
+    }
+    n = item_alloc(item_key(it), item_nkey(it), item_client_flags(it),
+                   item_exptime(it), (uint32_t)len, ca.opts->use_cas);
+    if (n == NULL) {
+        return CACHE_NO_MEMORY;
+    }
+    memcpy(item_value(n), num, (size_t)len);
+    memcpy(item_value(n) + len, "\r\n", 2);
+    link_new(it, n, hv);
+    *clsid = item_clsid(n);
+    item_release(n);
+    return CACHE_OK;
+}
+
+enum cache_status
+cache_delta(const char *key, size_t nkey, uint32_t hv, bool incr,
+            uint64_t delta, uint64_t *value, unsigned *clsid)
+{
+    enum cache_status st;
+    struct item *it;
+    uint64_t v;
+
+    locks_lock(hv);
+    it = find_live(key, nkey, hv, &st);
+    if (it == NULL) {
+        locks_unlock(hv);
+        return CACHE_NOT_FOUND;
+    }
+    item_ref_incr(it);
+    *clsid = item_clsid(it);
+    if (!read_number(it, &v)) {
+        st = CACHE_NON_NUMERIC;
+    } else {
+        v = incr ? v + delta : (delta > v ? 0 : v - delta);
+        *value = v;
+        st = write_number(it, v, hv, clsid);
+    }
+    locks_unlock(hv);
+    item_release(it);
+    return st;
+}
+
+/* ---- administration --------------------------------------------------- */
+
+void
+cache_flush(rel_time_t when)
+{
+    lru_set_flush(when);
+    if (when <= clock_now()) {
+        lru_flush_recent(when);
+    }
+}
+
+int
+cache_set_memlimit(size_t bytes)
+{
+    if (slabs_set_memlimit(bytes) != 0) {
+        return -1;
+    }
+    ca.opts->mem_limit = bytes;
+    return 0;
+}
+
+enum cache_status
+cache_slabs_reassign(int src, int dst)
+{
+    if (!ca.opts->slab_reassign) {
+        return CACHE_DISABLED;
+    }
+    return slabs_reassign(src, dst);
+}
+
+enum cache_status
+cache_crawl(const bool classes[CACHE_MAX_CLASSES])
+{
+    return crawler_request(classes);
+}
+
+int
+cache_crawler_enable(bool on)
+{
+    return crawler_enable(on);
+}
+
+/* ---- metadump --------------------------------------------------------- */
+
+struct dump_ctx {
+    const bool *classes;
+    int       (*emit)(const char *line, size_t len, void *ctx);
+    void       *ctx;
+};
+
+/* Percent-encode everything but RFC 3986 unreserved characters. */
+static size_t
+uri_encode(char *out, const char *in, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+            c == '~') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
+static int
+dump_one(struct item *it, void *arg)
+{
+    struct dump_ctx *d = arg;
+    char key[3 * 256], line[3 * 256 + 200];
+    time_t base = clock_process_started();
+    bool flushed;
+    int len;
+
+    if ((d->classes != NULL && !d->classes[item_clsid(it)]) ||
+        lru_is_dead(it, clock_now(), &flushed)) {
+        return 0;
+    }
+    uri_encode(key, item_key(it), item_nkey(it));
+    len = snprintf(line, sizeof(line),
+                   "key=%s exp=%lld la=%lld cas=%llu fetch=%s cls=%u "
+                   "size=%zu\n", key,
+                   it->exptime == 0 ? -1LL : (long long)(it->exptime + base),
+                   (long long)(it->time + base),
+                   (unsigned long long)item_cas(it),
+                   (it->flags & ITEM_FETCHED) ? "yes" : "no",
+                   item_clsid(it), item_ntotal(it));
+    return d->emit(line, (size_t)len, d->ctx);
+}
+
+void
+cache_metadump(const bool classes[CACHE_MAX_CLASSES],
+               int (*emit)(const char *line, size_t len, void *ctx),
+               void *ctx)
+{
+    struct dump_ctx d = { classes, emit, ctx };
+
+    assoc_walk(dump_one, &d);
+}
+
+/* ---- stats ------------------------------------------------------------ */
+
+void
+cache_stats(struct cache_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    lru_totals(out);
+    slabs_totals(out);
+    slabs_mover_stats(out);
+    crawler_stats(out);
+    assoc_stats(&out->hash_power_level, &out->hash_bytes,
+                &out->hash_is_expanding);
+    out->total_items = __atomic_load_n(&ca.total_items, __ATOMIC_RELAXED);
+}
+
+unsigned
+cache_nclasses(void)
+{
+    return slabs_largest();
+}
+
+bool
+cache_slab_stats(unsigned id, struct cache_slab_stats *out)
+{
+    return slabs_class_stats(id, out);
+}
+
+bool
+cache_item_stats(unsigned id, struct cache_item_stats *out)
+{
+    return lru_item_stats(id, out);
+}
+
+bool
+cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
+            void *ctx)
+{
+    return lru_sizes(emit, ctx);
+}
+
+void
+cache_stats_reset(void)
+{
+    lru_stats_reset();
+    __atomic_store_n(&ca.total_items, 0, __ATOMIC_RELAXED);
+}

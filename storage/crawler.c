@@ -1,0 +1,256 @@
+/*
+ * crawler.c: the LRU crawler thread.
+ *
+ * A crawl puts a cursor item at the tail of each list of a class and lets
+ * lru_crawler_step() move it towards the head one item at a time; the
+ * step only trylocks item locks, so the crawler never waits on a worker
+ * while holding a list lock.  Lists are crawled one after the other.
+ */
+#include "storage/crawler.h"
+#include "storage/item.h"
+#include "storage/lru.h"
+#include "storage/slabs.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AUTO_MIN_S  5
+#define AUTO_MAX_S  60
+#define SLEEP_EVERY 1000
+
+static struct {
+    const struct cache_options *opts;
+    pthread_mutex_t lock;
+    pthread_cond_t  cond;
+    pthread_cond_t  idle;
+    pthread_t       thread;
+    bool            on;
+    bool            stop;
+    bool            pending;
+    bool            running;
+    bool            want[CACHE_MAX_CLASSES];
+    rel_time_t      next_auto[CACHE_MAX_CLASSES];
+    unsigned        interval[CACHE_MAX_CLASSES];
+    uint64_t        starts;
+} cr;
+
+static bool
+should_stop(void)
+{
+    return __atomic_load_n(&cr.stop, __ATOMIC_RELAXED);
+}
+
+/* Crawl one list; true if it held an item with an exptime. */
+static bool
+crawl_list(unsigned id, enum item_lru which, uint64_t *checked)
+{
+    struct item cursor_mem;
+    struct item *cursor = &cursor_mem;
+    unsigned limit = cr.opts->crawler_tocrawl;
+    bool any_ttl = false, ttl;
+    unsigned n = 0;
+    int rc;
+
+    lru_crawler_insert(cursor, id, which);
+    while ((rc = lru_crawler_step(cursor, &ttl)) >= 0) {
+        any_ttl |= ttl;
+        n += (unsigned)rc;
+        if (rc > 0 && ++*checked % SLEEP_EVERY == 0 &&
+            cr.opts->crawler_sleep_us > 0) {
+            usleep(cr.opts->crawler_sleep_us);
+        }
+        if ((limit != 0 && n >= limit) || should_stop()) {
+            lru_crawler_remove(cursor);
+            break;
+        }
+    }
+    return any_ttl;
+}
+
+static void
+crawl_class(unsigned id, uint64_t *checked)
+{
+    bool ttl = false;
+
+    for (unsigned l = ITEM_LRU_HOT; l <= ITEM_LRU_TEMP && !should_stop();
+         l++) {
+        ttl |= crawl_list(id, (enum item_lru)l, checked);
+    }
+    /* Schedule the next automatic crawl of this class. */
+    if (ttl) {
+        cr.interval[id] = AUTO_MIN_S;
+    } else {
+        cr.interval[id] = cr.interval[id] * 2 > AUTO_MAX_S
+                        ? AUTO_MAX_S : cr.interval[id] * 2;
+    }
+    cr.next_auto[id] = clock_now() + cr.interval[id];
+}
+
+static void
+crawl(const bool want[CACHE_MAX_CLASSES])
+{
+    uint64_t checked = 0;
+
+    for (unsigned id = 1; id <= slabs_largest() && !should_stop(); id++) {
+        if (want[id]) {
+            crawl_class(id, &checked);
+        }
+    }
+}
+
+/* Classes due for an automatic crawl; false if none. */
+static bool
+auto_due(bool want[CACHE_MAX_CLASSES])
+{
+    rel_time_t now = clock_now();
+    bool any = false;
+
+    memset(want, 0, CACHE_MAX_CLASSES * sizeof(bool));
+    for (unsigned id = 1; id <= slabs_largest(); id++) {
+        if (cr.interval[id] == 0) {
+            cr.interval[id] = AUTO_MIN_S;
+        }
+        if (now >= cr.next_auto[id] && lru_class_items(id) > 0) {
+            want[id] = true;
+            any = true;
+        }
+    }
+    return any;
+}
+
+static void
+wait_a_second(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&cr.cond, &cr.lock, &ts);
+}
+
+static void *
+crawler_thread(void *arg)
+{
+    bool want[CACHE_MAX_CLASSES];
+
+    (void)arg;
+    pthread_mutex_lock(&cr.lock);
+    while (!cr.stop) {
+        if (cr.pending) {
+            memcpy(want, cr.want, sizeof(want));
+            cr.pending = false;
+        } else if (!auto_due(want)) {
+            wait_a_second();
+            continue;
+        }
+        cr.running = true;
+        cr.starts++;
+        pthread_mutex_unlock(&cr.lock);
+        crawl(want);
+        pthread_mutex_lock(&cr.lock);
+        cr.running = false;
+        pthread_cond_broadcast(&cr.idle);
+    }
+    cr.running = false;
+    pthread_cond_broadcast(&cr.idle);
+    pthread_mutex_unlock(&cr.lock);
+    return NULL;
+}
+
+int
+crawler_init(const struct cache_options *opts)
+{
+    memset(&cr, 0, sizeof(cr));
+    cr.opts = opts;
+    pthread_mutex_init(&cr.lock, NULL);
+    pthread_cond_init(&cr.cond, NULL);
+    pthread_cond_init(&cr.idle, NULL);
+    return opts->lru_crawler ? crawler_enable(true) : 0;
+}
+
+int
+crawler_enable(bool on)
+{
+    int rc = 0;
+
+    if (!on) {
+        pthread_mutex_lock(&cr.lock);
+        if (cr.on) {
+            cr.stop = true;
+            pthread_cond_broadcast(&cr.cond);
+            pthread_mutex_unlock(&cr.lock);
+            pthread_join(cr.thread, NULL);
+            pthread_mutex_lock(&cr.lock);
+            cr.on = false;
+            cr.pending = false;
+        }
+        pthread_mutex_unlock(&cr.lock);
+        return 0;
+    }
+    pthread_mutex_lock(&cr.lock);
+    if (!cr.on) {
+        cr.stop = false;
+        rc = pthread_create(&cr.thread, NULL, crawler_thread, NULL) == 0
+           ? 0 : -1;
+        cr.on = rc == 0;
+    }
+    pthread_mutex_unlock(&cr.lock);
+    return rc;
+}
+
+void
+crawler_destroy(void)
+{
+    crawler_enable(false);
+    pthread_mutex_destroy(&cr.lock);
+    pthread_cond_destroy(&cr.cond);
+    pthread_cond_destroy(&cr.idle);
+}
+
+enum cache_status
+crawler_request(const bool classes[CACHE_MAX_CLASSES])
+{
+    enum cache_status st = CACHE_NOTSTARTED;
+
+    for (unsigned id = 0; id < CACHE_MAX_CLASSES; id++) {
+        if (classes[id] && (id == 0 || id > slabs_largest())) {
+            return CACHE_BADCLASS;
+        }
+    }
+    pthread_mutex_lock(&cr.lock);
+    if (!cr.on) {
+        st = CACHE_DISABLED;
+    } else if (cr.pending || cr.running) {
+        st = CACHE_BUSY;
+    } else {
+        for (unsigned id = 1; id < CACHE_MAX_CLASSES; id++) {
+            cr.want[id] = classes[id] && lru_class_items(id) > 0;
+            st = cr.want[id] ? CACHE_OK : st;
+        }
+        cr.pending = st == CACHE_OK;
+        pthread_cond_signal(&cr.cond);
+    }
+    pthread_mutex_unlock(&cr.lock);
+    return st;
+}
+
+void
+crawler_wait(void)
+{
+    pthread_mutex_lock(&cr.lock);
+    while (cr.on && (cr.pending || cr.running)) {
+        pthread_cond_wait(&cr.idle, &cr.lock);
+    }
+    pthread_mutex_unlock(&cr.lock);
+}
+
+void
+crawler_stats(struct cache_stats *out)
+{
+    pthread_mutex_lock(&cr.lock);
+    out->lru_crawler_running = cr.running;
+    out->lru_crawler_starts = cr.starts;
+    pthread_mutex_unlock(&cr.lock);
+}

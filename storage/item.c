@@ -1,0 +1,412 @@
+/*
+ * item.c: item layout, accessors, allocation and references.
+ *
+ * An unchunked item is one slab chunk:
+ *
+ *   | header (48) | cas (8, if ITEM_CAS) | key | NUL |
+ *   | client flags (4, if ITEM_CFLAGS) | value | \r\n |
+ *
+ * A chunked item (ITEM_CHUNKED) keeps the same header, key and flags in a
+ * small class, and in place of the value a pointer to a chain of
+ * struct item_chunk taken from the largest class.  Its clsid is the largest
+ * class, so it lives (and is evicted) in that class's LRU, where evicting
+ * it frees the chunks that class is short of; the class of the header's own
+ * memory is kept in the first chunk's orig_clsid.
+ */
+#include "storage/item.h"
+#include "storage/lru.h"
+#include "storage/slabs.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <string.h>
+
+_Static_assert(sizeof(struct item) == 48, "memcached's 48-byte header");
+_Static_assert(sizeof(struct item_chunk) == 48, "chunk header size");
+_Static_assert(offsetof(struct item, refcount) ==
+               offsetof(struct item_chunk, refcount), "refcount offset");
+_Static_assert(offsetof(struct item, flags) ==
+               offsetof(struct item_chunk, flags), "flags offset");
+_Static_assert(offsetof(struct item, clsid) ==
+               offsetof(struct item_chunk, clsid), "clsid offset");
+
+static size_t
+cas_len(const struct item *it)
+{
+    return (it->flags & ITEM_CAS) ? sizeof(uint64_t) : 0;
+}
+
+/* Offset in data[] of the value (or of the chunk pointer). */
+static size_t
+value_off(const struct item *it)
+{
+    return cas_len(it) + it->nkey + 1 +
+           ((it->flags & ITEM_CFLAGS) ? sizeof(uint32_t) : 0);
+}
+
+static struct item_chunk *
+first_chunk(const struct item *it)
+{
+    struct item_chunk *ch;
+
+    memcpy(&ch, it->data + value_off(it), sizeof(ch));
+    return ch;
+}
+
+const char *
+item_key(const struct item *it)
+{
+    return it->data + cas_len(it);
+}
+
+size_t
+item_nkey(const struct item *it)
+{
+    return it->nkey;
+}
+
+uint32_t
+item_client_flags(const struct item *it)
+{
+    uint32_t fl = 0;
+
+    if (it->flags & ITEM_CFLAGS) {
+        memcpy(&fl, it->data + cas_len(it) + it->nkey + 1, sizeof(fl));
+    }
+    return fl;
+}
+
+uint64_t
+item_cas(const struct item *it)
+{
+    uint64_t cas = 0;
+
+    if (it->flags & ITEM_CAS) {
+        memcpy(&cas, it->data, sizeof(cas));
+    }
+    return cas;
+}
+
+void
+item_set_cas(struct item *it, uint64_t cas)
+{
+    if (it->flags & ITEM_CAS) {
+        memcpy(it->data, &cas, sizeof(cas));
+    }
+}
+
+rel_time_t
+item_exptime(const struct item *it)
+{
+    return it->exptime;
+}
+
+rel_time_t
+item_atime(const struct item *it)
+{
+    return it->time;
+}
+
+unsigned
+item_clsid(const struct item *it)
+{
+    return it->clsid & ITEM_CLSID_MASK;
+}
+
+size_t
+item_ntotal(const struct item *it)
+{
+    return sizeof(struct item) + value_off(it) + it->nbytes;
+}
+
+enum item_lru
+item_lru(const struct item *it)
+{
+    return (enum item_lru)(__atomic_load_n(&it->clsid, __ATOMIC_RELAXED) >>
+                           ITEM_LRU_SHIFT);
+}
+
+uint32_t
+item_vlen(const struct item *it)
+{
+    return it->nbytes - 2;
+}
+
+char *
+item_value(struct item *it)
+{
+    assert(!(it->flags & ITEM_CHUNKED));
+    return it->data + value_off(it);
+}
+
+size_t
+item_size(size_t nkey, uint32_t client_flags, uint32_t vlen, bool use_cas)
+{
+    return sizeof(struct item) + (use_cas ? sizeof(uint64_t) : 0) + nkey +
+           1 + (client_flags != 0 ? sizeof(uint32_t) : 0) + vlen + 2;
+}
+
+/* ---- value access ------------------------------------------------------ */
+
+static size_t
+chunked_iov(const struct item *it, size_t off, struct iovec *iov, size_t max)
+{
+    const struct item_chunk *ch = first_chunk(it);
+    size_t n = 0;
+
+    while (ch != NULL && off >= ch->used) {
+        off -= ch->used;
+        ch = ch->next;
+    }
+    for (; ch != NULL && n < max; ch = ch->next) {
+        iov[n].iov_base = (char *)ch->data + off;
+        iov[n].iov_len = ch->used - off;
+        off = 0;
+        n++;
+    }
+    return n;
+}
+
+size_t
+item_value_iov(const struct item *it, size_t off, struct iovec *iov,
+               size_t max)
+{
+    if (max == 0 || off >= it->nbytes) {
+        return 0;
+    }
+    if (it->flags & ITEM_CHUNKED) {
+        return chunked_iov(it, off, iov, max);
+    }
+    iov[0].iov_base = (char *)it->data + value_off(it) + off;
+    iov[0].iov_len = it->nbytes - off;
+    return 1;
+}
+
+size_t
+item_value_copy(const struct item *it, char *buf, size_t len)
+{
+    size_t want = len < it->nbytes ? len : it->nbytes;
+    size_t done = 0;
+    struct iovec iov;
+
+    while (done < want && item_value_iov(it, done, &iov, 1) == 1) {
+        size_t n = iov.iov_len < want - done ? iov.iov_len : want - done;
+
+        memcpy(buf + done, iov.iov_base, n);
+        done += n;
+    }
+    return done;
+}
+
+bool
+item_value_crlf_ok(const struct item *it)
+{
+    char tail[2];
+    struct iovec iov;
+    size_t got = 0;
+
+    if (it->nbytes < 2) {
+        return false;
+    }
+    while (got < 2 &&
+           item_value_iov(it, it->nbytes - 2 + got, &iov, 1) == 1) {
+        tail[got++] = *(char *)iov.iov_base;
+    }
+    return got == 2 && tail[0] == '\r' && tail[1] == '\n';
+}
+
+void
+item_value_move(struct item *dst, size_t doff, const struct item *src,
+                size_t soff, size_t len)
+{
+    struct iovec d, s;
+
+    while (len > 0 && item_value_iov(dst, doff, &d, 1) == 1 &&
+           item_value_iov(src, soff, &s, 1) == 1) {
+        size_t n = d.iov_len < s.iov_len ? d.iov_len : s.iov_len;
+
+        if (n > len) {
+            n = len;
+        }
+        memmove(d.iov_base, s.iov_base, n);
+        doff += n;
+        soff += n;
+        len -= n;
+    }
+}
+
+/* ---- references -------------------------------------------------------- */
+
+uint16_t
+item_ref_incr(struct item *it)
+{
+    return __atomic_add_fetch(&it->refcount, 1, __ATOMIC_ACQ_REL);
+}
+
+uint16_t
+item_ref_decr(struct item *it)
+{
+    return __atomic_sub_fetch(&it->refcount, 1, __ATOMIC_ACQ_REL);
+}
+
+void
+item_release(struct item *it)
+{
+    if (item_ref_decr(it) == 0) {
+        item_free(it);
+    }
+}
+
+/* Bytes the header of a chunked item takes: everything but the value,
+ * which is replaced by the chunk pointer. */
+static size_t
+header_size(const struct item *it)
+{
+    return sizeof(struct item) + value_off(it) + sizeof(struct item_chunk *);
+}
+
+static void
+free_chunks(struct item_chunk *ch)
+{
+    while (ch != NULL) {
+        struct item_chunk *next = ch->next;
+
+        slabs_free(ch, sizeof(*ch) + ch->used, ch->clsid);
+        ch = next;
+    }
+}
+
+void
+item_free(struct item *it)
+{
+    assert(!(it->flags & ITEM_LINKED));
+    if (it->flags & ITEM_CHUNKED) {
+        struct item_chunk *ch = first_chunk(it);
+        unsigned hid = ch != NULL ? ch->orig_clsid : 0;
+        size_t hsize = header_size(it);
+
+        free_chunks(ch);
+        slabs_free(it, hsize, hid);
+        return;
+    }
+    slabs_free(it, item_ntotal(it), it->clsid & ITEM_CLSID_MASK);
+}
+
+/* ---- allocation -------------------------------------------------------- */
+
+static void
+fill_header(struct item *it, const char *key, size_t nkey,
+            uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
+            bool use_cas)
+{
+    it->next = it->prev = it->h_next = NULL;
+    it->time = clock_now();
+    it->exptime = exptime;
+    it->nbytes = vlen + 2;
+    it->flags = (use_cas ? ITEM_CAS : 0) | (client_flags ? ITEM_CFLAGS : 0);
+    it->nkey = (uint8_t)nkey;
+    item_set_cas(it, 0);
+    memcpy(it->data + cas_len(it), key, nkey);
+    it->data[cas_len(it) + nkey] = '\0';
+    if (client_flags != 0) {
+        memcpy(it->data + cas_len(it) + nkey + 1, &client_flags,
+               sizeof(client_flags));
+    }
+}
+
+/* One chunk for up to `want` value bytes: a full chunk of the largest
+ * class, or the smallest class that holds the rest. */
+static struct item_chunk *
+chunk_alloc(size_t want)
+{
+    size_t cap = slabs_chunk_max() - sizeof(struct item_chunk);
+    unsigned id = want >= cap ? slabs_largest()
+                              : slabs_clsid(want + sizeof(struct item_chunk));
+    size_t used = want < cap ? want : cap;
+    struct item_chunk *ch = lru_alloc(sizeof(*ch) + used, id);
+
+    if (ch == NULL) {
+        return NULL;
+    }
+    ch->next = ch->prev = NULL;
+    ch->head = NULL;
+    ch->size = (uint32_t)(slabs_size(id) - sizeof(*ch));
+    ch->used = (uint32_t)used;
+    ch->flags = ITEM_CHUNK;
+    return ch;
+}
+
+/* Build the chain for `total` value bytes; NULL (and nothing held) if
+ * memory runs out part way. */
+static struct item_chunk *
+chain_alloc(struct item *head, size_t total)
+{
+    struct item_chunk *first = NULL, *last = NULL;
+
+    while (total > 0) {
+        struct item_chunk *ch = chunk_alloc(total);
+
+        if (ch == NULL) {
+            free_chunks(first);
+            return NULL;
+        }
+        __atomic_store_n(&ch->head, head, __ATOMIC_RELEASE);
+        ch->prev = last;
+        if (last != NULL) {
+            last->next = ch;
+        } else {
+            first = ch;
+        }
+        last = ch;
+        total -= ch->used;
+    }
+    return first;
+}
+
+static struct item *
+alloc_chunked(const char *key, size_t nkey, uint32_t client_flags,
+              rel_time_t exptime, uint32_t vlen, bool use_cas)
+{
+    size_t htotal = item_size(nkey, client_flags, 0, use_cas) - 2 +
+                    sizeof(struct item_chunk *);
+    unsigned hid = slabs_clsid(htotal);
+    struct item *it = hid != 0 ? lru_alloc(htotal, hid) : NULL;
+    struct item_chunk *ch;
+
+    if (it == NULL) {
+        return NULL;
+    }
+    fill_header(it, key, nkey, client_flags, exptime, vlen, use_cas);
+    it->flags |= ITEM_CHUNKED;
+    ch = chain_alloc(it, (size_t)vlen + 2);
+    if (ch == NULL) {
+        slabs_free(it, htotal, hid);
+        return NULL;
+    }
+    ch->orig_clsid = (uint8_t)hid;
+    memcpy(it->data + value_off(it), &ch, sizeof(ch));
+    it->clsid = (uint8_t)slabs_largest();
+    return it;
+}
+
+struct item *
+item_alloc(const char *key, size_t nkey, uint32_t client_flags,
+           rel_time_t exptime, uint32_t vlen, bool use_cas)
+{
+    size_t ntotal = item_size(nkey, client_flags, vlen, use_cas);
+    struct item *it;
+    unsigned id;
+
+    if (ntotal > slabs_chunk_max()) {
+        return alloc_chunked(key, nkey, client_flags, exptime, vlen,
+                             use_cas);
+    }
+    id = slabs_clsid(ntotal);
+    it = id != 0 ? lru_alloc(ntotal, id) : NULL;
+    if (it == NULL) {
+        return NULL;
+    }
+    fill_header(it, key, nkey, client_flags, exptime, vlen, use_cas);
+    it->clsid = (uint8_t)id;
+    return it;
+}

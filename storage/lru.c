@@ -1,0 +1,1003 @@
+/*
+ * lru.c: segmented LRU lists, linking, eviction and the maintainer thread.
+ *
+ *   new item --> HOT --(tail, over hot_lru_pct or too old)--> COLD --> evict
+ *                 |  (tail, ACTIVE)                            ^  |
+ *                 v                                            |  | ACTIVE
+ *                WARM --(tail, over warm_lru_pct or too old)---+  | hit
+ *                 ^  (tail, ACTIVE: back to the WARM head)        |
+ *                 +-----------------------------------------------+
+ *
+ * Hits in HOT and WARM only set flags and it->time (no list lock); the
+ * maintainer moves items at the tails.  An ACTIVE hit in COLD moves the
+ * item to WARM directly in the reader's thread (memcached queues it to the
+ * maintainer instead; the direct move keeps it simple and takes two
+ * uncontended list locks one after the other).
+ */
+#include "storage/lru.h"
+#include "storage/assoc.h"
+#include "storage/hash.h"
+#include "storage/locks.h"
+#include "storage/slabs.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NLRU            4
+#define TAIL_TRIES      5
+#define ALLOC_TRIES     10
+#define JUGGLE_MAX      500
+#define UPDATE_INTERVAL 60
+#define SLEEP_MIN_US    1000
+#define SLEEP_MAX_US    1000000
+
+struct lru_list {
+    pthread_mutex_t lock;
+    struct item    *head;
+    struct item    *tail;
+    uint64_t        size;
+    uint64_t        bytes;
+};
+
+/* Counters of one class, bumped with relaxed atomics. */
+struct lru_counters {
+    uint64_t evicted, evicted_nonzero, evicted_time, outofmemory;
+    uint64_t reclaimed, expired_unfetched, evicted_unfetched;
+    uint64_t evicted_active, crawler_reclaimed, crawler_items_checked;
+    uint64_t lrutail_reflocked, moves_to_cold, moves_to_warm;
+    uint64_t moves_within_lru, direct_reclaims;
+};
+
+enum pull_mode { PULL_MAINT, PULL_EVICT, PULL_FORCE_COLD, PULL_RECLAIM };
+
+static struct {
+    const struct cache_options *opts;
+    struct lru_list     lists[CACHE_MAX_CLASSES][NLRU];
+    struct lru_counters ctr[CACHE_MAX_CLASSES];
+    rel_time_t          flush_time;
+    uint64_t           *histo;      /* track_sizes: 32-byte buckets */
+    size_t              nhisto;
+    uint64_t            juggles;
+    pthread_t           thread;
+    bool                running;
+    bool                stop;
+    pthread_mutex_t     wait_lock;
+    pthread_cond_t      wait_cond;
+} lru;
+
+#define COUNT(id, field, n) \
+    __atomic_add_fetch(&lru.ctr[(id)].field, (n), __ATOMIC_RELAXED)
+
+static struct lru_list *
+list_of(const struct item *it)
+{
+    return &lru.lists[it->clsid & ITEM_CLSID_MASK][it->clsid >>
+                                                   ITEM_LRU_SHIFT];
+}
+
+static bool
+is_cursor(const struct item *it)
+{
+    return it->nkey == 0 && it->flags == ITEM_LINKED;
+}
+
+static uint32_t
+item_hv(const struct item *it)
+{
+    return hash_murmur3(item_key(it), item_nkey(it));
+}
+
+int
+lru_init(const struct cache_options *opts)
+{
+    memset(&lru, 0, sizeof(lru));
+    lru.opts = opts;
+    for (unsigned i = 0; i < CACHE_MAX_CLASSES; i++) {
+        for (unsigned l = 0; l < NLRU; l++) {
+            pthread_mutex_init(&lru.lists[i][l].lock, NULL);
+        }
+    }
+    pthread_mutex_init(&lru.wait_lock, NULL);
+    pthread_cond_init(&lru.wait_cond, NULL);
+    if (opts->track_sizes) {
+        lru.nhisto = opts->item_size_max / 32 + 2;
+        lru.histo = calloc(lru.nhisto, sizeof(*lru.histo));
+        if (lru.histo == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+lru_destroy(void)
+{
+    lru_maintainer_stop();
+    for (unsigned i = 0; i < CACHE_MAX_CLASSES; i++) {
+        for (unsigned l = 0; l < NLRU; l++) {
+            pthread_mutex_destroy(&lru.lists[i][l].lock);
+        }
+    }
+    free(lru.histo);
+    lru.histo = NULL;
+}
+
+/* ---- list primitives: caller holds the list lock ---------------------- */
+
+static void
+list_push_head(struct lru_list *l, struct item *it)
+{
+    it->prev = NULL;
+    it->next = l->head;
+    if (l->head != NULL) {
+        l->head->prev = it;
+    }
+    l->head = it;
+    if (l->tail == NULL) {
+        l->tail = it;
+    }
+    if (!is_cursor(it)) {
+        l->size++;
+        l->bytes += item_ntotal(it);
+    }
+}
+
+static void
+list_remove(struct lru_list *l, struct item *it)
+{
+    if (it->prev != NULL) {
+        it->prev->next = it->next;
+    } else {
+        l->head = it->next;
+    }
+    if (it->next != NULL) {
+        it->next->prev = it->prev;
+    } else {
+        l->tail = it->prev;
+    }
+    it->next = it->prev = NULL;
+    if (!is_cursor(it)) {
+        l->size--;
+        l->bytes -= item_ntotal(it);
+    }
+}
+
+static void
+set_lru(struct item *it, unsigned which)
+{
+    __atomic_store_n(&it->clsid, (uint8_t)((it->clsid & ITEM_CLSID_MASK) |
+                                           (which << ITEM_LRU_SHIFT)),
+                     __ATOMIC_RELAXED);
+}
+
+/* ---- link / unlink ---------------------------------------------------- */
+
+static void
+histo_add(const struct item *it, int64_t n)
+{
+    size_t b = (item_ntotal(it) + 31) / 32;
+
+    if (lru.histo != NULL && b < lru.nhisto) {
+        __atomic_add_fetch(&lru.histo[b], (uint64_t)n, __ATOMIC_RELAXED);
+    }
+}
+
+static unsigned
+first_lru(const struct item *it)
+{
+    const struct cache_options *o = lru.opts;
+
+    if (!o->lru_segmented) {
+        return ITEM_LRU_COLD;
+    }
+    if (o->temp_lru && it->exptime != 0 &&
+        it->exptime - clock_now() <= o->temporary_ttl) {
+        return ITEM_LRU_TEMP;
+    }
+    return ITEM_LRU_HOT;
+}
+
+/* Link into the list already named by it->clsid. */
+static void
+link_in_place(struct item *it, uint32_t hv)
+{
+    struct lru_list *l = list_of(it);
+
+    it->flags |= ITEM_LINKED;
+    item_ref_incr(it);
+    assoc_insert(it, hv);
+    pthread_mutex_lock(&l->lock);
+    list_push_head(l, it);
+    pthread_mutex_unlock(&l->lock);
+    histo_add(it, 1);
+}
+
+void
+lru_link(struct item *it, uint32_t hv)
+{
+    it->time = clock_now();
+    set_lru(it, first_lru(it));
+    link_in_place(it, hv);
+}
+
+/* Unlink with the item's list lock already held by the caller. */
+static void
+unlink_nolock(struct item *it, uint32_t hv)
+{
+    it->flags &= ~ITEM_LINKED;
+    assoc_delete(item_key(it), item_nkey(it), hv);
+    list_remove(list_of(it), it);
+    histo_add(it, -1);
+    item_release(it);
+}
+
+void
+lru_unlink(struct item *it, uint32_t hv)
+{
+    struct lru_list *l;
+
+    if (!(it->flags & ITEM_LINKED)) {
+        return;
+    }
+    l = list_of(it);
+    pthread_mutex_lock(&l->lock);
+    it->flags &= ~ITEM_LINKED;
+    list_remove(l, it);
+    pthread_mutex_unlock(&l->lock);
+    assoc_delete(item_key(it), item_nkey(it), hv);
+    histo_add(it, -1);
+    item_release(it);
+}
+
+void
+lru_replace(struct item *old, struct item *new_it, uint32_t hv)
+{
+    lru_unlink(old, hv);
+    lru_link(new_it, hv);
+}
+
+/* ---- liveness --------------------------------------------------------- */
+
+void
+lru_set_flush(rel_time_t when)
+{
+    __atomic_store_n(&lru.flush_time, when, __ATOMIC_RELAXED);
+}
+
+bool
+lru_is_dead(const struct item *it, rel_time_t now, bool *flushed)
+{
+    rel_time_t ft = __atomic_load_n(&lru.flush_time, __ATOMIC_RELAXED);
+
+    *flushed = false;
+    if (it->exptime != 0 && it->exptime <= now) {
+        return true;
+    }
+    if (ft != 0 && ft <= now && it->time <= ft) {
+        *flushed = true;
+        return true;
+    }
+    return false;
+}
+
+/* ---- hits ------------------------------------------------------------- */
+
+/* Move an item between lists of its class; never two list locks held. */
+static void
+move_between(struct item *it, unsigned to)
+{
+    struct lru_list *from = list_of(it);
+
+    pthread_mutex_lock(&from->lock);
+    list_remove(from, it);
+    pthread_mutex_unlock(&from->lock);
+    set_lru(it, to);
+    pthread_mutex_lock(&list_of(it)->lock);
+    list_push_head(list_of(it), it);
+    pthread_mutex_unlock(&list_of(it)->lock);
+}
+
+static void
+bump_flat(struct item *it)
+{
+    rel_time_t now = clock_now();
+
+    it->flags |= ITEM_FETCHED;
+    if (it->time + UPDATE_INTERVAL < now && (it->flags & ITEM_LINKED)) {
+        it->time = now;
+        move_between(it, it->clsid >> ITEM_LRU_SHIFT);
+    }
+}
+
+void
+lru_bump(struct item *it)
+{
+    if (!lru.opts->lru_segmented) {
+        bump_flat(it);
+        return;
+    }
+    if (it->flags & ITEM_ACTIVE) {
+        return;
+    }
+    if (!(it->flags & ITEM_FETCHED)) {
+        it->flags |= ITEM_FETCHED;
+        return;
+    }
+    it->time = clock_now();
+    if ((it->clsid >> ITEM_LRU_SHIFT) != ITEM_LRU_COLD) {
+        it->flags |= ITEM_ACTIVE;
+        return;
+    }
+    if (it->flags & ITEM_LINKED) {
+        move_between(it, ITEM_LRU_WARM);
+        COUNT(item_clsid(it), moves_to_warm, 1);
+    }
+}
+
+/* ---- the tail pull ---------------------------------------------------- */
+
+static void
+count_eviction(unsigned id, const struct item *it, rel_time_t now)
+{
+    COUNT(id, evicted, 1);
+    __atomic_store_n(&lru.ctr[id].evicted_time, now - it->time,
+                     __ATOMIC_RELAXED);
+    if (it->exptime != 0) {
+        COUNT(id, evicted_nonzero, 1);
+    }
+    if (!(it->flags & ITEM_FETCHED)) {
+        COUNT(id, evicted_unfetched, 1);
+    }
+    if (it->flags & ITEM_ACTIVE) {
+        COUNT(id, evicted_active, 1);
+    }
+}
+
+/* Where a HOT or WARM tail item should go under maintenance: its own
+ * list (reshuffle), another, or nowhere (-1). */
+static int
+maint_target(unsigned id, unsigned cur, struct item *it, uint64_t total,
+             rel_time_t cold_age)
+{
+    const struct cache_options *o = lru.opts;
+    unsigned pct = cur == ITEM_LRU_HOT ? o->hot_lru_pct : o->warm_lru_pct;
+    double factor = cur == ITEM_LRU_HOT ? o->hot_max_factor
+                                        : o->warm_max_factor;
+    rel_time_t now = clock_now();
+
+    if (it->flags & ITEM_ACTIVE) {
+        it->flags &= ~ITEM_ACTIVE;
+        if (cur == ITEM_LRU_HOT) {
+            COUNT(id, moves_to_warm, 1);
+            return ITEM_LRU_WARM;
+        }
+        COUNT(id, moves_within_lru, 1);
+        return ITEM_LRU_WARM;
+    }
+    if (lru.lists[id][cur].bytes > total * pct / 100 ||
+        (double)(now - it->time) > (double)cold_age * factor) {
+        COUNT(id, moves_to_cold, 1);
+        return ITEM_LRU_COLD;
+    }
+    return -1;
+}
+
+/* Move an item out of list l (locked by the caller) into list `to`,
+ * taking that list's lock nested: `to` is never lower than l's index. */
+static void
+relink_nested(struct lru_list *l, struct item *it, unsigned to)
+{
+    list_remove(l, it);
+    set_lru(it, to);
+    if (list_of(it) != l) {
+        pthread_mutex_lock(&list_of(it)->lock);
+    }
+    list_push_head(list_of(it), it);
+    if (list_of(it) != l) {
+        pthread_mutex_unlock(&list_of(it)->lock);
+    }
+}
+
+/* Deal with one locked, referenced tail item; returns 1 if it moved or
+ * left, 0 if the pull should stop here. */
+static int
+pull_one(unsigned id, unsigned cur, struct item *it, uint32_t hv,
+         enum pull_mode mode, uint64_t total, rel_time_t cold_age)
+{
+    struct lru_list *l = &lru.lists[id][cur];
+    int to;
+
+    switch (mode) {
+    case PULL_EVICT:
+        if (cur != ITEM_LRU_COLD || !lru.opts->evict) {
+            return 0;
+        }
+        count_eviction(id, it, clock_now());
+        unlink_nolock(it, hv);
+        slabs_note_eviction(id);
+        return 1;
+    case PULL_FORCE_COLD:
+        COUNT(id, moves_to_cold, 1);
+        relink_nested(l, it, ITEM_LRU_COLD);
+        return 1;
+    case PULL_MAINT:
+        if (cur != ITEM_LRU_HOT && cur != ITEM_LRU_WARM) {
+            return 0;
+        }
+        to = maint_target(id, cur, it, total, cold_age);
+        if (to < 0) {
+            return 0;
+        }
+        relink_nested(l, it, (unsigned)to);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Look at up to TAIL_TRIES items from the tail of list (id, cur): skip
+ * busy ones, reclaim dead ones, and apply `mode` to the first live one.
+ * Returns how many items were reclaimed, moved or evicted.
+ */
+static int
+pull_tail(unsigned id, unsigned cur, enum pull_mode mode, uint64_t total,
+          rel_time_t cold_age)
+{
+    struct lru_list *l = &lru.lists[id][cur];
+    struct item *it, *prev;
+    int tries = TAIL_TRIES, done = 0;
+    bool flushed;
+
+    pthread_mutex_lock(&l->lock);
+    for (it = l->tail; it != NULL && tries > 0; it = prev, tries--) {
+        uint32_t hv;
+
+        prev = it->prev;
+        if (is_cursor(it)) {
+            continue;
+        }
+        hv = item_hv(it);
+        if (!locks_trylock(hv)) {
+            continue;
+        }
+        if (item_ref_incr(it) != 2) {
+            COUNT(id, lrutail_reflocked, 1);
+            item_ref_decr(it);
+            locks_unlock(hv);
+            continue;
+        }
+        if (lru_is_dead(it, clock_now(), &flushed)) {
+            COUNT(id, reclaimed, 1);
+            if (!(it->flags & ITEM_FETCHED)) {
+                COUNT(id, expired_unfetched, 1);
+            }
+            unlink_nolock(it, hv);
+            item_release(it);
+            locks_unlock(hv);
+            done++;
+            continue;
+        }
+        if (mode != PULL_RECLAIM) {
+            done += pull_one(id, cur, it, hv, mode, total, cold_age);
+        }
+        item_release(it);
+        locks_unlock(hv);
+        break;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return done;
+}
+
+void *
+lru_alloc(size_t size, unsigned id)
+{
+    void *mem = NULL;
+
+    for (int i = 0; i < ALLOC_TRIES; i++) {
+        int n;
+
+        mem = slabs_alloc(size, id);
+        if (mem != NULL) {
+            return mem;
+        }
+        COUNT(id, direct_reclaims, 1);
+        n = pull_tail(id, ITEM_LRU_COLD, PULL_EVICT, 0, 0);
+        if (n <= 0 && lru.opts->lru_segmented) {
+            n = pull_tail(id, ITEM_LRU_HOT, PULL_FORCE_COLD, 0, 0);
+        }
+        if (n <= 0) {
+            break;
+        }
+    }
+    COUNT(id, outofmemory, 1);
+    return NULL;
+}
+
+/* ---- maintainer ------------------------------------------------------- */
+
+static rel_time_t
+tail_age(unsigned id, unsigned which, rel_time_t now)
+{
+    struct lru_list *l = &lru.lists[id][which];
+    rel_time_t age = 0;
+    struct item *it;
+
+    pthread_mutex_lock(&l->lock);
+    for (it = l->tail; it != NULL && is_cursor(it); it = it->prev) {
+    }
+    if (it != NULL && now > it->time) {
+        age = now - it->time;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return age;
+}
+
+static uint64_t
+class_bytes(unsigned id, bool with_temp)
+{
+    uint64_t total = 0;
+
+    for (unsigned l = 0; l < NLRU; l++) {
+        if (l != ITEM_LRU_TEMP || with_temp) {
+            total += __atomic_load_n(&lru.lists[id][l].bytes,
+                                     __ATOMIC_RELAXED);
+        }
+    }
+    return total;
+}
+
+unsigned
+lru_juggle(unsigned id)
+{
+    uint64_t total = class_bytes(id, false);
+    rel_time_t cold_age = tail_age(id, ITEM_LRU_COLD, clock_now());
+    unsigned moved = 0;
+
+    __atomic_add_fetch(&lru.juggles, 1, __ATOMIC_RELAXED);
+    if (lru.opts->temp_lru) {
+        for (int i = 0; i < JUGGLE_MAX; i++) {
+            int n = pull_tail(id, ITEM_LRU_TEMP, PULL_RECLAIM, 0, 0);
+
+            if (n <= 0) {
+                break;
+            }
+            moved += (unsigned)n;
+        }
+    }
+    for (int i = 0; i < JUGGLE_MAX; i++) {
+        int n = pull_tail(id, ITEM_LRU_HOT, PULL_MAINT, total, cold_age);
+
+        n += pull_tail(id, ITEM_LRU_WARM, PULL_MAINT, total, cold_age);
+        if (n <= 0) {
+            break;
+        }
+        moved += (unsigned)n;
+    }
+    return moved;
+}
+
+static uint64_t
+now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Sleep up to us microseconds; false when asked to stop. */
+static bool
+maint_sleep(uint64_t us)
+{
+    struct timespec ts;
+    bool go;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(us / 1000000);
+    ts.tv_nsec += (long)(us % 1000000) * 1000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&lru.wait_lock);
+    if (!lru.stop) {
+        pthread_cond_timedwait(&lru.wait_cond, &lru.wait_lock, &ts);
+    }
+    go = !lru.stop;
+    pthread_mutex_unlock(&lru.wait_lock);
+    return go;
+}
+
+/* Each class has its own backoff: 1 ms after a pass that moved items,
+ * doubling up to 1 s while passes find nothing to do. */
+static void *
+maint_thread(void *arg)
+{
+    uint64_t next[CACHE_MAX_CLASSES] = { 0 };
+    uint64_t backoff[CACHE_MAX_CLASSES];
+    unsigned n = slabs_largest();
+
+    (void)arg;
+    for (unsigned i = 0; i < CACHE_MAX_CLASSES; i++) {
+        backoff[i] = SLEEP_MIN_US;
+    }
+    for (;;) {
+        uint64_t t = now_us(), soonest = t + SLEEP_MAX_US;
+
+        for (unsigned id = 1; id <= n; id++) {
+            if (next[id] <= t) {
+                backoff[id] = lru_juggle(id) > 0 ? SLEEP_MIN_US
+                            : backoff[id] * 2 > SLEEP_MAX_US ? SLEEP_MAX_US
+                            : backoff[id] * 2;
+                next[id] = t + backoff[id];
+            }
+            if (next[id] < soonest) {
+                soonest = next[id];
+            }
+        }
+        t = now_us();
+        if (!maint_sleep(soonest > t ? soonest - t : 0)) {
+            return NULL;
+        }
+    }
+}
+
+int
+lru_maintainer_start(void)
+{
+    if (lru.running) {
+        return 0;
+    }
+    lru.stop = false;
+    if (pthread_create(&lru.thread, NULL, maint_thread, NULL) != 0) {
+        return -1;
+    }
+    lru.running = true;
+    return 0;
+}
+
+void
+lru_maintainer_stop(void)
+{
+    if (!lru.running) {
+        return;
+    }
+    pthread_mutex_lock(&lru.wait_lock);
+    lru.stop = true;
+    pthread_cond_signal(&lru.wait_cond);
+    pthread_mutex_unlock(&lru.wait_lock);
+    pthread_join(lru.thread, NULL);
+    lru.running = false;
+}
+
+/* ---- page mover hand-off ---------------------------------------------- */
+
+static bool
+same_key(const struct item *it, const char *key, size_t nkey)
+{
+    return item_nkey(it) == nkey && memcmp(item_key(it), key, nkey) == 0;
+}
+
+/* Copy a linked item into another chunk of its class and swap it in. */
+static bool
+rescue(struct item *it, uint32_t hv)
+{
+    size_t ntotal = item_ntotal(it);
+    struct item *n = slabs_alloc(ntotal, item_clsid(it));
+
+    if (n == NULL) {
+        return false;
+    }
+    memcpy(n->data, it->data, ntotal - sizeof(struct item));
+    n->time = it->time;
+    n->exptime = it->exptime;
+    n->nbytes = it->nbytes;
+    n->flags = it->flags & ~ITEM_LINKED;
+    n->nkey = it->nkey;
+    n->clsid = it->clsid;
+    lru_unlink(it, hv);
+    link_in_place(n, hv);
+    item_release(n);
+    return true;
+}
+
+int
+lru_evacuate(struct item *it, const char *key, size_t nkey, bool rescue_it,
+             struct cache_stats *mst)
+{
+    uint32_t hv = hash_murmur3(key, nkey);
+    int busy = 1;
+
+    if (!locks_trylock(hv)) {
+        item_release(it);
+        return 1;
+    }
+    /* The key was copied without the item lock: only trust it if it is
+     * still the item's key now that the lock is held. */
+    if ((it->flags & ITEM_LINKED) && same_key(it, key, nkey)) {
+        busy = 0;
+        if (it->refcount > 2) {
+            mst->slab_reassign_busy_deletes++;
+            lru_unlink(it, hv);
+        } else if (rescue_it && rescue(it, hv)) {
+            mst->slab_reassign_rescues++;
+        } else {
+            mst->slab_reassign_inline_reclaim++;
+            lru_unlink(it, hv);
+        }
+    }
+    locks_unlock(hv);
+    item_release(it);
+    return busy;
+}
+
+/* ---- crawler cursor --------------------------------------------------- */
+
+void
+lru_crawler_insert(struct item *cursor, unsigned id, enum item_lru which)
+{
+    struct lru_list *l = &lru.lists[id][which];
+
+    memset(cursor, 0, sizeof(*cursor));
+    cursor->flags = ITEM_LINKED;
+    cursor->clsid = (uint8_t)(id | ((unsigned)which << ITEM_LRU_SHIFT));
+    pthread_mutex_lock(&l->lock);
+    cursor->prev = l->tail;
+    if (l->tail != NULL) {
+        l->tail->next = cursor;
+    } else {
+        l->head = cursor;
+    }
+    l->tail = cursor;
+    pthread_mutex_unlock(&l->lock);
+}
+
+void
+lru_crawler_remove(struct item *cursor)
+{
+    struct lru_list *l = list_of(cursor);
+
+    if (!(cursor->flags & ITEM_LINKED)) {
+        return;
+    }
+    pthread_mutex_lock(&l->lock);
+    list_remove(l, cursor);
+    pthread_mutex_unlock(&l->lock);
+    cursor->flags = 0;
+}
+
+/* Swap the cursor with the item before it (towards the head). */
+static struct item *
+cursor_advance(struct lru_list *l, struct item *c)
+{
+    struct item *it = c->prev;
+
+    list_remove(l, it);
+    it->prev = c;
+    it->next = c->next;
+    if (c->next != NULL) {
+        c->next->prev = it;
+    } else {
+        l->tail = it;
+    }
+    c->next = it;
+    l->size++;
+    l->bytes += item_ntotal(it);
+    return it;
+}
+
+/* Reclaim `it` (list locked, item lock taken, our reference held) if it
+ * is dead. */
+static int
+crawl_check(unsigned id, struct item *it, uint32_t hv, bool *had_ttl)
+{
+    bool flushed;
+
+    COUNT(id, crawler_items_checked, 1);
+    *had_ttl = it->exptime != 0;
+    if (lru_is_dead(it, clock_now(), &flushed)) {
+        COUNT(id, crawler_reclaimed, 1);
+        if (!(it->flags & ITEM_FETCHED)) {
+            COUNT(id, expired_unfetched, 1);
+        }
+        unlink_nolock(it, hv);
+    }
+    return 1;
+}
+
+int
+lru_crawler_step(struct item *cursor, bool *had_ttl)
+{
+    struct lru_list *l = list_of(cursor);
+    unsigned id = cursor->clsid & ITEM_CLSID_MASK;
+    struct item *it;
+    uint32_t hv;
+    int rc = 0;
+
+    *had_ttl = false;
+    pthread_mutex_lock(&l->lock);
+    if (cursor->prev == NULL) {
+        list_remove(l, cursor);
+        cursor->flags = 0;
+        pthread_mutex_unlock(&l->lock);
+        return -1;
+    }
+    it = cursor_advance(l, cursor);
+    if (is_cursor(it)) {
+        pthread_mutex_unlock(&l->lock);
+        return 0;
+    }
+    hv = item_hv(it);
+    if (locks_trylock(hv)) {
+        if (item_ref_incr(it) == 2) {
+            rc = crawl_check(id, it, hv, had_ttl);
+        }
+        item_release(it);
+        locks_unlock(hv);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return rc;
+}
+
+/* ---- stats ------------------------------------------------------------ */
+
+static uint64_t
+ld(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+uint64_t
+lru_class_items(unsigned id)
+{
+    uint64_t n = 0;
+
+    for (unsigned l = 0; l < NLRU; l++) {
+        n += ld(&lru.lists[id][l].size);
+    }
+    return n;
+}
+
+static void
+copy_counters(unsigned id, struct cache_item_stats *o)
+{
+    const struct lru_counters *c = &lru.ctr[id];
+
+    o->evicted = ld(&c->evicted);
+    o->evicted_nonzero = ld(&c->evicted_nonzero);
+    o->evicted_time = ld(&c->evicted_time);
+    o->outofmemory = ld(&c->outofmemory);
+    o->reclaimed = ld(&c->reclaimed);
+    o->expired_unfetched = ld(&c->expired_unfetched);
+    o->evicted_unfetched = ld(&c->evicted_unfetched);
+    o->evicted_active = ld(&c->evicted_active);
+    o->crawler_reclaimed = ld(&c->crawler_reclaimed);
+    o->crawler_items_checked = ld(&c->crawler_items_checked);
+    o->lrutail_reflocked = ld(&c->lrutail_reflocked);
+    o->moves_to_cold = ld(&c->moves_to_cold);
+    o->moves_to_warm = ld(&c->moves_to_warm);
+    o->moves_within_lru = ld(&c->moves_within_lru);
+    o->direct_reclaims = ld(&c->direct_reclaims);
+}
+
+bool
+lru_item_stats(unsigned id, struct cache_item_stats *o)
+{
+    rel_time_t now = clock_now();
+
+    memset(o, 0, sizeof(*o));
+    if (id == 0 || id >= CACHE_MAX_CLASSES || lru_class_items(id) == 0) {
+        return false;
+    }
+    o->number_hot = ld(&lru.lists[id][ITEM_LRU_HOT].size);
+    o->number_warm = ld(&lru.lists[id][ITEM_LRU_WARM].size);
+    o->number_cold = ld(&lru.lists[id][ITEM_LRU_COLD].size);
+    o->number_temp = ld(&lru.lists[id][ITEM_LRU_TEMP].size);
+    o->number = o->number_hot + o->number_warm + o->number_cold +
+                o->number_temp;
+    o->age_hot = tail_age(id, ITEM_LRU_HOT, now);
+    o->age_warm = tail_age(id, ITEM_LRU_WARM, now);
+    o->age = tail_age(id, ITEM_LRU_COLD, now);
+    o->mem_requested = slabs_requested(id);
+    copy_counters(id, o);
+    return true;
+}
+
+void
+lru_totals(struct cache_stats *out)
+{
+    for (unsigned id = 1; id < CACHE_MAX_CLASSES; id++) {
+        const struct lru_counters *c = &lru.ctr[id];
+
+        out->curr_items += lru_class_items(id);
+        out->bytes += class_bytes(id, true);
+        out->evictions += ld(&c->evicted);
+        out->reclaimed += ld(&c->reclaimed);
+        out->expired_unfetched += ld(&c->expired_unfetched);
+        out->evicted_unfetched += ld(&c->evicted_unfetched);
+        out->evicted_active += ld(&c->evicted_active);
+        out->crawler_reclaimed += ld(&c->crawler_reclaimed);
+        out->crawler_items_checked += ld(&c->crawler_items_checked);
+        out->lrutail_reflocked += ld(&c->lrutail_reflocked);
+        out->moves_to_cold += ld(&c->moves_to_cold);
+        out->moves_to_warm += ld(&c->moves_to_warm);
+        out->moves_within_lru += ld(&c->moves_within_lru);
+        out->direct_reclaims += ld(&c->direct_reclaims);
+    }
+    out->lru_maintainer_juggles = ld(&lru.juggles);
+}
+
+void
+lru_stats_reset(void)
+{
+    for (unsigned id = 0; id < CACHE_MAX_CLASSES; id++) {
+        uint64_t *p = (uint64_t *)&lru.ctr[id];
+
+        for (size_t i = 0; i < sizeof(lru.ctr[id]) / sizeof(*p); i++) {
+            __atomic_store_n(&p[i], 0, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+bool
+lru_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx), void *ctx)
+{
+    if (lru.histo == NULL) {
+        return false;
+    }
+    for (size_t b = 0; b < lru.nhisto; b++) {
+        uint64_t n = ld(&lru.histo[b]);
+
+        if (n != 0) {
+            emit(b * 32, n, ctx);
+        }
+    }
+    return true;
+}
+
+/* ---- flush ------------------------------------------------------------ */
+
+/* Unlink items newer than `when` from the head of one list; stops at the
+ * first older one. */
+static void
+flush_list(struct lru_list *l, rel_time_t when)
+{
+    struct item *it, *next;
+
+    pthread_mutex_lock(&l->lock);
+    for (it = l->head; it != NULL; it = next) {
+        uint32_t hv;
+
+        next = it->next;
+        if (is_cursor(it)) {
+            continue;
+        }
+        if (it->time <= when) {
+            break;
+        }
+        hv = item_hv(it);
+        if (!locks_trylock(hv)) {
+            continue;
+        }
+        if (item_ref_incr(it) >= 2 && (it->flags & ITEM_LINKED)) {
+            unlink_nolock(it, hv);
+        }
+        item_release(it);
+        locks_unlock(hv);
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+void
+lru_flush_recent(rel_time_t when)
+{
+    for (unsigned id = 1; id < CACHE_MAX_CLASSES; id++) {
+        for (unsigned l = 0; l < NLRU; l++) {
+            flush_list(&lru.lists[id][l], when);
+        }
+    }
+}

@@ -1,0 +1,94 @@
+/*
+ * lru.h: the segmented LRU (HOT, WARM, COLD, TEMP per slab class), item
+ * linking, eviction on allocation and the maintainer thread.
+ *
+ * Each of the four lists of each class has its own mutex.  An item's list
+ * (the LRU bits of it->clsid) only changes under its item lock and the list
+ * locks; lists are only nested in index order (HOT, WARM, COLD, TEMP) so
+ * that a move HOT->COLD never deadlocks with another thread.  Threads that
+ * already hold a list lock only trylock item locks.
+ */
+#ifndef MCPM_STORAGE_LRU_H
+#define MCPM_STORAGE_LRU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/cache.h"
+
+/* Keep opts (runtime fields are re-read).  0 or -1. */
+int  lru_init(const struct cache_options *opts);
+void lru_destroy(void);
+
+/*
+ * Memory for an item of `size` bytes in class id: slabs first, then
+ * reclaim or evict from the class's COLD tail (pushing a HOT tail item to
+ * COLD when COLD is empty), up to 10 tries.  NULL (counting outofmemory)
+ * when nothing can be freed or eviction is off.  No lock may be held.
+ */
+void *lru_alloc(size_t size, unsigned id);
+
+/* Link a new item: hash table, LRU head (HOT, TEMP for short TTLs, COLD in
+ * flat mode), ITEM_LINKED and one reference.  Caller holds lock(hv). */
+void lru_link(struct item *it, uint32_t hv);
+
+/* Undo lru_link() if linked: the link's reference is dropped (the memory
+ * may be freed).  Caller holds lock(hv). */
+void lru_unlink(struct item *it, uint32_t hv);
+
+/* Swap old for new_it in hash table and LRU.  Caller holds lock(hv). */
+void lru_replace(struct item *old, struct item *new_it, uint32_t hv);
+
+/* A hit: FETCHED, then ACTIVE; an ACTIVE hit in COLD moves the item to
+ * WARM at once, under the two list locks in turn.  Caller holds lock(hv). */
+void lru_bump(struct item *it);
+
+/* Expired (exptime reached) or flushed at `now`; *flushed says which. */
+bool lru_is_dead(const struct item *it, rel_time_t now, bool *flushed);
+
+/* flush_all: items with time <= when read as dead once when <= now. */
+void lru_set_flush(rel_time_t when);
+
+/* An immediate flush also unlinks, from the list heads, the items stored
+ * after `when` (within the last second), as memcached does.  No lock. */
+void lru_flush_recent(rel_time_t when);
+
+/*
+ * The page mover's hand-off: `it` is an allocated item (or the head of a
+ * chunk) whose reference the mover took, `key` a copy of its key.  Rescue
+ * (copy to another chunk of its class) if `rescue`, else unlink it.  Drops
+ * the mover's reference in all cases.  Returns 0 when the item left its
+ * chunk (or will when readers let go), 1 when busy (retry later).
+ */
+int  lru_evacuate(struct item *it, const char *key, size_t nkey,
+                  bool rescue, struct cache_stats *mst);
+
+/* One maintainer pass over class id: moves made. */
+unsigned lru_juggle(unsigned id);
+
+int  lru_maintainer_start(void);
+void lru_maintainer_stop(void);
+
+/*
+ * The crawler's cursor: a fake item (nkey 0, flags ITEM_LINKED only) that
+ * walks a list from its tail towards the head.  insert puts it at the
+ * tail; step moves it past one item, reclaiming that item if dead, and
+ * returns 1 (checked one), 0 (skipped a busy one) or -1 (reached the head,
+ * cursor removed).  *had_ttl is set when the item had an exptime.
+ */
+void lru_crawler_insert(struct item *cursor, unsigned id, enum item_lru l);
+int  lru_crawler_step(struct item *cursor, bool *had_ttl);
+void lru_crawler_remove(struct item *cursor);
+
+/* Stats: per class ("stats items"), totals, reset. */
+bool lru_item_stats(unsigned id, struct cache_item_stats *out);
+void lru_totals(struct cache_stats *out);
+void lru_stats_reset(void);
+uint64_t lru_class_items(unsigned id);
+
+/* stats sizes: the histogram (when track_sizes). */
+bool lru_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
+               void *ctx);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * slabs.h: the slab allocator.
+ *
+ * Memory comes from a tier in pages; each page is cut into equal chunks of
+ * one size class.  Class ids run 1..n with growing chunk sizes; class 0 is
+ * the global pool of pages not given to any class (returned by the page
+ * mover or by automove).  Free chunks are kept per class on a list, marked
+ * ITEM_SLABBED.
+ *
+ *   page (1 MiB):  | chunk | chunk | chunk | ... | (tail unused)
+ *   class 1 = 48 + chunk_min, then x factor rounded up to 8, last class
+ *   exactly slab_chunk_max.
+ *
+ * Locking: one mutex (the "slabs lock"), the innermost lock of storage/:
+ * nothing else is taken while it is held, except item trylocks by the page
+ * mover.
+ */
+#ifndef MCPM_STORAGE_SLABS_H
+#define MCPM_STORAGE_SLABS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/cache.h"
+
+struct tier;
+
+/* Build the class table and take the tier (owned by slabs from now on).
+ * 0, or -1 with a message on stderr. */
+int  slabs_init(const struct cache_options *opts, struct tier *tier);
+
+/* Stop the mover and give every page back to the tier. */
+void slabs_destroy(void);
+
+/* The class whose chunks hold `size` bytes; 0 if none is large enough. */
+unsigned slabs_clsid(size_t size);
+
+/* Chunk size of a class, the largest class id, and its chunk size. */
+size_t   slabs_size(unsigned id);
+unsigned slabs_largest(void);
+size_t   slabs_chunk_max(void);
+
+/*
+ * A free chunk of class id for an item of `size` bytes, taking a new page
+ * from the global pool or the tier when the class has none free.  The
+ * chunk comes back with its 48-byte header zeroed except refcount 1, clsid
+ * and tier.  NULL when the memory limit is reached.
+ */
+void *slabs_alloc(size_t size, unsigned id);
+
+/* Give a chunk back (refcount already 0). */
+void  slabs_free(void *ptr, size_t size, unsigned id);
+
+/* "stats slabs" for one class: false when it has no pages. */
+bool  slabs_class_stats(unsigned id, struct cache_slab_stats *out);
+
+/* Bytes requested by the items living in a class (mem_requested). */
+uint64_t slabs_requested(unsigned id);
+
+/* Totals for "stats": limit, pages taken, pages in the global pool. */
+void  slabs_totals(struct cache_stats *out);
+
+/* New memory limit: 0, or -1 if the tier cannot follow. */
+int   slabs_set_memlimit(size_t bytes);
+
+/*
+ * Ask the page mover to move one page from src (-1: any class with spare
+ * pages) to dst (0: the global pool).  Returns at once: CACHE_OK when the
+ * move was queued, else CACHE_BUSY, CACHE_BADCLASS, CACHE_NOSPARE,
+ * CACHE_SAME or CACHE_DISABLED (no mover thread).
+ */
+enum cache_status slabs_reassign(int src, int dst);
+
+/* Start/stop the page mover thread. */
+int   slabs_mover_start(void);
+void  slabs_mover_stop(void);
+
+/* Once a second: the windowed automove decision (mode 1). */
+void  slabs_automove_tick(void);
+
+/* An eviction happened in class id: automove mode 2 moves a page to it. */
+void  slabs_note_eviction(unsigned id);
+
+/* Mover figures for "stats". */
+void  slabs_mover_stats(struct cache_stats *out);
+
+/* Wait until the mover is idle (tests). */
+void  slabs_mover_wait(void);
+
+#endif

@@ -1,0 +1,353 @@
+/*
+ * test_cache.c: the facade's request semantics (store table, cas, delete,
+ * incr/decr, expiry, flush, metadump, concurrency, stats).
+ */
+#include "storage/cache.h"
+#include "storage/hash.h"
+#include "storage/item.h"
+#include "t/tap.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct cache_options opts;
+
+static void
+defaults(struct cache_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->mem_limit = 64u << 20;
+    o->page_size = 1u << 20;
+    o->item_size_max = 1u << 20;
+    o->slab_chunk_max = 512u << 10;
+    o->factor = 1.25;
+    o->chunk_min = 48;
+    o->use_cas = true;
+    o->evict = true;
+    o->hashpower = 16;
+    o->hash_bulk_move = 1;
+    o->lru_segmented = true;
+    o->hot_lru_pct = 20;
+    o->warm_lru_pct = 40;
+    o->hot_max_factor = 0.2;
+    o->warm_max_factor = 2.0;
+    o->temporary_ttl = 61;
+    o->slab_reassign = true;
+    o->automove_ratio = 0.8;
+    o->automove_window = 30;
+    o->track_sizes = true;
+}
+
+static uint32_t
+hv_of(const char *k)
+{
+    return hash_murmur3(k, strlen(k));
+}
+
+static void
+fill(struct item *it, const char *val)
+{
+    struct iovec iov;
+    size_t n = strlen(val);
+
+    item_value_iov(it, 0, &iov, 1);
+    memcpy(iov.iov_base, val, n);
+    memcpy((char *)iov.iov_base + n, "\r\n", 2);
+}
+
+static enum cache_status
+put(const char *k, const char *v, uint32_t flags, rel_time_t exp,
+    enum cache_op op, uint64_t cas)
+{
+    enum cache_status st;
+    struct item *it = cache_alloc(k, strlen(k), hv_of(k), flags, exp,
+                                  (uint32_t)strlen(v), &st);
+
+    if (it == NULL) {
+        return st;
+    }
+    fill(it, v);
+    st = cache_store(it, op, cas);
+    cache_release(it);
+    return st;
+}
+
+/* The value of k ("" when missing), in a static buffer. */
+static const char *
+val(const char *k)
+{
+    static char buf[256];
+    enum cache_status st;
+    struct item *it = cache_get(k, strlen(k), hv_of(k), &st);
+    size_t n;
+
+    if (it == NULL) {
+        return "";
+    }
+    n = item_value_copy(it, buf, sizeof(buf) - 1);
+    buf[n >= 2 ? n - 2 : 0] = '\0';
+    cache_release(it);
+    return buf;
+}
+
+static uint64_t
+cas_of(const char *k)
+{
+    enum cache_status st;
+    struct item *it = cache_get(k, strlen(k), hv_of(k), &st);
+    uint64_t c;
+
+    if (it == NULL) {
+        return 0;
+    }
+    c = item_cas(it);
+    cache_release(it);
+    return c;
+}
+
+static void
+test_store_table(void)
+{
+    is_int(put("a", "1", 0, 0, CACHE_SET, 0), CACHE_STORED, "set new");
+    is_int(cas_of("a"), 2, "first cas handed out is 2");
+    is_int(put("a", "2", 0, 0, CACHE_SET, 0), CACHE_STORED, "set over");
+    is_str(val("a"), "2", "set replaces");
+    is_int(put("a", "3", 0, 0, CACHE_ADD, 0), CACHE_NOT_STORED,
+           "add on hit");
+    is_str(val("a"), "2", "add kept the old value");
+    is_int(put("b", "1", 0, 0, CACHE_ADD, 0), CACHE_STORED, "add on miss");
+    is_int(put("c", "1", 0, 0, CACHE_REPLACE, 0), CACHE_NOT_STORED,
+           "replace on miss");
+    is_int(put("b", "9", 0, 0, CACHE_REPLACE, 0), CACHE_STORED,
+           "replace on hit");
+    is_str(val("b"), "9", "replaced");
+    is_int(put("c", "x", 0, 0, CACHE_APPEND, 0), CACHE_NOT_STORED,
+           "append on miss");
+    is_int(put("c", "x", 0, 0, CACHE_PREPEND, 0), CACHE_NOT_STORED,
+           "prepend on miss");
+    is_int(put("c", "mid", 7, 0, CACHE_SET, 0), CACHE_STORED, "set c");
+    is_int(put("c", "end", 0, 0, CACHE_APPEND, 0), CACHE_STORED, "append");
+    is_int(put("c", "top", 0, 0, CACHE_PREPEND, 0), CACHE_STORED,
+           "prepend");
+    is_str(val("c"), "topmidend", "append and prepend data");
+    {
+        enum cache_status st;
+        struct item *it = cache_get("c", 1, hv_of("c"), &st);
+
+        is_int(item_client_flags(it), 7, "append keeps the old flags");
+        cache_release(it);
+    }
+    is_int(put("nope", "1", 0, 0, CACHE_CAS, 5), CACHE_NOT_FOUND,
+           "cas on miss");
+    is_int(put("b", "1", 0, 0, CACHE_CAS, cas_of("b") + 100), CACHE_EXISTS,
+           "cas mismatch");
+    is_int(put("b", "cas", 0, 0, CACHE_CAS, cas_of("b")), CACHE_STORED,
+           "cas match");
+    is_str(val("b"), "cas", "cas stored");
+}
+
+static void
+test_cas_and_delete(void)
+{
+    uint64_t c1, c2;
+
+    put("d", "1", 0, 0, CACHE_SET, 0);
+    c1 = cas_of("d");
+    put("d", "2", 0, 0, CACHE_SET, 0);
+    c2 = cas_of("d");
+    ok(c2 > c1, "every store gets a new cas");
+    is_int(cache_delete("d", 1, hv_of("d"), c1), CACHE_EXISTS,
+           "delete with a stale cas");
+    is_int(cache_delete("d", 1, hv_of("d"), c2), CACHE_DELETED,
+           "delete with the cas");
+    is_int(cache_delete("d", 1, hv_of("d"), 0), CACHE_NOT_FOUND,
+           "delete again");
+    is_str(val("d"), "", "deleted");
+}
+
+static enum cache_status
+delta(const char *k, bool incr, uint64_t d, uint64_t *v)
+{
+    unsigned cls;
+
+    return cache_delta(k, strlen(k), hv_of(k), incr, d, v, &cls);
+}
+
+static void
+test_delta(void)
+{
+    uint64_t v = 0, c;
+
+    put("n", "15", 0, 0, CACHE_SET, 0);
+    c = cas_of("n");
+    is_int(delta("n", true, 5, &v), CACHE_OK, "incr");
+    is_int(v, 20, "15 + 5");
+    ok(cas_of("n") != c, "incr gives a new cas");
+    is_int(delta("n", false, 100, &v), CACHE_OK, "decr");
+    is_int(v, 0, "decr floors at 0");
+    is_str(val("n"), "0 ", "in place, padded with a space");
+    put("w", "18446744073709551615", 0, 0, CACHE_SET, 0);
+    is_int(delta("w", true, 2, &v), CACHE_OK, "incr near 2^64");
+    is_int(v, 1, "incr wraps");
+    is_str(val("w"), "1                   ", "wrapped value padded");
+    put("s", "9", 0, 0, CACHE_SET, 0);
+    delta("s", true, 1, &v);
+    is_str(val("s"), "10", "longer result: a new item");
+    put("x", "abc", 0, 0, CACHE_SET, 0);
+    is_int(delta("x", true, 1, &v), CACHE_NON_NUMERIC, "non-numeric");
+    put("x", "12abc", 0, 0, CACHE_SET, 0);
+    is_int(delta("x", true, 1, &v), CACHE_NON_NUMERIC, "digits then junk");
+    put("x", "-1", 0, 0, CACHE_SET, 0);
+    is_int(delta("x", true, 1, &v), CACHE_NON_NUMERIC, "negative");
+    put("x", "123456789012345678901", 0, 0, CACHE_SET, 0);
+    is_int(delta("x", true, 1, &v), CACHE_NON_NUMERIC, "over 2^64");
+    is_int(delta("missing", true, 1, &v), CACHE_NOT_FOUND, "incr miss");
+    {
+        /* A reader holding the item forces a copy instead. */
+        enum cache_status st;
+        struct item *it = cache_get("n", 1, hv_of("n"), &st);
+
+        delta("n", true, 7, &v);
+        is_str(val("n"), "7", "copy when another reference exists");
+        is_mem(item_value(it), 2, "0 ", "reader's bytes unchanged");
+        cache_release(it);
+    }
+}
+
+static void
+test_expiry_and_flush(void)
+{
+    enum cache_status st;
+    struct item *it;
+
+    put("e", "1", 0, clock_now() - 1, CACHE_SET, 0);
+    it = cache_get("e", 1, hv_of("e"), &st);
+    ok(it == NULL && st == CACHE_EXPIRED, "expired on read");
+    it = cache_get("e", 1, hv_of("e"), &st);
+    ok(it == NULL && st == CACHE_MISS, "and unlinked");
+    put("t", "1", 0, clock_now() + 100, CACHE_SET, 0);
+    it = cache_touch("t", 1, hv_of("t"), clock_now() - 1, &st);
+    ok(it != NULL && item_exptime(it) == clock_now() - 1, "touch");
+    cache_release(it);
+    is_str(val("t"), "", "touched into the past");
+    put("f", "1", 0, 0, CACHE_SET, 0);
+    cache_flush(clock_now() - 1);
+    it = cache_get("f", 1, hv_of("f"), &st);
+    ok(it == NULL, "flushed item gone");
+    is_int(put("f", "2", 0, 0, CACHE_ADD, 0), CACHE_STORED,
+           "add after flush");
+    is_str(val("f"), "2", "a store after the flush is visible");
+    cache_flush(0);
+}
+
+static int
+collect(const char *line, size_t len, void *ctx)
+{
+    char *out = ctx;
+
+    strncat(out, line, len);
+    return 0;
+}
+
+static void
+test_metadump(void)
+{
+    char out[4096] = "", want[256];
+    bool cls[CACHE_MAX_CLASSES] = { false };
+    enum cache_status st;
+    struct item *it;
+
+    cache_delete("a", 1, hv_of("a"), 0);
+    put("a b", "xyz", 0, 0, CACHE_SET, 0);
+    it = cache_get("a b", 3, hv_of("a b"), &st);
+    cls[item_clsid(it)] = true;
+    snprintf(want, sizeof(want),
+             "key=a%%20b exp=-1 la=%lld cas=%llu fetch=yes cls=%u "
+             "size=%zu\n",
+             (long long)(item_atime(it) + clock_process_started()),
+             (unsigned long long)item_cas(it), item_clsid(it),
+             item_ntotal(it));
+    cache_release(it);
+    cache_metadump(cls, collect, out);
+    ok(strstr(out, want) != NULL, "metadump line");
+    if (strstr(out, want) == NULL) {
+        printf("# %s# want %s", out, want);
+    }
+}
+
+#define NTHREADS 4
+#define NINCR    2000
+
+static void *
+incr_thread(void *arg)
+{
+    uint64_t v;
+
+    (void)arg;
+    for (int i = 0; i < NINCR; i++) {
+        delta("ctr", true, 1, &v);
+    }
+    return NULL;
+}
+
+static void
+test_threads(void)
+{
+    pthread_t t[NTHREADS];
+
+    put("ctr", "0", 0, 0, CACHE_SET, 0);
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_create(&t[i], NULL, incr_thread, NULL);
+    }
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_join(t[i], NULL);
+    }
+    is_int(strtoull(val("ctr"), NULL, 10), NTHREADS * NINCR,
+           "4 threads x N incr");
+}
+
+static void
+test_stats(void)
+{
+    struct cache_stats s;
+    struct cache_item_stats is;
+    struct cache_slab_stats ss;
+    uint64_t before;
+
+    cache_stats(&s);
+    before = s.curr_items;
+    put("st1", "hello", 0, 0, CACHE_SET, 0);
+    cache_stats(&s);
+    is_int(s.curr_items, before + 1, "curr_items");
+    is_int(s.limit_maxbytes, 64u << 20, "limit_maxbytes");
+    ok(s.total_malloced >= (1u << 20), "total_malloced counts pages");
+    ok(cache_item_stats(1, &is) && is.number > 0, "items in class 1");
+    ok(cache_slab_stats(1, &ss) && ss.chunk_size == 96 &&
+       ss.chunks_per_page == 10922 && ss.total_pages == 1, "slab class 1");
+    is_int(ss.used_chunks + ss.free_chunks, ss.total_chunks,
+           "used + free = total");
+    ok(!cache_slab_stats(30, &ss), "unused class not listed");
+    cache_stats_reset();
+    cache_stats(&s);
+    is_int(s.total_items, 0, "reset total_items");
+}
+
+int
+main(void)
+{
+    clock_init();
+    defaults(&opts);
+    if (cache_init(&opts, 4) != 0) {
+        return 1;
+    }
+    test_store_table();
+    test_cas_and_delete();
+    test_delta();
+    test_expiry_and_flush();
+    test_metadump();
+    test_threads();
+    test_stats();
+    cache_shutdown();
+    return done_testing();
+}
