@@ -1,0 +1,177 @@
+/*
+ * test_lru.c: the segmented LRU: where items enter, the maintainer's
+ * moves, COLD hits, eviction from the COLD tail and -M.
+ */
+#include "storage/cache.h"
+#include "storage/hash.h"
+#include "storage/item.h"
+#include "storage/lru.h"
+#include "storage/slabs.h"
+#include "t/tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct cache_options opts;
+
+static void
+defaults(struct cache_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->mem_limit = 64u << 20;
+    o->page_size = 1u << 20;
+    o->item_size_max = 1u << 20;
+    o->slab_chunk_max = 512u << 10;
+    o->factor = 1.25;
+    o->chunk_min = 48;
+    o->use_cas = true;
+    o->evict = true;
+    o->hashpower = 16;
+    o->hash_bulk_move = 1;
+    o->lru_segmented = true;
+    o->hot_lru_pct = 20;
+    o->warm_lru_pct = 40;
+    o->hot_max_factor = 0.2;
+    o->warm_max_factor = 2.0;
+    o->temp_lru = true;
+    o->temporary_ttl = 61;
+}
+
+static void
+start(void)
+{
+    clock_init();
+    if (cache_init(&opts, 4) != 0) {
+        exit(1);
+    }
+    /* The test drives the maintainer by hand. */
+    lru_maintainer_stop();
+}
+
+static enum cache_status
+put(unsigned i, uint32_t vlen, rel_time_t exp)
+{
+    char key[32];
+    enum cache_status st;
+    struct item *it;
+
+    snprintf(key, sizeof(key), "k%u", i);
+    it = cache_alloc(key, strlen(key), hash_murmur3(key, strlen(key)), 0,
+                     exp, vlen, &st);
+    if (it == NULL) {
+        return st;
+    }
+    memset(item_value(it), 'v', vlen);
+    memcpy(item_value(it) + vlen, "\r\n", 2);
+    st = cache_store(it, CACHE_SET, 0);
+    cache_release(it);
+    return st;
+}
+
+/* Look key i up; returns its sub-LRU, or -1 when missing. */
+static int
+get(unsigned i)
+{
+    char key[32];
+    enum cache_status st;
+    struct item *it;
+    int l;
+
+    snprintf(key, sizeof(key), "k%u", i);
+    it = cache_get(key, strlen(key), hash_murmur3(key, strlen(key)), &st);
+    if (it == NULL) {
+        return -1;
+    }
+    l = (int)item_lru(it);
+    cache_release(it);
+    return l;
+}
+
+static void
+test_segments(void)
+{
+    struct cache_item_stats is;
+    int l;
+
+    put(1000, 10, clock_now() + 30);
+    is_int(get(1000), ITEM_LRU_TEMP, "short TTL enters TEMP");
+    for (unsigned i = 0; i < 100; i++) {
+        put(i, 10, 0);
+    }
+    is_int(get(99), ITEM_LRU_HOT, "new items enter HOT");
+    get(99);                            /* second hit: ACTIVE */
+    get(5);
+    lru_juggle(1);
+    lru_item_stats(1, &is);
+    ok(is.number_cold > 0, "HOT over its share moves to COLD");
+    ok(is.number_hot <= 20 + 1, "HOT kept near hot_lru_pct");
+    ok(is.moves_to_cold > 0, "moves_to_cold counted");
+    is_int(get(0), ITEM_LRU_COLD, "oldest items are COLD");
+    is_int(get(99), ITEM_LRU_HOT, "active head item not at the tail yet");
+    l = get(0);                         /* second hit in COLD */
+    is_int(l, ITEM_LRU_WARM, "an ACTIVE COLD hit moves to WARM");
+    lru_item_stats(1, &is);
+    is_int(is.moves_to_warm, 1, "moves_to_warm counted");
+    is_int(is.number_temp, 1, "number_temp");
+    is_int(is.number, 101, "number");
+}
+
+static void
+test_eviction(void)
+{
+    struct cache_item_stats is;
+    unsigned cls = slabs_clsid(item_size(5, 0, 100000, true));
+    unsigned per = (unsigned)((1u << 20) / slabs_size(cls)), n;
+
+    /* 64 pages: enough for a few classes; fill one class past all of
+     * memory. */
+    for (n = 0; n < per * 70; n++) {
+        if (put(10000 + n, 100000, 0) != CACHE_STORED) {
+            break;
+        }
+    }
+    is_int(n, per * 70, "every store succeeded by evicting");
+    lru_item_stats(cls, &is);
+    ok(is.evicted > 0, "evictions counted");
+    is_int(is.evicted_unfetched, is.evicted, "all evicted unfetched");
+    is_int(get(10000), -1, "the oldest item was evicted");
+    ok(get(10000 + n - 1) >= 0, "the newest is there");
+    ok(is.direct_reclaims > 0, "direct_reclaims counted");
+}
+
+static void
+test_no_evict(void)
+{
+    struct cache_item_stats is;
+    unsigned cls;
+    unsigned n;
+    enum cache_status st = CACHE_STORED;
+
+    defaults(&opts);
+    opts.evict = false;
+    opts.mem_limit = 2u << 20;
+    start();
+    cls = slabs_clsid(item_size(5, 0, 100000, true));
+    for (n = 0; n < 100 && st == CACHE_STORED; n++) {
+        st = put(n, 100000, 0);
+    }
+    is_int(st, CACHE_NO_MEMORY, "-M: out of memory");
+    ok(get(0) >= 0, "-M: nothing evicted");
+    lru_item_stats(cls, &is);
+    ok(is.outofmemory > 0, "outofmemory counted");
+    is_int(is.evicted, 0, "no evictions");
+    cache_shutdown();
+}
+
+int
+main(void)
+{
+    defaults(&opts);
+    start();
+    test_segments();
+    test_eviction();
+    cache_shutdown();
+    test_no_evict();
+    return done_testing();
+}

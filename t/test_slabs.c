@@ -1,0 +1,228 @@
+/*
+ * test_slabs.c: the class table, the exact memory limit and the page
+ * mover.
+ */
+#include "storage/cache.h"
+#include "storage/hash.h"
+#include "storage/item.h"
+#include "storage/slabs.h"
+#include "storage/tier.h"
+#include "t/tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+defaults(struct cache_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->mem_limit = 64u << 20;
+    o->page_size = 1u << 20;
+    o->item_size_max = 1u << 20;
+    o->slab_chunk_max = 512u << 10;
+    o->factor = 1.25;
+    o->chunk_min = 48;
+    o->use_cas = true;
+    o->evict = true;
+    o->hashpower = 16;
+    o->hash_bulk_move = 1;
+    o->lru_segmented = true;
+    o->hot_lru_pct = 20;
+    o->warm_lru_pct = 40;
+    o->hot_max_factor = 0.2;
+    o->warm_max_factor = 2.0;
+    o->slab_reassign = true;
+    o->automove_ratio = 0.8;
+    o->automove_window = 30;
+}
+
+/* Start slabs alone on a DRAM tier. */
+static void
+slabs_only(const struct cache_options *o)
+{
+    struct tier *t = tier_dram_create(o->mem_limit, o->page_size, false);
+
+    if (t == NULL || slabs_init(o, t) != 0) {
+        exit(1);
+    }
+}
+
+static void
+test_default_table(void)
+{
+    static const size_t want[] = { 96, 120, 152, 192, 240, 304, 384, 480,
+                                   600, 752, 944, 1184 };
+    struct cache_options o;
+    bool same = true;
+
+    defaults(&o);
+    slabs_only(&o);
+    for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        same = same && slabs_size(i + 1) == want[i];
+    }
+    ok(same, "first 12 classes as memcached's");
+    is_int(slabs_largest(), 39, "39 classes");
+    is_int(slabs_size(38), 394840, "class 38");
+    is_int(slabs_size(39), 524288, "last class is slab_chunk_max");
+    is_int(slabs_clsid(96), 1, "96 fits class 1");
+    is_int(slabs_clsid(97), 2, "97 needs class 2");
+    is_int(slabs_clsid(524288), 39, "chunk max fits the last");
+    is_int(slabs_clsid(524289), 0, "above it: no class");
+    slabs_destroy();
+}
+
+static void
+test_variants(void)
+{
+    struct cache_options o;
+
+    defaults(&o);
+    o.factor = 2.0;
+    slabs_only(&o);
+    ok(slabs_size(1) == 96 && slabs_size(2) == 192 && slabs_size(3) == 384,
+       "-f 2");
+    is_int(slabs_size(slabs_largest() - 1), 196608, "-f 2 last grown");
+    slabs_destroy();
+    defaults(&o);
+    o.chunk_min = 100;
+    slabs_only(&o);
+    ok(slabs_size(1) == 152 && slabs_size(2) == 192, "-n 100");
+    slabs_destroy();
+    defaults(&o);
+    o.slab_sizes = "100-200-1000";
+    slabs_only(&o);
+    ok(slabs_size(1) == 104 && slabs_size(2) == 200 &&
+       slabs_size(3) == 1000 && slabs_size(4) == 524288 &&
+       slabs_largest() == 4, "slab_sizes");
+    slabs_destroy();
+}
+
+static void
+test_mem_limit(void)
+{
+    struct cache_options o;
+    struct cache_stats s;
+    void *p[4];
+
+    defaults(&o);
+    o.mem_limit = 3u << 20;
+    slabs_only(&o);
+    p[0] = slabs_alloc(96, 1);
+    p[1] = slabs_alloc(120, 2);
+    p[2] = slabs_alloc(152, 3);
+    p[3] = slabs_alloc(192, 4);
+    ok(p[0] && p[1] && p[2], "three pages for three classes");
+    ok(p[3] == NULL, "a fourth page is over -m");
+    memset(&s, 0, sizeof(s));
+    slabs_totals(&s);
+    is_int(s.total_malloced, 3u << 20, "exactly the limit taken");
+    for (int i = 0; i < 3; i++) {
+        slabs_free(p[i], slabs_size((unsigned)i + 1), (unsigned)i + 1);
+    }
+    slabs_destroy();
+}
+
+static char *
+value_for(unsigned i, char *buf, size_t vlen)
+{
+    memset(buf, 'a' + (char)(i % 26), vlen);
+    snprintf(buf, vlen, "%u", i);
+    buf[strlen(buf)] = '-';
+    return buf;
+}
+
+#define VLEN 9000
+
+static void
+store(unsigned i)
+{
+    char key[32], val[VLEN];
+    enum cache_status st;
+    struct item *it;
+
+    snprintf(key, sizeof(key), "key%u", i);
+    it = cache_alloc(key, strlen(key), hash_murmur3(key, strlen(key)), 0,
+                     0, VLEN, &st);
+    memcpy(item_value(it), value_for(i, val, VLEN), VLEN);
+    memcpy(item_value(it) + VLEN, "\r\n", 2);
+    cache_store(it, CACHE_SET, 0);
+    cache_release(it);
+}
+
+/* 1 if key i reads back intact, 0 if gone or wrong. */
+static int
+intact(unsigned i)
+{
+    char key[32], val[VLEN];
+    enum cache_status st;
+    struct item *it;
+    int good;
+
+    snprintf(key, sizeof(key), "key%u", i);
+    it = cache_get(key, strlen(key), hash_murmur3(key, strlen(key)), &st);
+    if (it == NULL) {
+        return 0;
+    }
+    good = memcmp(item_value(it), value_for(i, val, VLEN), VLEN) == 0;
+    cache_release(it);
+    return good;
+}
+
+static void
+test_reassign(void)
+{
+    struct cache_options o;
+    struct cache_slab_stats a, b;
+    struct cache_stats s;
+    unsigned cls, per, n, alive = 0;
+    char key[32];
+
+    defaults(&o);
+    clock_init();
+    if (cache_init(&o, 4) != 0) {
+        exit(1);
+    }
+    cls = slabs_clsid(item_size(5, 0, VLEN, true));
+    per = (unsigned)((1u << 20) / slabs_size(cls));
+    n = per + 10;
+    for (unsigned i = 0; i < n; i++) {
+        store(i);
+    }
+    /* Free room in the second page for the first page's items. */
+    for (unsigned i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "key%u", i);
+        cache_delete(key, strlen(key), hash_murmur3(key, strlen(key)), 0, NULL);
+    }
+    cache_slab_stats(cls, &a);
+    is_int(a.total_pages, 2, "two pages in the class");
+    is_int(cache_slabs_reassign((int)cls, (int)cls), CACHE_SAME, "SAME");
+    is_int(cache_slabs_reassign(70, 1), CACHE_BADCLASS, "BADCLASS");
+    is_int(cache_slabs_reassign(1, 2), CACHE_NOSPARE, "NOSPARE");
+    is_int(cache_slabs_reassign((int)cls, 1), CACHE_OK, "reassign OK");
+    slabs_mover_wait();
+    cache_slab_stats(cls, &a);
+    cache_slab_stats(1, &b);
+    is_int(a.total_pages, 1, "source lost a page");
+    is_int(b.total_pages, 1, "destination got it");
+    is_int(b.free_chunks, 10922, "carved into class 1 chunks");
+    for (unsigned i = 20; i < n; i++) {
+        alive += (unsigned)intact(i);
+    }
+    is_int(alive, n - 20, "every item rescued intact");
+    cache_stats(&s);
+    is_int(s.slabs_moved, 1, "slabs_moved");
+    ok(s.slab_reassign_rescues > 0 &&
+       s.slab_reassign_rescues <= per, "rescues counted");
+    cache_shutdown();
+}
+
+int
+main(void)
+{
+    test_default_table();
+    test_variants();
+    test_mem_limit();
+    test_reassign();
+    return done_testing();
+}
