@@ -1,0 +1,23 @@
+/*
+ * log.h: messages to stderr, filtered by -v.
+ *
+ * log_error() always prints; log_info() with -v; log_debug() with -vv (the
+ * client commands, as memcached prints them).  One fprintf per message, so
+ * lines from different threads do not interleave.
+ */
+#ifndef MCPM_LOG_H
+#define MCPM_LOG_H
+
+#include "memcached-pm/settings.h"
+
+void log_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define log_error(...) log_write(__VA_ARGS__)
+#define log_info(...) do {                                                  \
+    if (settings.verbose > 0) { log_write(__VA_ARGS__); }                   \
+} while (0)
+#define log_debug(...) do {                                                 \
+    if (settings.verbose > 1) { log_write(__VA_ARGS__); }                   \
+} while (0)
+
+#endif

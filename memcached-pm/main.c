@@ -1,0 +1,547 @@
+/*
+ * main.c: options, storage, listeners, workers, signals, shutdown.
+ *
+ * The main thread owns the listening sockets and the one-second clock; it
+ * accepts connections and hands each to a worker.  SIGTERM, SIGINT and
+ * SIGUSR1 end its loop; everything is then stopped and freed in reverse
+ * order, so a sanitizer build reports no leak at exit.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "memcached-pm/admin.h"
+#include "memcached-pm/log.h"
+#include "memcached-pm/settings.h"
+#include "memcached-pm/stats.h"
+#include "memcached-pm/worker.h"
+#include "proto/response.h"
+#include "storage/cache.h"
+#include "storage/clock.h"
+
+#define MAX_LISTENERS 32
+
+struct listener {
+    int           fd;
+    bool          is_unix;
+    char          addr[64];
+    struct event *ev;
+};
+
+static struct event_base *main_base;
+static struct listener listeners[MAX_LISTENERS];
+static unsigned nlisteners;
+static struct event *resume_ev;     /* re-enables accept after EMFILE */
+
+/* ---- accepting -------------------------------------------------------- */
+
+static void
+accept_pause(void)
+{
+    struct timeval ten_ms = { 0, 10000 };
+
+    SERVER_STAT_INCR(listen_disabled_num);
+    for (unsigned i = 0; i < nlisteners; i++) {
+        event_del(listeners[i].ev);
+    }
+    event_add(resume_ev, &ten_ms);
+}
+
+static void
+on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    for (unsigned i = 0; i < nlisteners; i++) {
+        event_add(listeners[i].ev, NULL);
+    }
+}
+
+/* connection_structures: the most connections (listeners included) that
+ * were ever open at once, as memcached's never-freed conn array shows. */
+static void
+note_structures(void)
+{
+    uint64_t now = __atomic_load_n(&stats.server.curr_conns,
+                                   __ATOMIC_RELAXED) + nlisteners;
+
+    if (now > stats.server.conn_structures) {
+        __atomic_store_n(&stats.server.conn_structures, now,
+                         __ATOMIC_RELAXED);
+    }
+}
+
+/* Over -c: say so and hang up, as memcached's maxconns_fast does. */
+static bool
+over_limit(int fd)
+{
+    uint64_t curr = __atomic_load_n(&stats.server.curr_conns,
+                                    __ATOMIC_RELAXED);
+    const char *msg = rsp_str[RSP_ERROR_TOO_MANY_CONNS];
+
+    if (curr + nlisteners + RESERVED_FDS < (uint64_t)settings.maxconns - 1) {
+        return false;
+    }
+    if (write(fd, msg, rsp_len[RSP_ERROR_TOO_MANY_CONNS]) < 0) {
+        /* the client is gone already; nothing to tell */
+    }
+    close(fd);
+    SERVER_STAT_INCR(rejected_conns);
+    return true;
+}
+
+static void
+on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    struct listener *l = arg;
+    int one = 1;
+    int fd;
+
+    (void)what;
+    fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE) {
+            log_error("Too many open connections");
+            accept_pause();
+        }
+        return;
+    }
+    if (over_limit(fd)) {
+        return;
+    }
+    if (!l->is_unix) {
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    SERVER_STAT_INCR(curr_conns);
+    SERVER_STAT_INCR(total_conns);
+    note_structures();
+    if (worker_dispatch(fd, l->is_unix, l->addr) != 0) {
+        SERVER_STAT_DECR(curr_conns);
+    }
+}
+
+/* ---- listening sockets ------------------------------------------------ */
+
+static int
+add_listener(int fd, bool is_unix, const char *addr)
+{
+    struct listener *l;
+
+    if (nlisteners == MAX_LISTENERS) {
+        log_error("too many listening addresses");
+        return -1;
+    }
+    l = &listeners[nlisteners];
+    l->fd = fd;
+    l->is_unix = is_unix;
+    snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    l->ev = event_new(main_base, fd, EV_READ | EV_PERSIST, on_accept, l);
+    if (l->ev == NULL || event_add(l->ev, NULL) != 0) {
+        return -1;
+    }
+    nlisteners++;
+    SERVER_STAT_INCR(total_conns);
+    note_structures();
+    admin_add_listener(fd, addr);
+    return 0;
+}
+
+static void
+sockaddr_name(const struct sockaddr *sa, char *out, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+        snprintf(out, len, "tcp6:[%s]:%d", host, ntohs(s6->sin6_port));
+    } else {
+        const struct sockaddr_in *s4 = (const void *)sa;
+        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        snprintf(out, len, "tcp:%s:%d", host, ntohs(s4->sin_port));
+    }
+}
+
+static int
+listen_one(const struct addrinfo *ai)
+{
+    int one = 1;
+    char name[64];
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
+                    SOCK_CLOEXEC, ai->ai_protocol);
+
+    if (fd < 0) {
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (ai->ai_family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    }
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        listen(fd, settings.backlog) != 0) {
+        log_error("failed to listen on TCP port %d: %s", settings.port,
+                  strerror(errno));
+        close(fd);
+        return -1;
+    }
+    sockaddr_name(ai->ai_addr, name, sizeof(name));
+    if (add_listener(fd, false, name) != 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+/* "host", "host:port", "[v6]" or "[v6]:port". */
+static int
+listen_spec(char *spec)
+{
+    struct addrinfo hints = { 0 }, *res, *ai;
+    char port[16], *host = spec, *colon;
+    int rc = -1;
+
+    snprintf(port, sizeof(port), "%d", settings.port);
+    if (*host == '[') {
+        char *close_br = strchr(host, ']');
+        if (close_br == NULL) {
+            return -1;
+        }
+        *close_br = '\0';
+        host++;
+        if (close_br[1] == ':') {
+            snprintf(port, sizeof(port), "%s", close_br + 2);
+        }
+    } else if ((colon = strchr(host, ':')) != NULL &&
+               strchr(colon + 1, ':') == NULL) {
+        *colon = '\0';
+        snprintf(port, sizeof(port), "%s", colon + 1);
+    }
+    hints.ai_flags = AI_PASSIVE;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, port, &hints, &res) != 0) {
+        log_error("getaddrinfo(): cannot resolve %s", host);
+        return -1;
+    }
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+        if (listen_one(ai) == 0) {
+            rc = 0;
+        }
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
+static int
+listen_tcp(void)
+{
+    char *list = strdup(settings.inter ? settings.inter : "127.0.0.1");
+    char *save = NULL;
+    int rc = 0;
+
+    if (list == NULL) {
+        return -1;
+    }
+    for (char *s = strtok_r(list, ",", &save); s != NULL && rc == 0;
+         s = strtok_r(NULL, ",", &save)) {
+        rc = listen_spec(s);
+    }
+    free(list);
+    return rc;
+}
+
+static int
+listen_unix(void)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    char name[64];
+    mode_t old;
+    int fd;
+
+    if (strlen(settings.socketpath) >= sizeof(sun.sun_path)) {
+        log_error("unix socket path too long: %s", settings.socketpath);
+        return -1;
+    }
+    strcpy(sun.sun_path, settings.socketpath);
+    unlink(settings.socketpath);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    old = umask((mode_t)(~settings.access & 0777));
+    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
+        listen(fd, settings.backlog) != 0) {
+        umask(old);
+        log_error("failed to listen on %s: %s", settings.socketpath,
+                  strerror(errno));
+        close(fd);
+        return -1;
+    }
+    umask(old);
+    snprintf(name, sizeof(name), "unix:%s", settings.socketpath);
+    return add_listener(fd, true, name);
+}
+
+static void
+close_listeners(void)
+{
+    for (unsigned i = 0; i < nlisteners; i++) {
+        event_free(listeners[i].ev);
+        close(listeners[i].fd);
+    }
+    nlisteners = 0;
+    if (settings.socketpath != NULL) {
+        unlink(settings.socketpath);
+    }
+}
+
+/* ---- process set-up --------------------------------------------------- */
+
+static int
+set_limits(void)
+{
+    struct rlimit rl;
+
+    if (settings.coredumps) {
+        rl.rlim_cur = rl.rlim_max = RLIM_INFINITY;
+        setrlimit(RLIMIT_CORE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return 0;
+    }
+    if (rl.rlim_cur < (rlim_t)settings.maxconns) {
+        rl.rlim_cur = (rlim_t)settings.maxconns;
+        if (rl.rlim_max < rl.rlim_cur) {
+            rl.rlim_max = rl.rlim_cur;
+        }
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            fprintf(stderr, "failed to set rlimit for open files. Try "
+                    "starting as root or requesting smaller maxconns "
+                    "value.\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+drop_privileges(void)
+{
+    struct passwd *pw;
+
+    if (getuid() != 0 && geteuid() != 0) {
+        return 0;
+    }
+    if (settings.username == NULL) {
+        fprintf(stderr, "must add '-u root' to start as root\n");
+        return -1;
+    }
+    if (strcmp(settings.username, "root") == 0) {
+        return 0;
+    }
+    if ((pw = getpwnam(settings.username)) == NULL) {
+        fprintf(stderr, "can't find the user %s to switch to\n",
+                settings.username);
+        return -1;
+    }
+    if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
+        setuid(pw->pw_uid) != 0) {
+        fprintf(stderr, "failed to assume identity of user %s\n",
+                settings.username);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+daemonize(void)
+{
+    int fd;
+
+    switch (fork()) {
+    case -1: return -1;
+    case 0: break;
+    default: _exit(EXIT_SUCCESS);
+    }
+    if (setsid() == -1) {
+        return -1;
+    }
+    if ((fd = open("/dev/null", O_RDWR)) >= 0) {
+        dup2(fd, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO) {
+            close(fd);
+        }
+    }
+    return 0;
+}
+
+static void
+write_pidfile(void)
+{
+    FILE *f;
+
+    if (settings.pidfile == NULL) {
+        return;
+    }
+    if ((f = fopen(settings.pidfile, "w")) == NULL) {
+        log_error("Could not open the pid file %s for writing: %s",
+                  settings.pidfile, strerror(errno));
+        return;
+    }
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+}
+
+/* ---- the main loop ---------------------------------------------------- */
+
+static void
+on_clock(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    clock_tick();
+    cache_tick();
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    (void)arg;
+    log_info("Signal handled: %s.", strsignal((int)sig));
+    event_base_loopbreak(main_base);
+}
+
+static struct event *signal_evs[3];
+static struct event *tick_ev;
+
+static int
+setup_events(void)
+{
+    static const int sigs[3] = { SIGTERM, SIGINT, SIGUSR1 };
+    struct timeval sec = { 1, 0 };
+
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    for (unsigned i = 0; i < 3; i++) {
+        signal_evs[i] = evsignal_new(main_base, sigs[i], on_signal, NULL);
+        if (signal_evs[i] == NULL || event_add(signal_evs[i], NULL) != 0) {
+            return -1;
+        }
+    }
+    tick_ev = event_new(main_base, -1, EV_PERSIST, on_clock, NULL);
+    resume_ev = evtimer_new(main_base, on_resume, NULL);
+    if (tick_ev == NULL || resume_ev == NULL ||
+        event_add(tick_ev, &sec) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static void
+free_events(void)
+{
+    for (unsigned i = 0; i < 3; i++) {
+        if (signal_evs[i] != NULL) {
+            event_free(signal_evs[i]);
+        }
+    }
+    if (tick_ev != NULL) {
+        event_free(tick_ev);
+    }
+    if (resume_ev != NULL) {
+        event_free(resume_ev);
+    }
+}
+
+static int
+open_listeners(void)
+{
+    if (settings.socketpath != NULL) {
+        return listen_unix();
+    }
+    if (settings.port == 0) {
+        return 0;
+    }
+    return listen_tcp();
+}
+
+static int
+start(void)
+{
+    if (set_limits() != 0 || drop_privileges() != 0) {
+        return -1;
+    }
+    if (settings.daemonize && daemonize() != 0) {
+        fprintf(stderr, "failed to daemon() in order to daemonize\n");
+        return -1;
+    }
+    if (settings.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+        fprintf(stderr, "warning: -k invalid, mlockall() failed: %s\n",
+                strerror(errno));
+    }
+    clock_init();
+    if (stats_init((unsigned)settings.num_threads) != 0 ||
+        cache_init(&settings.cache, (unsigned)settings.num_threads) != 0) {
+        return -1;
+    }
+    main_base = event_base_new();
+    if (main_base == NULL || setup_events() != 0 || open_listeners() != 0) {
+        return -1;
+    }
+    if (worker_start_all((unsigned)settings.num_threads) != 0) {
+        return -1;
+    }
+    write_pidfile();
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    int rc = settings_parse(argc, argv);
+
+    if (rc != 0) {
+        return rc > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    }
+    if (start() != 0) {
+        return EXIT_FAILURE;
+    }
+    event_base_dispatch(main_base);
+
+    close_listeners();
+    worker_stop_all();
+    cache_shutdown();
+    admin_shutdown();
+    stats_destroy();
+    if (settings.pidfile != NULL) {
+        unlink(settings.pidfile);
+    }
+    free(settings.inter);
+    free_events();
+    event_base_free(main_base);
+    return EXIT_SUCCESS;
+}

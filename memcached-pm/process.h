@@ -1,0 +1,27 @@
+/*
+ * process.h: a parsed request in, storage calls, replies queued on the
+ * connection.  The only room of the daemon that calls storage/ for
+ * requests.
+ */
+#ifndef MCPM_PROCESS_H
+#define MCPM_PROCESS_H
+
+#include "memcached-pm/conn.h"
+#include "proto/request.h"
+
+enum process_result {
+    PROCESS_OK,          /* reply queued (or suppressed), parse on */
+    PROCESS_NREAD,       /* c->nitem allocated: read its value next */
+    PROCESS_SWALLOW,     /* c->swallow data bytes to discard next */
+    PROCESS_CLOSE        /* close after writing what is queued */
+};
+
+/* Execute one request.  req's strings point into c's read buffer and stay
+ * valid for the call only. */
+enum process_result process_request(struct conn *c, struct request *req);
+
+/* The value of c->nitem has been read in full: check it, store it, reply,
+ * and release the item. */
+void process_store(struct conn *c);
+
+#endif

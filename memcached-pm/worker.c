@@ -1,0 +1,300 @@
+/*
+ * worker.c: worker threads, each running its own event base.
+ */
+#include "config.h"
+
+#include "memcached-pm/worker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "memcached-pm/conn.h"
+#include "memcached-pm/log.h"
+#include "memcached-pm/settings.h"
+#include "storage/clock.h"
+
+/* An accepted fd waiting for its worker. */
+struct pending {
+    struct pending *next;
+    int             fd;
+    bool            is_unix;
+    char            listen_addr[64];
+};
+
+static struct worker *workers;
+static unsigned nworkers;
+static unsigned next_worker;      /* listener thread only */
+
+static void
+take_pending(struct worker *w)
+{
+    struct pending *list, *p;
+
+    pthread_mutex_lock(&w->lock);
+    list = w->pending;
+    w->pending = NULL;
+    pthread_mutex_unlock(&w->lock);
+
+    /* The queue is LIFO; order between connections does not matter. */
+    while ((p = list) != NULL) {
+        list = p->next;
+        if (conn_new(w, p->fd, p->is_unix, p->listen_addr) == NULL) {
+            SERVER_STAT_DECR(curr_conns);
+        }
+        free(p);
+    }
+}
+
+static void
+close_all(struct worker *w)
+{
+    while (w->conns != NULL) {
+        struct conn *c = w->conns;
+        conn_free(&c);
+    }
+}
+
+static void
+on_notify(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    uint64_t n;
+    bool stopping;
+
+    (void)what;
+    if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
+        log_error("worker %u: eventfd read: %s", w->id, strerror(errno));
+    }
+    take_pending(w);
+    pthread_mutex_lock(&w->lock);
+    stopping = w->stopping;
+    pthread_mutex_unlock(&w->lock);
+    if (stopping) {
+        close_all(w);
+        event_base_loopbreak(w->base);
+    }
+}
+
+/* Once a second: close connections idle for longer than idle_timeout. */
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    rel_time_t now = clock_now();
+    struct conn *c, *next;
+
+    (void)fd;
+    (void)what;
+    if (settings.idle_timeout == 0) {
+        return;
+    }
+    for (c = w->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c->state == CONN_READ &&
+            now - c->last_cmd > settings.idle_timeout) {
+            STAT_INCR(w->stats->idle_kicks);
+            conn_free(&c);
+        }
+    }
+}
+
+static void *
+worker_main(void *arg)
+{
+    struct worker *w = arg;
+    sigset_t all;
+
+    /* Signals belong to the main thread's event loop. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    event_base_dispatch(w->base);
+    close_all(w);
+    return NULL;
+}
+
+static int
+worker_setup(struct worker *w, unsigned id)
+{
+    struct timeval sec = { 1, 0 };
+    struct event_config *cfg = event_config_new();
+
+    w->id = id;
+    w->stats = &stats.threads[id];
+    pthread_mutex_init(&w->lock, NULL);
+    if (cfg == NULL) {
+        return -1;
+    }
+    /* A base is touched by its own thread only. */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+    w->base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    w->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->base == NULL || w->notify_fd < 0) {
+        return -1;
+    }
+    w->notify_ev = event_new(w->base, w->notify_fd, EV_READ | EV_PERSIST,
+                             on_notify, w);
+    w->tick_ev = event_new(w->base, -1, EV_PERSIST, on_tick, w);
+    if (w->notify_ev == NULL || w->tick_ev == NULL ||
+        event_add(w->notify_ev, NULL) != 0 ||
+        event_add(w->tick_ev, &sec) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+int
+worker_start_all(unsigned n)
+{
+    workers = calloc(n, sizeof(*workers));
+    if (workers == NULL) {
+        return -1;
+    }
+    nworkers = n;
+    for (unsigned i = 0; i < n; i++) {
+        if (worker_setup(&workers[i], i) != 0) {
+            log_error("cannot set up worker %u", i);
+            return -1;
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (pthread_create(&workers[i].thread, NULL, worker_main,
+                           &workers[i]) != 0) {
+            log_error("cannot start worker %u", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+notify(struct worker *w)
+{
+    uint64_t one = 1;
+
+    if (write(w->notify_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        log_error("worker %u: eventfd write: %s", w->id, strerror(errno));
+    }
+}
+
+int
+worker_dispatch(int fd, bool is_unix, const char *listen_addr)
+{
+    struct worker *w = &workers[next_worker++ % nworkers];
+    struct pending *p = calloc(1, sizeof(*p));
+
+    if (p == NULL) {
+        close(fd);
+        return -1;
+    }
+    p->fd = fd;
+    p->is_unix = is_unix;
+    snprintf(p->listen_addr, sizeof(p->listen_addr), "%s", listen_addr);
+    pthread_mutex_lock(&w->lock);
+    p->next = w->pending;
+    w->pending = p;
+    pthread_mutex_unlock(&w->lock);
+    notify(w);
+    return 0;
+}
+
+static void
+worker_teardown(struct worker *w)
+{
+    struct pending *p;
+
+    while ((p = w->pending) != NULL) {
+        w->pending = p->next;
+        close(p->fd);
+        free(p);
+    }
+    event_free(w->notify_ev);
+    event_free(w->tick_ev);
+    event_base_free(w->base);
+    close(w->notify_fd);
+    pthread_mutex_destroy(&w->lock);
+}
+
+void
+worker_stop_all(void)
+{
+    for (unsigned i = 0; i < nworkers; i++) {
+        pthread_mutex_lock(&workers[i].lock);
+        workers[i].stopping = true;
+        pthread_mutex_unlock(&workers[i].lock);
+        notify(&workers[i]);
+    }
+    for (unsigned i = 0; i < nworkers; i++) {
+        pthread_join(workers[i].thread, NULL);
+        worker_teardown(&workers[i]);
+    }
+    free(workers);
+    workers = NULL;
+    nworkers = 0;
+}
+
+void
+worker_conn_add(struct worker *w, struct conn *c)
+{
+    pthread_mutex_lock(&w->lock);
+    c->prev = NULL;
+    c->next = w->conns;
+    if (w->conns != NULL) {
+        w->conns->prev = c;
+    }
+    w->conns = c;
+    w->nconns++;
+    pthread_mutex_unlock(&w->lock);
+}
+
+void
+worker_conn_del(struct worker *w, struct conn *c)
+{
+    pthread_mutex_lock(&w->lock);
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        w->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    w->nconns--;
+    pthread_mutex_unlock(&w->lock);
+}
+
+void
+worker_each_conn(void (*fn)(struct conn *c, void *ctx), void *ctx)
+{
+    for (unsigned i = 0; i < nworkers; i++) {
+        pthread_mutex_lock(&workers[i].lock);
+        for (struct conn *c = workers[i].conns; c != NULL; c = c->next) {
+            fn(c, ctx);
+        }
+        pthread_mutex_unlock(&workers[i].lock);
+    }
+}
+
+void
+worker_gauges(struct buffer_gauges *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < nworkers; i++) {
+        const struct buffer_gauges *g = &workers[i].gauges;
+
+        out->read_buf_count += __atomic_load_n(&g->read_buf_count,
+                                               __ATOMIC_RELAXED);
+        out->read_buf_bytes += __atomic_load_n(&g->read_buf_bytes,
+                                               __ATOMIC_RELAXED);
+        out->resp_obj_count += __atomic_load_n(&g->resp_obj_count,
+                                               __ATOMIC_RELAXED);
+        out->resp_obj_bytes += __atomic_load_n(&g->resp_obj_bytes,
+                                               __ATOMIC_RELAXED);
+    }
+}
