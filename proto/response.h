@@ -24,6 +24,9 @@
     ACTION(RSP_ERROR,           "ERROR")                                      \
     ACTION(RSP_CLIENT_ERROR_FORMAT, "CLIENT_ERROR bad command line format")   \
     ACTION(RSP_CLIENT_ERROR_CHUNK,  "CLIENT_ERROR bad data chunk")            \
+    ACTION(RSP_CLIENT_ERROR_DELETE_USAGE,                                     \
+           "CLIENT_ERROR bad command line format.  "                          \
+           "Usage: delete <key> [noreply]")                                   \
     ACTION(RSP_CLIENT_ERROR_EXPTIME, "CLIENT_ERROR invalid exptime argument") \
     ACTION(RSP_CLIENT_ERROR_DELTA,                                            \
            "CLIENT_ERROR invalid numeric delta argument")                     \

@@ -10,8 +10,8 @@
  * Where memcached 1.6.45 and 1.6.18 differ the 1.6.45 behaviour wins:
  * a blank line, `get` with no key, `verbosity` with no level and `cas`
  * without a unique are CLIENT_ERROR bad command line format; the data block
- * after every storage-command error is swallowed when <bytes> is valid; extra
- * tokens after `delete <key>` are ignored.  Admin commands (flush_all,
+ * after every storage-command error is swallowed when <bytes> is valid.
+ * `delete` keeps 1.6.18's checks of its extra tokens.  Admin commands (flush_all,
  * verbosity, cache_memlimit) keep the token counts 1.6.18 accepts.
  */
 #include "proto/text.h"
@@ -215,11 +215,30 @@ split_keyed(struct request *req, const char *line, size_t len, unsigned min)
     return true;
 }
 
-/* delete <key> [noreply]; 1.6.45 ignores anything else ("0" included). */
+/*
+ * delete <key> [0] [noreply].  The legacy hold time may only be "0"; any
+ * other third or fourth token gets memcached's usage error, and more than
+ * four tokens has no handler at all (ERROR).  memcached 1.6.45 relaxed this,
+ * but clients' conformance tests (libmemcached's memccapable) still expect
+ * the errors, and they cost a well-formed client nothing.
+ */
 static void
 parse_delete(struct request *req, const char *line, size_t len)
 {
-    split_keyed(req, line, len, 2);
+    bool zero;
+
+    if (!split_keyed(req, line, len, 2) || req->ntokens == 2) {
+        return;
+    }
+    if (req->ntokens > 4) {
+        fail_shape(req);
+        return;
+    }
+    zero = token_eq(&req->tokens[2], "0");
+    if (req->ntokens == 3 ? !(zero || req->noreply)
+                          : !(zero && req->noreply)) {
+        fail(req, RSP_CLIENT_ERROR_DELETE_USAGE, 0);
+    }
 }
 
 /* incr|decr <key> <delta> [noreply] */

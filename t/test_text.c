@@ -346,8 +346,16 @@ test_delete(void)
        && !req.noreply, "delete: legacy form");
     ok(is_req("delete foo 0 noreply\r\n", REQ_DELETE, "delete 0 noreply")
        && req.noreply, "delete: legacy form with noreply");
-    ok(is_req("delete foo x y\r\n", REQ_DELETE, "delete: extras ignored")
-       && req.key.len == 3, "delete: 1.6.45 ignores extra tokens");
+    is_err("delete foo x\r\n", RSP_CLIENT_ERROR_DELETE_USAGE, 0,
+           "delete: a hold time other than 0");
+    is_err("delete foo 0 x\r\n", RSP_CLIENT_ERROR_DELETE_USAGE, 0,
+           "delete: 0 followed by something else");
+    is_err("delete foo 1 noreply\r\n", RSP_CLIENT_ERROR_DELETE_USAGE, 0,
+           "delete: bad hold time with noreply");
+    ok(req.noreply, "delete: the usage error is still under noreply");
+    is_err("delete a b c d e\r\n", RSP_ERROR, 0,
+           "delete: more than four tokens has no handler");
+    ok(!req.noreply, "delete: ERROR shape ignores noreply");
     is_err("delete\r\n", RSP_CLIENT_ERROR_FORMAT, 0, "delete without key");
 }
 
