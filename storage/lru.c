@@ -33,6 +33,7 @@
 #define UPDATE_INTERVAL 60
 #define SLEEP_MIN_US    1000
 #define SLEEP_MAX_US    1000000
+#define STEAL_WAIT_MS   500
 
 struct lru_list {
     pthread_mutex_t lock;
@@ -511,6 +512,15 @@ lru_alloc(size_t size, unsigned id)
         }
         if (n <= 0) {
             break;
+        }
+    }
+    /* Nothing to evict here: take a page from another class, unless -M
+     * forbids making room by evicting. */
+    if (lru.opts->evict && lru.opts->slab_reassign &&
+        slabs_steal_page(id, STEAL_WAIT_MS)) {
+        mem = slabs_alloc(size, id);
+        if (mem != NULL) {
+            return mem;
         }
     }
     COUNT(id, outofmemory, 1);

@@ -2,9 +2,10 @@
  * slabs.c: size classes, pages, free lists and the page mover.
  *
  * -m is respected exactly: at most limit / page_size pages are ever taken
- * from the tier (memcached lets every class have its first page past the
- * limit; we do not, so a tiny -m can leave a class with no memory until the
- * page mover gives it some).
+ * from the tier.  memcached instead lets every class take its first page
+ * past the limit (up to 63 MiB over -m); here a class that runs out of
+ * memory with nothing to evict has the page mover bring it a page from
+ * another class at once (slabs_steal_page()).
  *
  * The page mover takes one page of the source class out of service: its
  * free chunks leave the free list and chunks freed while it runs are not
@@ -617,6 +618,49 @@ slabs_mover_wait(void)
         pthread_cond_wait(&sl.done, &sl.lock);
     }
     pthread_mutex_unlock(&sl.lock);
+}
+
+/* Wait for the move in progress to finish, until the deadline.  Lock
+ * held. */
+static bool
+wait_idle(const struct timespec *deadline)
+{
+    while (sl.pending && sl.mover_on) {
+        if (pthread_cond_timedwait(&sl.done, &sl.lock, deadline) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool
+slabs_steal_page(unsigned id, unsigned ms)
+{
+    struct timespec dl;
+    unsigned before;
+    bool got = false;
+
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)(ms / 1000);
+    dl.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&sl.lock);
+    if (!wait_idle(&dl)) {
+        pthread_mutex_unlock(&sl.lock);
+        return false;
+    }
+    before = sl.cls[id].npages;
+    pthread_mutex_unlock(&sl.lock);
+    if (slabs_reassign(-1, (int)id) != CACHE_OK) {
+        return false;
+    }
+    pthread_mutex_lock(&sl.lock);
+    got = wait_idle(&dl) && sl.cls[id].npages > before;
+    pthread_mutex_unlock(&sl.lock);
+    return got;
 }
 
 void

@@ -88,4 +88,13 @@ void  slabs_mover_stats(struct cache_stats *out);
 /* Wait until the mover is idle (tests). */
 void  slabs_mover_wait(void);
 
+/*
+ * Class id is out of memory and has nothing to evict (typically it has no
+ * page at all while others hold all of -m): have the mover bring it a page
+ * from any class with spare pages, waiting up to ms milliseconds.  True if
+ * a page arrived.  No slabs lock held; item locks may be (the mover only
+ * trylocks them).
+ */
+bool  slabs_steal_page(unsigned id, unsigned ms);
+
 #endif

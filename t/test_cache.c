@@ -3,8 +3,10 @@
  * incr/decr, expiry, flush, metadump, concurrency, stats).
  */
 #include "storage/cache.h"
+#include "storage/crawler.h"
 #include "storage/hash.h"
 #include "storage/item.h"
+#include "storage/slabs.h"
 #include "t/tap.h"
 
 #include <pthread.h>
@@ -37,6 +39,7 @@ defaults(struct cache_options *o)
     o->automove_ratio = 0.8;
     o->automove_window = 30;
     o->track_sizes = true;
+    o->lru_crawler = true;
 }
 
 static uint32_t
@@ -157,11 +160,11 @@ test_cas_and_delete(void)
     put("d", "2", 0, 0, CACHE_SET, 0);
     c2 = cas_of("d");
     ok(c2 > c1, "every store gets a new cas");
-    is_int(cache_delete("d", 1, hv_of("d"), c1), CACHE_EXISTS,
+    is_int(cache_delete("d", 1, hv_of("d"), c1, NULL), CACHE_EXISTS,
            "delete with a stale cas");
-    is_int(cache_delete("d", 1, hv_of("d"), c2), CACHE_DELETED,
+    is_int(cache_delete("d", 1, hv_of("d"), c2, NULL), CACHE_DELETED,
            "delete with the cas");
-    is_int(cache_delete("d", 1, hv_of("d"), 0), CACHE_NOT_FOUND,
+    is_int(cache_delete("d", 1, hv_of("d"), 0, NULL), CACHE_NOT_FOUND,
            "delete again");
     is_str(val("d"), "", "deleted");
 }
@@ -258,7 +261,7 @@ test_metadump(void)
     enum cache_status st;
     struct item *it;
 
-    cache_delete("a", 1, hv_of("a"), 0);
+    cache_delete("a", 1, hv_of("a"), 0, NULL);
     put("a b", "xyz", 0, 0, CACHE_SET, 0);
     it = cache_get("a b", 3, hv_of("a b"), &st);
     cls[item_clsid(it)] = true;
@@ -333,6 +336,42 @@ test_stats(void)
     is_int(s.total_items, 0, "reset total_items");
 }
 
+static void
+test_crawler(void)
+{
+    bool cls[CACHE_MAX_CLASSES] = { false };
+    struct cache_stats s0, s;
+    enum cache_status st;
+    char key[32];
+
+    cache_stats(&s0);
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof(key), "dead%d", i);
+        /* exptime == now: dead at once, but only a reader or the
+         * crawler finds out. */
+        put(key, "0123456789012345678901234567890123456789", 0,
+            clock_now(), CACHE_SET, 0);
+    }
+    cls[slabs_clsid(item_size(6, 0, 40, true))] = true;
+    st = cache_crawl(cls);
+    ok(st == CACHE_OK || st == CACHE_BUSY, "crawl requested");
+    crawler_wait();
+    cache_stats(&s);
+    is_int(s.crawler_reclaimed - s0.crawler_reclaimed, 50,
+           "crawler reclaimed the dead items");
+    is_int(s0.curr_items - s.curr_items, 0, "curr_items back down");
+    ok(s.lru_crawler_starts > s0.lru_crawler_starts, "lru_crawler_starts");
+    is_int(cache_crawl(cls), CACHE_NOTSTARTED, "nothing left to crawl");
+    memset(cls, 0, sizeof(cls));
+    cls[63] = true;
+    is_int(cache_crawl(cls), CACHE_BADCLASS, "bad class");
+    cache_crawler_enable(false);
+    cls[63] = false;
+    cls[1] = true;
+    is_int(cache_crawl(cls), CACHE_DISABLED, "disabled crawler");
+    cache_crawler_enable(true);
+}
+
 int
 main(void)
 {
@@ -348,6 +387,7 @@ main(void)
     test_metadump();
     test_threads();
     test_stats();
+    test_crawler();
     cache_shutdown();
     return done_testing();
 }
