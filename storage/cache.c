@@ -290,7 +290,8 @@ cache_store(struct item *it, enum cache_op op, uint64_t req_cas)
 }
 
 enum cache_status
-cache_delete(const char *key, size_t nkey, uint32_t hv, uint64_t cas)
+cache_delete(const char *key, size_t nkey, uint32_t hv, uint64_t cas,
+             unsigned *clsid)
 {
     enum cache_status st;
     struct item *it;
@@ -302,6 +303,9 @@ cache_delete(const char *key, size_t nkey, uint32_t hv, uint64_t cas)
     } else if (cas != 0 && item_cas(it) != cas) {
         st = CACHE_EXISTS;
     } else {
+        if (clsid != NULL) {
+            *clsid = item_clsid(it);
+        }
         lru_unlink(it, hv);
         st = CACHE_DELETED;
     }

@@ -136,9 +136,10 @@ enum cache_status cache_store(struct item *it, enum cache_op op,
                               uint64_t req_cas);
 
 /* Unlink a key: CACHE_DELETED, CACHE_NOT_FOUND, or CACHE_EXISTS when cas is
- * non-zero and differs. */
+ * non-zero and differs.  On CACHE_DELETED, *clsid (if not NULL) gets the
+ * item's class for per-class stats. */
 enum cache_status cache_delete(const char *key, size_t nkey, uint32_t hv,
-                               uint64_t cas);
+                               uint64_t cas, unsigned *clsid);
 
 /*
  * incr/decr with memcached's rules: incr wraps at 2^64, decr stops at 0;

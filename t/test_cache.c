@@ -154,6 +154,7 @@ static void
 test_cas_and_delete(void)
 {
     uint64_t c1, c2;
+    unsigned cls;
 
     put("d", "1", 0, 0, CACHE_SET, 0);
     c1 = cas_of("d");
@@ -162,8 +163,10 @@ test_cas_and_delete(void)
     ok(c2 > c1, "every store gets a new cas");
     is_int(cache_delete("d", 1, hv_of("d"), c1, NULL), CACHE_EXISTS,
            "delete with a stale cas");
-    is_int(cache_delete("d", 1, hv_of("d"), c2, NULL), CACHE_DELETED,
+    cls = 0;
+    is_int(cache_delete("d", 1, hv_of("d"), c2, &cls), CACHE_DELETED,
            "delete with the cas");
+    is_int(cls, 1, "delete reports the class");
     is_int(cache_delete("d", 1, hv_of("d"), 0, NULL), CACHE_NOT_FOUND,
            "delete again");
     is_str(val("d"), "", "deleted");

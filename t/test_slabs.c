@@ -193,7 +193,8 @@ test_reassign(void)
     /* Free room in the second page for the first page's items. */
     for (unsigned i = 0; i < 20; i++) {
         snprintf(key, sizeof(key), "key%u", i);
-        cache_delete(key, strlen(key), hash_murmur3(key, strlen(key)), 0, NULL);
+        cache_delete(key, strlen(key), hash_murmur3(key, strlen(key)), 0,
+                     NULL);
     }
     cache_slab_stats(cls, &a);
     is_int(a.total_pages, 2, "two pages in the class");
