@@ -1,0 +1,371 @@
+"""Fixtures for the memcached-pm protocol suite.
+
+Every test talks to a real server process on 127.0.0.1 and a free port.
+By default the server is the memcached-pm build of this tree (override with
+MCPM_BIN); `--reference` (or MCPM_REFERENCE=1) runs the same suite against
+Debian's memcached 1.6.18 to check the expectations themselves.  Tests that
+assert 1.6.45 or memcached-pm behaviour 1.6.18 does not have carry the
+`v1645` marker and are deselected (never skipped) in reference mode.
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE_BIN = "/usr/bin/memcached"
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 10.0
+VERSION_RE = re.compile(rb"^VERSION 1\.6\.\d+\S*\r\n$")
+
+
+# --------------------------------------------------------------------------
+# pytest plumbing
+# --------------------------------------------------------------------------
+
+def pytest_addoption(parser):
+    parser.addoption("--reference", action="store_true", default=False,
+                     help="run against /usr/bin/memcached (1.6.18) and "
+                          "deselect tests marked v1645")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "v1645: behaviour of memcached 1.6.45 / memcached-pm "
+                   "that Debian's 1.6.18 lacks; deselected with --reference")
+
+
+def is_reference(config):
+    return bool(config.getoption("--reference")
+                or os.environ.get("MCPM_REFERENCE") == "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not is_reference(config):
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("v1645") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def server_binary(config):
+    if is_reference(config):
+        return REFERENCE_BIN
+    return os.environ.get("MCPM_BIN",
+                          str(REPO / "memcached-pm" / "memcached-pm"))
+
+
+# --------------------------------------------------------------------------
+# raw-socket client
+# --------------------------------------------------------------------------
+
+class ConnClosed(Exception):
+    """The server closed the connection before the expected bytes came."""
+
+
+class Conn:
+    """A raw text-protocol connection that asserts on bytes.
+
+    Reads never block longer than `timeout` seconds; a timeout raises
+    socket.timeout (so a missing reply fails the test instead of hanging),
+    an EOF raises ConnClosed carrying the bytes read so far.
+    """
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port),
+                                             timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+        self.buf = b""
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode()
+        self.sock.sendall(data)
+
+    def _fill(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("timed out; have %r" % self.buf[-200:])
+        self.sock.settimeout(left)
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except ConnectionResetError:
+            chunk = b""
+        except socket.timeout:
+            raise socket.timeout("timed out; have %r" % self.buf[-200:])
+        if not chunk:
+            raise ConnClosed(self.buf)
+        self.buf += chunk
+
+    def read_exact(self, n, timeout=None):
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while len(self.buf) < n:
+            self._fill(deadline)
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_until(self, term=b"\r\n", timeout=None):
+        """Return everything up to and including `term`."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        start = 0
+        while True:
+            i = self.buf.find(term, start)
+            if i >= 0:
+                n = i + len(term)
+                out, self.buf = self.buf[:n], self.buf[n:]
+                return out
+            start = max(0, len(self.buf) - len(term) + 1)
+            self._fill(deadline)
+
+    def readline(self, timeout=None):
+        return self.read_until(b"\r\n", timeout)
+
+    def call(self, req, expect, timeout=None):
+        """Send `req`, read exactly len(expect) bytes, assert equality."""
+        if isinstance(expect, str):
+            expect = expect.encode()
+        self.send(req)
+        got = self.read_exact(len(expect), timeout)
+        assert got == expect
+        return got
+
+    def req(self, req, term=b"\r\n", timeout=None):
+        self.send(req)
+        return self.read_until(term, timeout)
+
+    def get_block(self, req, timeout=None):
+        """Send a retrieval command and return the reply up to END."""
+        self.send(req)
+        return self.read_until(b"END\r\n", timeout)
+
+    def sync(self):
+        """Assert no stray bytes are pending: `version` must come next."""
+        line = self.req(b"version\r\n")
+        assert VERSION_RE.match(line), line
+
+    def wait_closed(self, timeout=3.0):
+        """True if the peer closes within `timeout`; returns the bytes read
+        meanwhile through self.buf."""
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                self._fill(deadline)
+        except ConnClosed:
+            return True
+        except socket.timeout:
+            return False
+
+    def stats(self, arg=""):
+        cmd = ("stats %s" % arg).strip() + "\r\n"
+        return parse_stats(self.get_block(cmd))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def parse_stats(block):
+    out = {}
+    for line in block.split(b"\r\n"):
+        if line.startswith(b"STAT "):
+            parts = line.decode().split(" ", 2)
+            out[parts[1]] = parts[2] if len(parts) > 2 else ""
+    return out
+
+
+# --------------------------------------------------------------------------
+# server process
+# --------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_args(port):
+    args = ["-U", "0", "-l", "127.0.0.1", "-p", str(port)]
+    if os.geteuid() == 0:
+        args += ["-u", "root"]
+    return args
+
+
+class Server:
+    """One server process; start() waits until `version` answers."""
+
+    def __init__(self, binary, flags, reference):
+        self.binary = binary
+        self.flags = list(flags)
+        self.reference = reference
+        self.proc = None
+        self.port = None
+        self.errfile = None
+        self.returncode = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stderr(self):
+        self.errfile.flush()
+        with open(self.errfile.name, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def start(self):
+        for attempt in range(3):
+            self.port = free_port()
+            self.errfile = tempfile.NamedTemporaryFile(
+                prefix="mcpm-err-", suffix=".log")
+            cmd = [self.binary] + base_args(self.port) + self.flags
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL,
+                                         stderr=self.errfile)
+            if self._wait_ready():
+                return self
+            err = self.stderr()
+            if "bind" not in err.lower() and "in use" not in err.lower():
+                break
+        pytest.fail("server %s did not start (rc=%s); stderr:\n%s"
+                    % (" ".join(cmd), self.proc.poll(), self.stderr()))
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with Conn(self.port, timeout=1.0) as c:
+                    if VERSION_RE.match(c.req(b"version\r\n")):
+                        return True
+            except (OSError, ConnClosed):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        return False
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def conn(self, timeout=5.0):
+        return Conn(self.port, timeout)
+
+    def check_alive(self):
+        """Assert the process runs and a new connection gets `version`."""
+        assert self.alive(), "server died:\n" + self.stderr()
+        with self.conn() as c:
+            c.sync()
+
+    def stats(self, arg=""):
+        with self.conn() as c:
+            return c.stats(arg)
+
+    def rss_kb(self):
+        with open("/proc/%d/status" % self.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=STOP_TIMEOUT):
+        self.returncode = self.proc.wait(timeout)
+        return self.returncode
+
+    def stop(self):
+        if self.proc is None:
+            return self.returncode
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.returncode = self.proc.returncode
+        return self.returncode
+
+
+@pytest.fixture(scope="session")
+def reference(request):
+    return is_reference(request.config)
+
+
+@pytest.fixture(scope="session")
+def binary(request):
+    path = server_binary(request.config)
+    if not os.access(path, os.X_OK):
+        pytest.fail("server binary %s is missing (set MCPM_BIN)" % path)
+    return path
+
+
+@pytest.fixture
+def server_factory(binary, reference):
+    """start(*flags) -> Server; every server started is stopped after."""
+    started = []
+
+    def start(*flags):
+        s = Server(binary, flags, reference)
+        started.append(s)
+        return s.start()
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def mc(binary, reference):
+    """The default server shared by the tests of one module."""
+    s = Server(binary, [], reference).start()
+    yield s
+    s.stop()
+    assert s.returncode == 0, "default server exit %s:\n%s" % (
+        s.returncode, s.stderr())
+
+
+@pytest.fixture
+def conn(mc):
+    """A fresh connection to the module's server, its cache flushed;
+    asserts at the end that no stray reply bytes were left behind."""
+    c = mc.conn()
+    c.call(b"flush_all\r\n", b"OK\r\n")
+    yield c
+    try:
+        c.sync()
+    finally:
+        c.close()
+
+
+def run_binary(binary, args, timeout=10):
+    """Run the server binary to completion (flag checks)."""
+    cmd = [binary] + list(args)
+    if os.geteuid() == 0 and "-u" not in args:
+        cmd += ["-u", "root"]
+    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def run(binary):
+    return lambda *args: run_binary(binary, args)
