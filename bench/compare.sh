@@ -1,0 +1,284 @@
+#!/bin/bash
+# compare.sh: memcached-pm against Debian's memcached, same flags, same load.
+#
+# Part 1 (throughput): both servers run side by side with the same -t and -m,
+# are preloaded with the same key set, and get the same mcload workload in
+# turn, A B A B ..., so slow drift of a noisy machine hits both sides alike.
+# Each run's ops/s and p99 are printed, then each side's median and the
+# ratio memcached-pm / memcached.
+#
+# Part 2 (hash growth): each server in turn starts at -o hashpower=16 and a
+# SET stream inserts enough new keys to grow the table to 2^21 buckets while
+# a second mcload reads a small preloaded key set; the probe's max latency
+# is the longest stall a reader saw during the growth.
+#
+# Servers are pinned to one core and mcload to another (taskset), so the
+# generator does not steal the servers' CPU.  Everything started here is
+# killed on exit.  Knobs are environment variables; see usage below.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MCPM_BIN=${MCPM_BIN:-$ROOT/memcached-pm/memcached-pm}
+MC_BIN=${MC_BIN:-/usr/bin/memcached}
+MCLOAD=${MCLOAD_BIN:-$ROOT/bench/mcload}
+THREADS=${THREADS:-4}
+MEM=${MEM:-1024}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10}
+CONNS=${CONNS:-50}
+KEYS=${KEYS:-100000}
+VALUE_SIZE=${VALUE_SIZE:-32}
+GET_RATIO=${GET_RATIO:-0.9}
+# 3.0M inserts plus the probe's keys stay below 1.5 * 2^21, so the table
+# ends at exactly 2^21 buckets (one more growth would need 3.15M items).
+GROWTH_KEYS=${GROWTH_KEYS:-3000000}
+GROWTH_MEM=${GROWTH_MEM:-1024}
+SERVER_CPU=${SERVER_CPU:-1}
+LOAD_CPU=${LOAD_CPU:-0}
+PARTS=${PARTS:-throughput,growth}
+
+usage() {
+    cat <<EOF
+usage: bench/compare.sh
+environment (defaults in brackets):
+  MCPM_BIN [memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
+  MCLOAD_BIN [bench/mcload]              THREADS [4] (-t for both)
+  MEM [1024] (-m for both)               ROUNDS [3] runs per side
+  DURATION [10] seconds per run          CONNS [50]  KEYS [100000]
+  VALUE_SIZE [32]  GET_RATIO [0.9]       GROWTH_KEYS [3000000]
+  SERVER_CPU [1]  LOAD_CPU [0]           PARTS [throughput,growth]
+EOF
+}
+
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    usage
+    exit 0
+fi
+
+PIDS=()
+TMP=$(mktemp -d /tmp/mcpm-compare.XXXXXX)
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+die() {
+    echo "compare.sh: $*" >&2
+    exit 1
+}
+
+# Build only what is missing; a configured tree is assumed.
+build_if_missing() {
+    if [ ! -x "$MCPM_BIN" ] || [ ! -x "$MCLOAD" ]; then
+        echo "== building (make)"
+        make -C "$ROOT" >/dev/null
+    fi
+    [ -x "$MCPM_BIN" ] || die "no server binary at $MCPM_BIN"
+    [ -x "$MCLOAD" ] || die "no load generator at $MCLOAD"
+    [ -x "$MC_BIN" ] || die "no memcached at $MC_BIN (apt install memcached)"
+}
+
+# Prefixes that pin a command.  With fewer than two cores pinning would
+# put everything on one; skip it.  Background jobs start as plain commands
+# (never through a shell function), so $! is the process itself and a
+# signal sent to it reaches the server or mcload, not a subshell.
+PIN_SERVER=()
+PIN_LOAD=()
+if [ "$(nproc)" -ge 2 ]; then
+    PIN_SERVER=(taskset -c "$SERVER_CPU")
+    PIN_LOAD=(taskset -c "$LOAD_CPU")
+fi
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); \
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# stat PORT NAME: one value from the general `stats`.
+stat() {
+    python3 - "$1" "$2" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"stats\r\n")
+data = b""
+while not data.endswith(b"END\r\n"):
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+for line in data.decode().splitlines():
+    f = line.split()
+    if len(f) == 3 and f[1] == sys.argv[2]:
+        print(f[2])
+EOF
+}
+
+wait_ready() {
+    local port=$1 pid=$2 i
+    for i in $(seq 100); do
+        if [ -n "$(stat "$port" pid 2>/dev/null)" ]; then
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || die "server on port $port exited"
+        sleep 0.1
+    done
+    die "server on port $port did not answer"
+}
+
+# start_server BIN PORT EXTRA...: sets SERVER_PID, waits for `stats`.
+# memcached refuses to run as root without -u; memcached-pm takes the same.
+start_server() {
+    local bin=$1 port=$2
+    shift 2
+    local args=(-p "$port" -U 0 -l 127.0.0.1 -t "$THREADS" "$@")
+    if [ "$(id -u)" = 0 ]; then
+        args+=(-u root)
+    fi
+    "${PIN_SERVER[@]}" "$bin" "${args[@]}" >/dev/null 2>&1 &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    wait_ready "$port" "$SERVER_PID"
+}
+
+stop_server() {
+    kill "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+
+# json FILE FIELD...: prints the fields of an mcload --json report.
+json() {
+    python3 - "$@" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+out = []
+for f in sys.argv[2:]:
+    v = d
+    for part in f.split("."):
+        v = v[part]
+    out.append(str(v))
+print(" ".join(out))
+EOF
+}
+
+mcload() {
+    "${PIN_LOAD[@]}" "$MCLOAD" "$@"
+}
+
+median() {
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR % 2) { print v[(NR + 1) / 2] }
+        else { print (v[NR / 2] + v[NR / 2 + 1]) / 2 } }'
+}
+
+throughput() {
+    local pa pb a b side round port f ops p99 err
+    local load=(--conns "$CONNS" --keys "$KEYS" --value-size "$VALUE_SIZE"
+                --get-ratio "$GET_RATIO" --duration "$DURATION"
+                --requests 0 --json)
+    pa=$(free_port)
+    pb=$(free_port)
+    start_server "$MCPM_BIN" "$pa" -m "$MEM"
+    a=$SERVER_PID
+    start_server "$MC_BIN" "$pb" -m "$MEM"
+    b=$SERVER_PID
+    echo "== throughput: GET/SET $GET_RATIO, ${VALUE_SIZE}-byte values," \
+         "$CONNS conns, $KEYS keys uniform, -t $THREADS -m $MEM," \
+         "${DURATION}s x $ROUNDS per side"
+    for port in "$pa" "$pb"; do
+        mcload --server "127.0.0.1:$port" --preload --requests 1 \
+            --keys "$KEYS" --value-size "$VALUE_SIZE" --conns "$CONNS" \
+            --depth 16 --json >"$TMP/preload.json" ||
+            die "preload of port $port failed"
+    done
+    printf '%-14s %5s %12s %10s %8s\n' side round ops/s p99_us errors
+    for round in $(seq "$ROUNDS"); do
+        for side in A B; do
+            port=$pa
+            [ "$side" = B ] && port=$pb
+            f="$TMP/run-$side-$round.json"
+            mcload --server "127.0.0.1:$port" "${load[@]}" >"$f" || true
+            read -r ops p99 err < <(json "$f" ops_per_sec latency_us.p99 \
+                                     errors)
+            echo "$ops" >>"$TMP/ops-$side"
+            echo "$p99" >>"$TMP/p99-$side"
+            printf '%-14s %5d %12.0f %10.1f %8d\n' \
+                "$([ "$side" = A ] && echo memcached-pm || echo memcached)" \
+                "$round" "$ops" "$p99" "$err"
+        done
+    done
+    local ma mb qa qb
+    ma=$(median <"$TMP/ops-A")
+    mb=$(median <"$TMP/ops-B")
+    qa=$(median <"$TMP/p99-A")
+    qb=$(median <"$TMP/p99-B")
+    printf 'median  memcached-pm %.0f ops/s p99 %.1f us\n' "$ma" "$qa"
+    printf 'median  memcached    %.0f ops/s p99 %.1f us\n' "$mb" "$qb"
+    awk -v a="$ma" -v b="$mb" -v qa="$qa" -v qb="$qb" 'BEGIN {
+        printf "ratio   memcached-pm / memcached: ops/s %.3f  p99 %.3f\n",
+               a / b, qa / qb }'
+    stop_server "$a"
+    stop_server "$b"
+}
+
+# growth_one NAME BIN: one server from hashpower 16 through a SET stream.
+growth_one() {
+    local name=$1 bin=$2 port pid probe hp0 hp1
+    local fops fsets ferr gops p99 pmax err
+    port=$(free_port)
+    start_server "$bin" "$port" -m "$GROWTH_MEM" -o hashpower=16
+    pid=$SERVER_PID
+    hp0=$(stat "$port" hash_power_level)
+    mcload --server "127.0.0.1:$port" --key-prefix probe: --keys 10000 \
+        --preload --requests 1 --conns 4 --depth 16 --json \
+        >"$TMP/gprobe-pre.json" || die "probe preload failed on $name"
+    # The probe reads until the SET stream ends; then a signal stops it.
+    "${PIN_LOAD[@]}" "$MCLOAD" --server "127.0.0.1:$port" \
+        --key-prefix probe: --keys 10000 --get-ratio 1 --conns 4 \
+        --duration 300 --requests 0 --json >"$TMP/gprobe-$name.json" &
+    probe=$!
+    PIDS+=("$probe")
+    mcload --server "127.0.0.1:$port" --key-prefix fill: \
+        --keys "$GROWTH_KEYS" --dist seq --get-ratio 0 \
+        --requests "$GROWTH_KEYS" --conns 8 --depth 16 --duration 240 \
+        --json >"$TMP/gfill-$name.json" || true
+    kill -INT "$probe"
+    wait "$probe" || true
+    # The table grows in the background; give it a moment to finish.
+    sleep 2
+    hp1=$(stat "$port" hash_power_level)
+    read -r fops fsets ferr < <(json "$TMP/gfill-$name.json" ops_per_sec \
+                                  sets errors)
+    read -r gops p99 pmax err < <(json "$TMP/gprobe-$name.json" \
+        ops_per_sec latency_us.p99 latency_us.max errors)
+    printf '%-13s %9d %10.0f %5d->%-3d %10.0f %9.1f %12.3f %6d\n' \
+        "$name" "$fsets" "$fops" "$hp0" "$hp1" "$gops" "$p99" \
+        "$(awk -v m="$pmax" 'BEGIN { print m / 1000 }')" "$((ferr + err))"
+    stop_server "$pid"
+}
+
+growth() {
+    echo "== hash growth: -o hashpower=16 -m $GROWTH_MEM -t $THREADS," \
+         "$GROWTH_KEYS new keys by 8x16 pipelined sets," \
+         "GET probe on 4 conns"
+    printf '%-13s %9s %10s %9s %10s %9s %12s %6s\n' side sets set_ops/s \
+        hashpower get_ops/s p99_us max_stall_ms errors
+    growth_one memcached-pm "$MCPM_BIN"
+    growth_one memcached "$MC_BIN"
+}
+
+build_if_missing
+echo "== memcached-pm: $MCPM_BIN"
+echo "== memcached:    $MC_BIN ($("$MC_BIN" -V 2>/dev/null || true))"
+echo "== servers on cpu $SERVER_CPU, mcload on cpu $LOAD_CPU," \
+     "$(nproc) cpus online"
+case ",$PARTS," in *,throughput,*) throughput ;; esac
+case ",$PARTS," in *,growth,*) growth ;; esac
