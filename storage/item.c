@@ -323,7 +323,8 @@ chunk_alloc(size_t want)
     unsigned id = want >= cap ? slabs_largest()
                               : slabs_clsid(want + sizeof(struct item_chunk));
     size_t used = want < cap ? want : cap;
-    struct item_chunk *ch = lru_alloc(sizeof(*ch) + used, id);
+    struct item_chunk *ch = lru_alloc(sizeof(*ch) + used, id,
+                                      slabs_largest());
 
     if (ch == NULL) {
         return NULL;
@@ -370,7 +371,7 @@ alloc_chunked(const char *key, size_t nkey, uint32_t client_flags,
     size_t htotal = item_size(nkey, client_flags, 0, use_cas) - 2 +
                     sizeof(struct item_chunk *);
     unsigned hid = slabs_clsid(htotal);
-    struct item *it = hid != 0 ? lru_alloc(htotal, hid) : NULL;
+    struct item *it = hid != 0 ? lru_alloc(htotal, hid, hid) : NULL;
     struct item_chunk *ch;
 
     if (it == NULL) {
@@ -402,7 +403,7 @@ item_alloc(const char *key, size_t nkey, uint32_t client_flags,
                              use_cas);
     }
     id = slabs_clsid(ntotal);
-    it = id != 0 ? lru_alloc(ntotal, id) : NULL;
+    it = id != 0 ? lru_alloc(ntotal, id, id) : NULL;
     if (it == NULL) {
         return NULL;
     }

@@ -494,7 +494,7 @@ pull_tail(unsigned id, unsigned cur, enum pull_mode mode, uint64_t total,
 }
 
 void *
-lru_alloc(size_t size, unsigned id)
+lru_alloc(size_t size, unsigned id, unsigned lru_id)
 {
     void *mem = NULL;
 
@@ -505,25 +505,27 @@ lru_alloc(size_t size, unsigned id)
         if (mem != NULL) {
             return mem;
         }
-        COUNT(id, direct_reclaims, 1);
-        n = pull_tail(id, ITEM_LRU_COLD, PULL_EVICT, 0, 0);
+        COUNT(lru_id, direct_reclaims, 1);
+        n = pull_tail(lru_id, ITEM_LRU_COLD, PULL_EVICT, 0, 0);
         if (n <= 0 && lru.opts->lru_segmented) {
-            n = pull_tail(id, ITEM_LRU_HOT, PULL_FORCE_COLD, 0, 0);
+            n = pull_tail(lru_id, ITEM_LRU_HOT, PULL_FORCE_COLD, 0, 0);
         }
         if (n <= 0) {
             break;
         }
     }
-    /* Nothing to evict here: take a page from another class, unless -M
-     * forbids making room by evicting. */
+    /* A class with no page, or no items to evict, cannot make room by
+     * itself: take a page from another class (unless -M forbids making
+     * room).  Busy tails alone fail at once, as in memcached. */
     if (lru.opts->evict && lru.opts->slab_reassign &&
+        (slabs_npages(id) == 0 || lru_class_items(lru_id) == 0) &&
         slabs_steal_page(id, STEAL_WAIT_MS)) {
         mem = slabs_alloc(size, id);
         if (mem != NULL) {
             return mem;
         }
     }
-    COUNT(id, outofmemory, 1);
+    COUNT(lru_id, outofmemory, 1);
     return NULL;
 }
 

@@ -22,12 +22,15 @@ int  lru_init(const struct cache_options *opts);
 void lru_destroy(void);
 
 /*
- * Memory for an item of `size` bytes in class id: slabs first, then
- * reclaim or evict from the class's COLD tail (pushing a HOT tail item to
- * COLD when COLD is empty), up to 10 tries.  NULL (counting outofmemory)
- * when nothing can be freed or eviction is off.  No lock may be held.
+ * Memory for `size` bytes in slab class id: slabs first, then reclaim or
+ * evict from the COLD tail of class lru_id's LRU (pushing a HOT tail item
+ * to COLD when COLD is empty), up to 10 tries, then a page moved from
+ * another class.  lru_id is id itself except for the chunks of chunked
+ * items, whose owners live in the largest class's LRU.  NULL (counting
+ * outofmemory) when nothing can be freed or eviction is off.  No LRU or
+ * slabs lock may be held; an item lock may.
  */
-void *lru_alloc(size_t size, unsigned id);
+void *lru_alloc(size_t size, unsigned id, unsigned lru_id);
 
 /* Link a new item: hash table, LRU head (HOT, TEMP for short TTLs, COLD in
  * flat mode), ITEM_LINKED and one reference.  Caller holds lock(hv). */

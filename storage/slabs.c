@@ -351,6 +351,12 @@ slabs_class_stats(unsigned id, struct cache_slab_stats *out)
     return out->total_pages > 0;
 }
 
+unsigned
+slabs_npages(unsigned id)
+{
+    return __atomic_load_n(&sl.cls[id].npages, __ATOMIC_RELAXED);
+}
+
 uint64_t
 slabs_requested(unsigned id)
 {
@@ -408,34 +414,59 @@ pick_any(int dst)
     return -1;
 }
 
+/* A page donor for a starving class: one with spare pages, or whose free
+ * chunks add up to a page (its items fit in the rest).  Lock held. */
+static int
+pick_donor(int dst)
+{
+    for (unsigned id = 1; id <= sl.largest; id++) {
+        struct slab_class *c = &sl.cls[id];
+
+        if ((int)id != dst && c->npages > 0 &&
+            (c->npages > 1 || c->sl_curr >= c->perslab)) {
+            return (int)id;
+        }
+    }
+    return -1;
+}
+
+/* Validate and queue a move.  Lock held. */
+static enum cache_status
+reassign_locked(int src, int dst, bool donor)
+{
+    if (!sl.mover_on) {
+        return CACHE_DISABLED;
+    }
+    if (sl.pending) {
+        return CACHE_BUSY;
+    }
+    if (src == dst) {
+        return CACHE_SAME;
+    }
+    if (src == -1) {
+        src = donor ? pick_donor(dst) : pick_any(dst);
+    }
+    if (src < 0 || src > (int)sl.largest || dst < 0 ||
+        dst > (int)sl.largest) {
+        return CACHE_BADCLASS;
+    }
+    if (sl.cls[src].npages < (donor ? 1u : 2u)) {
+        return CACHE_NOSPARE;
+    }
+    sl.pending = true;
+    sl.src = src;
+    sl.dst = dst;
+    pthread_cond_signal(&sl.cond);
+    return CACHE_OK;
+}
+
 enum cache_status
 slabs_reassign(int src, int dst)
 {
-    enum cache_status st = CACHE_OK;
+    enum cache_status st;
 
     pthread_mutex_lock(&sl.lock);
-    if (!sl.mover_on) {
-        st = CACHE_DISABLED;
-    } else if (sl.pending) {
-        st = CACHE_BUSY;
-    } else if (src == dst) {
-        st = CACHE_SAME;
-    } else {
-        if (src == -1) {
-            src = pick_any(dst);
-        }
-        if (src < 0 || src > (int)sl.largest || dst < 0 ||
-            dst > (int)sl.largest) {
-            st = CACHE_BADCLASS;
-        } else if (sl.cls[src].npages < 2) {
-            st = CACHE_NOSPARE;
-        } else {
-            sl.pending = true;
-            sl.src = src;
-            sl.dst = dst;
-            pthread_cond_signal(&sl.cond);
-        }
-    }
+    st = reassign_locked(src, dst, false);
     pthread_mutex_unlock(&sl.lock);
     return st;
 }
@@ -571,7 +602,7 @@ mover_thread(void *arg)
             pthread_cond_wait(&sl.cond, &sl.lock);
             continue;
         }
-        if (sl.cls[sl.src].npages > (sl.src == 0 ? 0u : 1u)) {
+        if (sl.cls[sl.src].npages > 0) {
             move_one(sl.src, sl.dst);
         }
         sl.pending = false;
@@ -653,12 +684,9 @@ slabs_steal_page(unsigned id, unsigned ms)
         return false;
     }
     before = sl.cls[id].npages;
-    pthread_mutex_unlock(&sl.lock);
-    if (slabs_reassign(-1, (int)id) != CACHE_OK) {
-        return false;
+    if (reassign_locked(-1, (int)id, true) == CACHE_OK) {
+        got = wait_idle(&dl) && sl.cls[id].npages > before;
     }
-    pthread_mutex_lock(&sl.lock);
-    got = wait_idle(&dl) && sl.cls[id].npages > before;
     pthread_mutex_unlock(&sl.lock);
     return got;
 }

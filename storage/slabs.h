@@ -55,6 +55,9 @@ void  slabs_free(void *ptr, size_t size, unsigned id);
 /* "stats slabs" for one class: false when it has no pages. */
 bool  slabs_class_stats(unsigned id, struct cache_slab_stats *out);
 
+/* Pages a class holds now (a racy read, good for a heuristic). */
+unsigned slabs_npages(unsigned id);
+
 /* Bytes requested by the items living in a class (mem_requested). */
 uint64_t slabs_requested(unsigned id);
 
