@@ -34,6 +34,9 @@ GET_RATIO=${GET_RATIO:-0.9}
 # ends at exactly 2^21 buckets (one more growth would need 3.15M items).
 GROWTH_KEYS=${GROWTH_KEYS:-3000000}
 GROWTH_MEM=${GROWTH_MEM:-1024}
+# The control run starts presized (no growth happens), so the stall that
+# scheduling noise alone causes can be told from the stall of a resize.
+CONTROL_HASHPOWER=${CONTROL_HASHPOWER:-22}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 PARTS=${PARTS:-throughput,growth}
@@ -47,6 +50,7 @@ environment (defaults in brackets):
   MEM [1024] (-m for both)               ROUNDS [3] runs per side
   DURATION [10] seconds per run          CONNS [50]  KEYS [100000]
   VALUE_SIZE [32]  GET_RATIO [0.9]       GROWTH_KEYS [3000000]
+  GROWTH_MEM [1024]  CONTROL_HASHPOWER [22] (0: no control run)
   SERVER_CPU [1]  LOAD_CPU [0]           PARTS [throughput,growth]
 EOF
 }
@@ -229,12 +233,12 @@ throughput() {
     stop_server "$b"
 }
 
-# growth_one NAME BIN: one server from hashpower 16 through a SET stream.
+# growth_one NAME BIN HASHPOWER: one server through a SET stream.
 growth_one() {
-    local name=$1 bin=$2 port pid probe hp0 hp1
+    local name=$1 bin=$2 hp=$3 port pid probe hp0 hp1
     local fops fsets ferr gops p99 pmax err
     port=$(free_port)
-    start_server "$bin" "$port" -m "$GROWTH_MEM" -o hashpower=16
+    start_server "$bin" "$port" -m "$GROWTH_MEM" -o "hashpower=$hp"
     pid=$SERVER_PID
     hp0=$(stat "$port" hash_power_level)
     mcload --server "127.0.0.1:$port" --key-prefix probe: --keys 10000 \
@@ -271,8 +275,14 @@ growth() {
          "GET probe on 4 conns"
     printf '%-13s %9s %10s %9s %10s %9s %12s %6s\n' side sets set_ops/s \
         hashpower get_ops/s p99_us max_stall_ms errors
-    growth_one memcached-pm "$MCPM_BIN"
-    growth_one memcached "$MC_BIN"
+    growth_one memcached-pm "$MCPM_BIN" 16
+    growth_one memcached "$MC_BIN" 16
+    if [ "$CONTROL_HASHPOWER" -gt 0 ]; then
+        echo "-- control: same stream, presized at" \
+             "hashpower=$CONTROL_HASHPOWER (no growth)"
+        growth_one memcached-pm "$MCPM_BIN" "$CONTROL_HASHPOWER"
+        growth_one memcached "$MC_BIN" "$CONTROL_HASHPOWER"
+    fi
 }
 
 build_if_missing
