@@ -178,7 +178,7 @@ crawler_enable(bool on)
     if (!on) {
         pthread_mutex_lock(&cr.lock);
         if (cr.on) {
-            cr.stop = true;
+            __atomic_store_n(&cr.stop, true, __ATOMIC_RELAXED);
             pthread_cond_broadcast(&cr.cond);
             pthread_mutex_unlock(&cr.lock);
             pthread_join(cr.thread, NULL);
@@ -191,7 +191,7 @@ crawler_enable(bool on)
     }
     pthread_mutex_lock(&cr.lock);
     if (!cr.on) {
-        cr.stop = false;
+        __atomic_store_n(&cr.stop, false, __ATOMIC_RELAXED);
         rc = pthread_create(&cr.thread, NULL, crawler_thread, NULL) == 0
            ? 0 : -1;
         cr.on = rc == 0;

@@ -33,7 +33,7 @@ _Static_assert(offsetof(struct item, clsid) ==
 static size_t
 cas_len(const struct item *it)
 {
-    return (it->flags & ITEM_CAS) ? sizeof(uint64_t) : 0;
+    return (item_flags(it) & ITEM_CAS) ? sizeof(uint64_t) : 0;
 }
 
 /* Offset in data[] of the value (or of the chunk pointer). */
@@ -41,7 +41,7 @@ static size_t
 value_off(const struct item *it)
 {
     return cas_len(it) + it->nkey + 1 +
-           ((it->flags & ITEM_CFLAGS) ? sizeof(uint32_t) : 0);
+           ((item_flags(it) & ITEM_CFLAGS) ? sizeof(uint32_t) : 0);
 }
 
 static struct item_chunk *
@@ -70,7 +70,7 @@ item_client_flags(const struct item *it)
 {
     uint32_t fl = 0;
 
-    if (it->flags & ITEM_CFLAGS) {
+    if (item_flags(it) & ITEM_CFLAGS) {
         memcpy(&fl, it->data + cas_len(it) + it->nkey + 1, sizeof(fl));
     }
     return fl;
@@ -81,7 +81,7 @@ item_cas(const struct item *it)
 {
     uint64_t cas = 0;
 
-    if (it->flags & ITEM_CAS) {
+    if (item_flags(it) & ITEM_CAS) {
         memcpy(&cas, it->data, sizeof(cas));
     }
     return cas;
@@ -90,7 +90,7 @@ item_cas(const struct item *it)
 void
 item_set_cas(struct item *it, uint64_t cas)
 {
-    if (it->flags & ITEM_CAS) {
+    if (item_flags(it) & ITEM_CAS) {
         memcpy(it->data, &cas, sizeof(cas));
     }
 }
@@ -104,7 +104,7 @@ item_exptime(const struct item *it)
 rel_time_t
 item_atime(const struct item *it)
 {
-    return it->time;
+    return item_time(it);
 }
 
 unsigned
@@ -135,7 +135,7 @@ item_vlen(const struct item *it)
 char *
 item_value(struct item *it)
 {
-    assert(!(it->flags & ITEM_CHUNKED));
+    assert(!(item_flags(it) & ITEM_CHUNKED));
     return it->data + value_off(it);
 }
 
@@ -174,7 +174,7 @@ item_value_iov(const struct item *it, size_t off, struct iovec *iov,
     if (max == 0 || off >= it->nbytes) {
         return 0;
     }
-    if (it->flags & ITEM_CHUNKED) {
+    if (item_flags(it) & ITEM_CHUNKED) {
         return chunked_iov(it, off, iov, max);
     }
     iov[0].iov_base = (char *)it->data + value_off(it) + off;
@@ -279,8 +279,8 @@ free_chunks(struct item_chunk *ch)
 void
 item_free(struct item *it)
 {
-    assert(!(it->flags & ITEM_LINKED));
-    if (it->flags & ITEM_CHUNKED) {
+    assert(!(item_flags(it) & ITEM_LINKED));
+    if (item_flags(it) & ITEM_CHUNKED) {
         struct item_chunk *ch = first_chunk(it);
         unsigned hid = ch != NULL ? ch->orig_clsid : 0;
         size_t hsize = header_size(it);
@@ -300,10 +300,11 @@ fill_header(struct item *it, const char *key, size_t nkey,
             bool use_cas)
 {
     it->next = it->prev = it->h_next = NULL;
-    it->time = clock_now();
+    item_time_store(it, clock_now());
     it->exptime = exptime;
     it->nbytes = vlen + 2;
-    it->flags = (use_cas ? ITEM_CAS : 0) | (client_flags ? ITEM_CFLAGS : 0);
+    item_flags_store(it, (uint16_t)((use_cas ? ITEM_CAS : 0) |
+                                    (client_flags ? ITEM_CFLAGS : 0)));
     it->nkey = (uint8_t)nkey;
     item_set_cas(it, 0);
     memcpy(it->data + cas_len(it), key, nkey);
@@ -333,7 +334,7 @@ chunk_alloc(size_t want)
     ch->head = NULL;
     ch->size = (uint32_t)(slabs_size(id) - sizeof(*ch));
     ch->used = (uint32_t)used;
-    ch->flags = ITEM_CHUNK;
+    __atomic_store_n(&ch->flags, ITEM_CHUNK, __ATOMIC_RELAXED);
     return ch;
 }
 
@@ -378,7 +379,7 @@ alloc_chunked(const char *key, size_t nkey, uint32_t client_flags,
         return NULL;
     }
     fill_header(it, key, nkey, client_flags, exptime, vlen, use_cas);
-    it->flags |= ITEM_CHUNKED;
+    item_flags_set(it, ITEM_CHUNKED);
     ch = chain_alloc(it, (size_t)vlen + 2);
     if (ch == NULL) {
         slabs_free(it, htotal, hid);

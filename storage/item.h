@@ -128,6 +128,49 @@ struct item_chunk {
 };
 
 /*
+ * it->flags is changed under the item lock but read by threads that only
+ * hold a reference (the layout bits CAS, CFLAGS and CHUNKED never change
+ * after allocation) or a list lock, so every access is a relaxed atomic.
+ */
+static inline uint16_t
+item_flags(const struct item *it)
+{
+    return __atomic_load_n(&it->flags, __ATOMIC_RELAXED);
+}
+
+static inline void
+item_flags_set(struct item *it, uint16_t f)
+{
+    __atomic_fetch_or(&it->flags, f, __ATOMIC_RELAXED);
+}
+
+static inline void
+item_flags_clear(struct item *it, uint16_t f)
+{
+    __atomic_fetch_and(&it->flags, (uint16_t)~f, __ATOMIC_RELAXED);
+}
+
+static inline void
+item_flags_store(struct item *it, uint16_t f)
+{
+    __atomic_store_n(&it->flags, f, __ATOMIC_RELAXED);
+}
+
+/* it->time likewise: bumped under the item lock, read by the maintainer
+ * under a list lock. */
+static inline rel_time_t
+item_time(const struct item *it)
+{
+    return __atomic_load_n(&it->time, __ATOMIC_RELAXED);
+}
+
+static inline void
+item_time_store(struct item *it, rel_time_t t)
+{
+    __atomic_store_n(&it->time, t, __ATOMIC_RELAXED);
+}
+
+/*
  * storage/-internal item calls.  Unless said otherwise the caller holds the
  * item's lock or the only reference.
  */

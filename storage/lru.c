@@ -82,7 +82,7 @@ list_of(const struct item *it)
 static bool
 is_cursor(const struct item *it)
 {
-    return it->nkey == 0 && it->flags == ITEM_LINKED;
+    return it->nkey == 0 && item_flags(it) == ITEM_LINKED;
 }
 
 static uint32_t
@@ -128,6 +128,18 @@ lru_destroy(void)
 
 /* ---- list primitives: caller holds the list lock ---------------------- */
 
+/* Sizes change under the list lock but are read without it for stats and
+ * shares, hence the relaxed atomic stores. */
+static void
+count_list(struct lru_list *l, int dir, size_t bytes)
+{
+    __atomic_store_n(&l->size, dir > 0 ? l->size + 1 : l->size - 1,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&l->bytes, dir > 0 ? l->bytes + bytes
+                                        : l->bytes - bytes,
+                     __ATOMIC_RELAXED);
+}
+
 static void
 list_push_head(struct lru_list *l, struct item *it)
 {
@@ -141,8 +153,7 @@ list_push_head(struct lru_list *l, struct item *it)
         l->tail = it;
     }
     if (!is_cursor(it)) {
-        l->size++;
-        l->bytes += item_ntotal(it);
+        count_list(l, 1, item_ntotal(it));
     }
 }
 
@@ -161,8 +172,7 @@ list_remove(struct lru_list *l, struct item *it)
     }
     it->next = it->prev = NULL;
     if (!is_cursor(it)) {
-        l->size--;
-        l->bytes -= item_ntotal(it);
+        count_list(l, -1, item_ntotal(it));
     }
 }
 
@@ -207,7 +217,7 @@ link_in_place(struct item *it, uint32_t hv)
 {
     struct lru_list *l = list_of(it);
 
-    it->flags |= ITEM_LINKED;
+    item_flags_set(it, ITEM_LINKED);
     item_ref_incr(it);
     assoc_insert(it, hv);
     pthread_mutex_lock(&l->lock);
@@ -219,7 +229,7 @@ link_in_place(struct item *it, uint32_t hv)
 void
 lru_link(struct item *it, uint32_t hv)
 {
-    it->time = clock_now();
+    item_time_store(it, clock_now());
     set_lru(it, first_lru(it));
     link_in_place(it, hv);
 }
@@ -228,7 +238,7 @@ lru_link(struct item *it, uint32_t hv)
 static void
 unlink_nolock(struct item *it, uint32_t hv)
 {
-    it->flags &= ~ITEM_LINKED;
+    item_flags_clear(it, ITEM_LINKED);
     assoc_delete(item_key(it), item_nkey(it), hv);
     list_remove(list_of(it), it);
     histo_add(it, -1);
@@ -240,12 +250,12 @@ lru_unlink(struct item *it, uint32_t hv)
 {
     struct lru_list *l;
 
-    if (!(it->flags & ITEM_LINKED)) {
+    if (!(item_flags(it) & ITEM_LINKED)) {
         return;
     }
     l = list_of(it);
     pthread_mutex_lock(&l->lock);
-    it->flags &= ~ITEM_LINKED;
+    item_flags_clear(it, ITEM_LINKED);
     list_remove(l, it);
     pthread_mutex_unlock(&l->lock);
     assoc_delete(item_key(it), item_nkey(it), hv);
@@ -277,7 +287,7 @@ lru_is_dead(const struct item *it, rel_time_t now, bool *flushed)
     if (it->exptime != 0 && it->exptime <= now) {
         return true;
     }
-    if (ft != 0 && ft <= now && it->time <= ft) {
+    if (ft != 0 && ft <= now && item_time(it) <= ft) {
         *flushed = true;
         return true;
     }
@@ -306,9 +316,10 @@ bump_flat(struct item *it)
 {
     rel_time_t now = clock_now();
 
-    it->flags |= ITEM_FETCHED;
-    if (it->time + UPDATE_INTERVAL < now && (it->flags & ITEM_LINKED)) {
-        it->time = now;
+    item_flags_set(it, ITEM_FETCHED);
+    if (item_time(it) + UPDATE_INTERVAL < now &&
+        (item_flags(it) & ITEM_LINKED)) {
+        item_time_store(it, now);
         move_between(it, it->clsid >> ITEM_LRU_SHIFT);
     }
 }
@@ -320,19 +331,19 @@ lru_bump(struct item *it)
         bump_flat(it);
         return;
     }
-    if (it->flags & ITEM_ACTIVE) {
+    if (item_flags(it) & ITEM_ACTIVE) {
         return;
     }
-    if (!(it->flags & ITEM_FETCHED)) {
-        it->flags |= ITEM_FETCHED;
+    if (!(item_flags(it) & ITEM_FETCHED)) {
+        item_flags_set(it, ITEM_FETCHED);
         return;
     }
-    it->time = clock_now();
+    item_time_store(it, clock_now());
     if ((it->clsid >> ITEM_LRU_SHIFT) != ITEM_LRU_COLD) {
-        it->flags |= ITEM_ACTIVE;
+        item_flags_set(it, ITEM_ACTIVE);
         return;
     }
-    if (it->flags & ITEM_LINKED) {
+    if (item_flags(it) & ITEM_LINKED) {
         move_between(it, ITEM_LRU_WARM);
         COUNT(item_clsid(it), moves_to_warm, 1);
     }
@@ -344,15 +355,17 @@ static void
 count_eviction(unsigned id, const struct item *it, rel_time_t now)
 {
     COUNT(id, evicted, 1);
-    __atomic_store_n(&lru.ctr[id].evicted_time, now - it->time,
+    rel_time_t t = item_time(it);
+
+    __atomic_store_n(&lru.ctr[id].evicted_time, now > t ? now - t : 0,
                      __ATOMIC_RELAXED);
     if (it->exptime != 0) {
         COUNT(id, evicted_nonzero, 1);
     }
-    if (!(it->flags & ITEM_FETCHED)) {
+    if (!(item_flags(it) & ITEM_FETCHED)) {
         COUNT(id, evicted_unfetched, 1);
     }
-    if (it->flags & ITEM_ACTIVE) {
+    if (item_flags(it) & ITEM_ACTIVE) {
         COUNT(id, evicted_active, 1);
     }
 }
@@ -367,10 +380,11 @@ maint_target(unsigned id, unsigned cur, struct item *it, uint64_t total,
     unsigned pct = cur == ITEM_LRU_HOT ? o->hot_lru_pct : o->warm_lru_pct;
     double factor = cur == ITEM_LRU_HOT ? o->hot_max_factor
                                         : o->warm_max_factor;
-    rel_time_t now = clock_now();
+    rel_time_t now = clock_now(), t = item_time(it);
+    rel_time_t age = now > t ? now - t : 0;
 
-    if (it->flags & ITEM_ACTIVE) {
-        it->flags &= ~ITEM_ACTIVE;
+    if (item_flags(it) & ITEM_ACTIVE) {
+        item_flags_clear(it, ITEM_ACTIVE);
         if (cur == ITEM_LRU_HOT) {
             COUNT(id, moves_to_warm, 1);
             return ITEM_LRU_WARM;
@@ -379,7 +393,7 @@ maint_target(unsigned id, unsigned cur, struct item *it, uint64_t total,
         return ITEM_LRU_WARM;
     }
     if (lru.lists[id][cur].bytes > total * pct / 100 ||
-        (double)(now - it->time) > (double)cold_age * factor) {
+        (double)age > (double)cold_age * factor) {
         COUNT(id, moves_to_cold, 1);
         return ITEM_LRU_COLD;
     }
@@ -473,7 +487,7 @@ pull_tail(unsigned id, unsigned cur, enum pull_mode mode, uint64_t total,
         }
         if (lru_is_dead(it, clock_now(), &flushed)) {
             COUNT(id, reclaimed, 1);
-            if (!(it->flags & ITEM_FETCHED)) {
+            if (!(item_flags(it) & ITEM_FETCHED)) {
                 COUNT(id, expired_unfetched, 1);
             }
             unlink_nolock(it, hv);
@@ -541,8 +555,8 @@ tail_age(unsigned id, unsigned which, rel_time_t now)
     pthread_mutex_lock(&l->lock);
     for (it = l->tail; it != NULL && is_cursor(it); it = it->prev) {
     }
-    if (it != NULL && now > it->time) {
-        age = now - it->time;
+    if (it != NULL && now > item_time(it)) {
+        age = now - item_time(it);
     }
     pthread_mutex_unlock(&l->lock);
     return age;
@@ -705,10 +719,10 @@ rescue(struct item *it, uint32_t hv)
         return false;
     }
     memcpy(n->data, it->data, ntotal - sizeof(struct item));
-    n->time = it->time;
+    item_time_store(n, item_time(it));
     n->exptime = it->exptime;
     n->nbytes = it->nbytes;
-    n->flags = it->flags & ~ITEM_LINKED;
+    item_flags_store(n, (uint16_t)(item_flags(it) & ~ITEM_LINKED));
     n->nkey = it->nkey;
     n->clsid = it->clsid;
     lru_unlink(it, hv);
@@ -730,9 +744,9 @@ lru_evacuate(struct item *it, const char *key, size_t nkey, bool rescue_it,
     }
     /* The key was copied without the item lock: only trust it if it is
      * still the item's key now that the lock is held. */
-    if ((it->flags & ITEM_LINKED) && same_key(it, key, nkey)) {
+    if ((item_flags(it) & ITEM_LINKED) && same_key(it, key, nkey)) {
         busy = 0;
-        if (it->refcount > 2) {
+        if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 2) {
             mst->slab_reassign_busy_deletes++;
             lru_unlink(it, hv);
         } else if (rescue_it && rescue(it, hv)) {
@@ -755,7 +769,7 @@ lru_crawler_insert(struct item *cursor, unsigned id, enum item_lru which)
     struct lru_list *l = &lru.lists[id][which];
 
     memset(cursor, 0, sizeof(*cursor));
-    cursor->flags = ITEM_LINKED;
+    item_flags_store(cursor, ITEM_LINKED);
     cursor->clsid = (uint8_t)(id | ((unsigned)which << ITEM_LRU_SHIFT));
     pthread_mutex_lock(&l->lock);
     cursor->prev = l->tail;
@@ -773,13 +787,13 @@ lru_crawler_remove(struct item *cursor)
 {
     struct lru_list *l = list_of(cursor);
 
-    if (!(cursor->flags & ITEM_LINKED)) {
+    if (!(item_flags(cursor) & ITEM_LINKED)) {
         return;
     }
     pthread_mutex_lock(&l->lock);
     list_remove(l, cursor);
     pthread_mutex_unlock(&l->lock);
-    cursor->flags = 0;
+    item_flags_store(cursor, 0);
 }
 
 /* Swap the cursor with the item before it (towards the head). */
@@ -797,8 +811,7 @@ cursor_advance(struct lru_list *l, struct item *c)
         l->tail = it;
     }
     c->next = it;
-    l->size++;
-    l->bytes += item_ntotal(it);
+    count_list(l, 1, item_ntotal(it));
     return it;
 }
 
@@ -813,7 +826,7 @@ crawl_check(unsigned id, struct item *it, uint32_t hv, bool *had_ttl)
     *had_ttl = it->exptime != 0;
     if (lru_is_dead(it, clock_now(), &flushed)) {
         COUNT(id, crawler_reclaimed, 1);
-        if (!(it->flags & ITEM_FETCHED)) {
+        if (!(item_flags(it) & ITEM_FETCHED)) {
             COUNT(id, expired_unfetched, 1);
         }
         unlink_nolock(it, hv);
@@ -834,7 +847,7 @@ lru_crawler_step(struct item *cursor, bool *had_ttl)
     pthread_mutex_lock(&l->lock);
     if (cursor->prev == NULL) {
         list_remove(l, cursor);
-        cursor->flags = 0;
+        item_flags_store(cursor, 0);
         pthread_mutex_unlock(&l->lock);
         return -1;
     }
@@ -988,14 +1001,14 @@ flush_list(struct lru_list *l, rel_time_t when)
         if (is_cursor(it)) {
             continue;
         }
-        if (it->time <= when) {
+        if (item_time(it) <= when) {
             break;
         }
         hv = item_hv(it);
         if (!locks_trylock(hv)) {
             continue;
         }
-        if (item_ref_incr(it) >= 2 && (it->flags & ITEM_LINKED)) {
+        if (item_ref_incr(it) >= 2 && (item_flags(it) & ITEM_LINKED)) {
             unlink_nolock(it, hv);
         }
         item_release(it);

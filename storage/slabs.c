@@ -213,14 +213,24 @@ add_page(struct slab_class *c, char *page)
         c->pages = np;
         c->cap = cap;
     }
-    c->pages[c->npages++] = page;
+    c->pages[c->npages] = page;
+    /* npages is read without the lock by slabs_npages(). */
+    __atomic_store_n(&c->npages, c->npages + 1, __ATOMIC_RELAXED);
     return 0;
+}
+
+/* Take the last page off a class's list.  Lock held. */
+static char *
+pop_page(struct slab_class *c)
+{
+    __atomic_store_n(&c->npages, c->npages - 1, __ATOMIC_RELAXED);
+    return c->pages[c->npages];
 }
 
 static void
 push_free(struct slab_class *c, struct item *it)
 {
-    it->flags = ITEM_SLABBED;
+    item_flags_store(it, ITEM_SLABBED);
     it->refcount = 0;
     it->prev = NULL;
     it->next = c->slots;
@@ -268,7 +278,7 @@ grow(unsigned id)
     char *page;
 
     if (pool->npages > 0) {
-        page = pool->pages[--pool->npages];
+        page = pop_page(pool);
     } else {
         page = tier_page_alloc(sl.tier);
         if (page == NULL) {
@@ -300,7 +310,7 @@ slabs_alloc(size_t size, unsigned id)
         unlink_free(c, it);
         c->requested += size;
         it->h_next = NULL;
-        it->flags = 0;
+        item_flags_store(it, 0);
         it->clsid = (uint8_t)id;
         it->tier = sl.tier->id;
         __atomic_store_n(&it->refcount, 1, __ATOMIC_RELEASE);
@@ -320,7 +330,7 @@ slabs_free(void *ptr, size_t size, unsigned id)
     it->clsid = (uint8_t)id;
     if ((char *)ptr >= sl.move_start && (char *)ptr < sl.move_end) {
         /* In the page being moved: free, but not for reuse. */
-        it->flags = ITEM_SLABBED;
+        item_flags_store(it, ITEM_SLABBED);
         it->refcount = 0;
     } else {
         push_free(c, it);
@@ -391,7 +401,7 @@ slabs_set_memlimit(size_t bytes)
     /* Pool pages over the new limit go back to the tier at once; pages
      * in classes come back through the mover (automove). */
     while (rc == 0 && sl.tier->used > bytes && sl.cls[0].npages > 0) {
-        tier_page_free(sl.tier, sl.cls[0].pages[--sl.cls[0].npages]);
+        tier_page_free(sl.tier, pop_page(&sl.cls[0]));
         sl.pages_total--;
     }
     pthread_mutex_unlock(&sl.lock);
@@ -482,11 +492,26 @@ move_begin(struct slab_class *c)
     for (unsigned i = 0; i < c->perslab; i++) {
         struct item *it = (struct item *)(page + (size_t)i * c->size);
 
-        if (it->flags & ITEM_SLABBED) {
+        if (item_flags(it) & ITEM_SLABBED) {
             unlink_free(c, it);
         }
     }
     return page;
+}
+
+/* Copy the key of an item whose owner may still be writing it (no item
+ * lock yet): byte-wise relaxed loads, so the race is a declared one.
+ * lru_evacuate() checks the copy under the item lock before trusting it. */
+static size_t
+copy_key_racy(const struct item *it, char *key)
+{
+    size_t nkey = __atomic_load_n(&it->nkey, __ATOMIC_RELAXED);
+    const char *src = item_key(it);
+
+    for (size_t i = 0; i < nkey; i++) {
+        key[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    }
+    return nkey;
 }
 
 /*
@@ -502,11 +527,11 @@ evacuate_chunk(struct item *chunk)
     size_t nkey;
 
     pthread_mutex_lock(&sl.lock);
-    if (chunk->flags & ITEM_SLABBED) {
+    if (item_flags(chunk) & ITEM_SLABBED) {
         pthread_mutex_unlock(&sl.lock);
         return 0;
     }
-    is_chunk = (chunk->flags & ITEM_CHUNK) != 0;
+    is_chunk = (item_flags(chunk) & ITEM_CHUNK) != 0;
     if (is_chunk) {
         it = __atomic_load_n(&((struct item_chunk *)chunk)->head,
                              __ATOMIC_ACQUIRE);
@@ -519,11 +544,10 @@ evacuate_chunk(struct item *chunk)
         pthread_mutex_unlock(&sl.lock);
         return 1;
     }
-    nkey = it->nkey;
-    memcpy(key, item_key(it), nkey);
+    nkey = copy_key_racy(it, key);
     pthread_mutex_unlock(&sl.lock);
     return lru_evacuate(it, key, nkey,
-                        !is_chunk && !(it->flags & ITEM_CHUNKED), &sl.mst);
+                        !is_chunk && !(item_flags(it) & ITEM_CHUNKED), &sl.mst);
 }
 
 /* Walk the page until every chunk is free. */
@@ -539,7 +563,7 @@ move_drain(struct slab_class *c, char *page)
             struct item *it = (struct item *)(page + (size_t)i * c->size);
 
             pthread_mutex_lock(&sl.lock);
-            live += !(it->flags & ITEM_SLABBED);
+            live += !(item_flags(it) & ITEM_SLABBED);
             pthread_mutex_unlock(&sl.lock);
             busy += (unsigned)evacuate_chunk(it);
         }
@@ -558,7 +582,7 @@ move_drain(struct slab_class *c, char *page)
 static void
 move_end(struct slab_class *c, char *page, int dst)
 {
-    c->pages[0] = c->pages[--c->npages];
+    c->pages[0] = pop_page(c);
     sl.move_start = sl.move_end = NULL;
     if (dst == 0 && sl.tier->used > sl.tier->limit) {
         tier_page_free(sl.tier, page);
@@ -768,7 +792,7 @@ slabs_automove_tick(void)
             young_age = is.age;
             youngest = (int)id;
         }
-        if (sl.cls[id].npages > 2 && is.age > old_age) {
+        if (slabs_npages(id) > 2 && is.age > old_age) {
             old_age = is.age;
             oldest = (int)id;
         }
