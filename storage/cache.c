@@ -246,8 +246,8 @@ store_over(struct item *old, struct item *it, enum cache_op op,
     switch (op) {
     case CACHE_ADD:
         /* add fails but keeps the existing item fresh. */
-        if (old->time + UPDATE_INTERVAL < clock_now()) {
-            old->time = clock_now();
+        if (item_time(old) + UPDATE_INTERVAL < clock_now()) {
+            item_time_store(old, clock_now());
         }
         return CACHE_NOT_STORED;
     case CACHE_CAS:
@@ -345,7 +345,7 @@ read_number(struct item *it, uint64_t *v)
     char buf[INCR_MAX_LEN + 3];
     size_t n;
 
-    if (it->nbytes <= 2 || (it->flags & ITEM_CHUNKED)) {
+    if (it->nbytes <= 2 || (item_flags(it) & ITEM_CHUNKED)) {
         return false;
     }
     if (it->nbytes <= INCR_MAX_LEN + 2) {
@@ -507,9 +507,9 @@ dump_one(struct item *it, void *arg)
                    "key=%s exp=%lld la=%lld cas=%llu fetch=%s cls=%u "
                    "size=%zu\n", key,
                    it->exptime == 0 ? -1LL : (long long)(it->exptime + base),
-                   (long long)(it->time + base),
+                   (long long)(item_time(it) + base),
                    (unsigned long long)item_cas(it),
-                   (it->flags & ITEM_FETCHED) ? "yes" : "no",
+                   (item_flags(it) & ITEM_FETCHED) ? "yes" : "no",
                    item_clsid(it), item_ntotal(it));
     return d->emit(line, (size_t)len, d->ctx);
 }
