@@ -1,0 +1,715 @@
+/*
+ * test_assoc.c: the hash table: init limits, insert/find/delete, forced
+ * collision chains of many lengths, the walk, the prefetch hint, an
+ * expansion paused half way (find, insert, delete and walk across both
+ * tables, then resume), and growth from 2^12 while one thread inserts and
+ * deletes and two others keep finding what is already there.
+ *
+ * Items are test-local allocations in the storage/ layout; the item's
+ * `time` field carries its index so that walks can count visits.
+ */
+#include "storage/assoc.h"
+
+#include "storage/hash.h"
+#include "storage/item.h"
+#include "storage/locks.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "t/tap.h"
+
+#define GROW_ITEMS   400000
+#define DEL_EVERY    7            /* keys i % 7 == 0 get deleted */
+#define DEL_LAG      5000         /* ... this many inserts later */
+#define PAUSE_ITEMS  150000
+
+/* ---- test-local items ------------------------------------------------ */
+
+static struct item *
+make_item(const char *key, uint32_t id, bool cas)
+{
+    size_t nkey = strlen(key);
+    size_t off = cas ? 8 : 0;
+    struct item *it = calloc(1, sizeof(*it) + off + nkey + 1);
+
+    if (it == NULL) {
+        abort();
+    }
+    if (cas) {
+        memset(it->data, 0x5a, 8);  /* key lookups must skip the CAS */
+    }
+    memcpy(it->data + off, key, nkey + 1);
+    it->nkey = (uint8_t)nkey;
+    it->flags = ITEM_LINKED | (cas ? ITEM_CAS : 0);
+    it->time = id;
+    return it;
+}
+
+static const char *
+ikey(const struct item *it)
+{
+    return it->data + ((it->flags & ITEM_CAS) ? 8 : 0);
+}
+
+static uint32_t
+ihash(const struct item *it)
+{
+    return hash_murmur3(ikey(it), it->nkey);
+}
+
+static struct item *
+find_locked(const char *key, size_t nkey)
+{
+    uint32_t hv = hash_murmur3(key, nkey);
+    struct item *it;
+
+    locks_lock(hv);
+    it = assoc_find(key, nkey, hv);
+    locks_unlock(hv);
+    return it;
+}
+
+static void
+insert_locked(struct item *it)
+{
+    uint32_t hv = ihash(it);
+
+    locks_lock(hv);
+    assoc_insert(it, hv);
+    locks_unlock(hv);
+}
+
+static void
+delete_locked(const struct item *it)
+{
+    uint32_t hv = ihash(it);
+
+    locks_lock(hv);
+    assoc_delete(ikey(it), it->nkey, hv);
+    locks_unlock(hv);
+}
+
+static int
+find_item(const struct item *it)
+{
+    return find_locked(ikey(it), it->nkey) == it;
+}
+
+/* ---- walk helpers ----------------------------------------------------- */
+
+struct census {
+    uint32_t nids;
+    uint8_t *seen;              /* visits per id, saturating */
+    uint64_t total;
+    uint64_t unlocked;          /* visited without its item lock held */
+    uint64_t limit;             /* stop after this many, 0: never */
+};
+
+static int
+census_fn(struct item *it, void *ctx)
+{
+    struct census *c = ctx;
+    uint32_t hv = ihash(it);
+
+    /* The walker holds this stripe, so a trylock must fail. */
+    if (locks_trylock(hv)) {
+        c->unlocked++;
+        locks_unlock(hv);
+    }
+    if (it->time < c->nids && c->seen[it->time] < 255) {
+        c->seen[it->time]++;
+    }
+    c->total++;
+    return c->limit != 0 && c->total >= c->limit;
+}
+
+/* Walk and compare visits with the expected live set; 1 if all match. */
+static int
+census_matches(struct item **items, uint32_t n, const uint8_t *live,
+               uint64_t *total)
+{
+    struct census c = { n, calloc(n, 1), 0, 0, 0 };
+    uint32_t i;
+    int good;
+
+    if (c.seen == NULL) {
+        abort();
+    }
+    assoc_walk(census_fn, &c);
+    good = c.unlocked == 0;
+    for (i = 0; i < n && good; i++) {
+        if (c.seen[i] != (live[i] ? 1 : 0) || items[i]->time != i) {
+            printf("# item %u seen %u times, live %u\n", i, c.seen[i],
+                   live[i]);
+            good = 0;
+        }
+    }
+    *total = c.total;
+    free(c.seen);
+    return good;
+}
+
+static void
+stats(uint64_t *power, uint64_t *bytes, uint64_t *exp)
+{
+    uint64_t p, b, e;
+
+    assoc_stats(&p, &b, &e);
+    if (power != NULL) {
+        *power = p;
+    }
+    if (bytes != NULL) {
+        *bytes = b;
+    }
+    if (exp != NULL) {
+        *exp = e;
+    }
+}
+
+/* Keep asking until the table fits `items` and is not moving. */
+static int
+wait_settled(uint64_t items, int seconds)
+{
+    uint64_t p, e;
+    int i;
+
+    for (i = 0; i < seconds * 1000; i++) {
+        assoc_maybe_expand(items);
+        stats(&p, NULL, &e);
+        if (!e && (p >= 32 || items <= ((uint64_t)1 << p) * 3 / 2)) {
+            return 1;
+        }
+        usleep(1000);
+    }
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void
+test_init(void)
+{
+    uint64_t p, b, e;
+
+    ok(assoc_init(16, 1) != 0, "init refused without item locks");
+    is_int(locks_init(4), 0, "lock power 4");
+    ok(assoc_init(4, 1) != 0, "hash power == lock power refused");
+    ok(assoc_init(3, 1) != 0, "hash power < lock power refused");
+    ok(assoc_init(33, 1) != 0, "hash power 33 refused");
+    is_int(assoc_init(6, 1), 0, "hash power 6");
+    ok(assoc_init(6, 1) != 0, "second init refused");
+    assoc_stats(&p, &b, &e);
+    is_int(p, 6, "hash_power_level 6");
+    is_int(b, 64 * sizeof(void *), "hash_bytes 64 pointers");
+    is_int(e, 0, "not expanding");
+    assoc_destroy();
+    is_int(assoc_init(0, 0), 0, "power 0 means the default");
+    assoc_stats(&p, &b, &e);
+    is_int(p, 16, "default hash_power_level 16");
+    is_int(b, 524288, "default hash_bytes 524288 as memcached");
+    assoc_destroy();
+}
+
+static void
+test_basic(void)
+{
+    struct item *a = make_item("abcdef", 0, false);
+    struct item *b = make_item("beta", 1, true);
+    uint32_t hv = ihash(a);
+
+    assoc_init(5, 1);
+    ok(find_locked("abcdef", 6) == NULL, "empty table finds nothing");
+    insert_locked(a);
+    insert_locked(b);
+    ok(find_item(a), "find a plain item");
+    ok(find_item(b), "find an item with a CAS before its key");
+    locks_lock(hv);
+    ok(assoc_find("abcde", 5, hv) == NULL, "a prefix does not match");
+    ok(assoc_find("abcdeX", 6, hv) == NULL, "last byte must match");
+    ok(assoc_find("abcdefg", 7, hv) == NULL, "a longer key does not match");
+    ok(*(struct item *const *)assoc_bucket_hint(hv) == a,
+       "hint is the slot whose head is the item");
+    assoc_delete("nosuch", 6, hv);
+    locks_unlock(hv);
+    ok(find_item(a), "deleting a missing key leaves others");
+    delete_locked(a);
+    ok(find_locked("abcdef", 6) == NULL, "deleted item is gone");
+    ok(a->h_next == NULL, "delete clears h_next");
+    ok(find_item(b), "other item stays");
+    delete_locked(b);
+    assoc_destroy();
+    free(a);
+    free(b);
+}
+
+/* Keys that all land in bucket `target` of a 2^5 table. */
+static struct item **
+colliding_items(uint32_t n, uint32_t target)
+{
+    struct item **v = calloc(n, sizeof(*v));
+    char key[32];
+    uint32_t i = 0, seq = 0;
+
+    if (v == NULL) {
+        abort();
+    }
+    while (i < n) {
+        snprintf(key, sizeof(key), "chain:%u", seq++);
+        if ((hash_murmur3(key, strlen(key)) & 31) == target) {
+            v[i] = make_item(key, i, i % 2);
+            i++;
+        }
+    }
+    return v;
+}
+
+/* Delete position `pos` of a chain of n, check the rest; 1 if all good. */
+static int
+chain_case(uint32_t n, uint32_t pos)
+{
+    struct item **v = colliding_items(n, 7);
+    uint8_t *live = malloc(n);
+    uint64_t total;
+    uint32_t i;
+    int good = 1;
+
+    for (i = 0; i < n; i++) {
+        insert_locked(v[i]);
+        live[i] = 1;
+    }
+    delete_locked(v[pos]);
+    live[pos] = 0;
+    good &= find_locked(ikey(v[pos]), v[pos]->nkey) == NULL;
+    for (i = 0; i < n; i++) {
+        good &= i == pos || find_item(v[i]);
+    }
+    good &= census_matches(v, n, live, &total) && total == n - 1;
+    for (i = 0; i < n; i++) {
+        if (i != pos) {
+            delete_locked(v[i]);
+        }
+        free(v[i]);
+    }
+    good &= census_matches(v, 0, live, &total) && total == 0;
+    free(v);
+    free(live);
+    return good;
+}
+
+static void
+test_chains(void)
+{
+    static const uint32_t lens[] = { 1, 2, 3, 5, 8, 17, 64, 250 };
+    char name[64];
+    size_t i;
+
+    assoc_init(5, 1);
+    for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        uint32_t n = lens[i];
+
+        snprintf(name, sizeof(name), "chain of %u: delete head", n);
+        ok(chain_case(n, n - 1), name);     /* last inserted is the head */
+        snprintf(name, sizeof(name), "chain of %u: delete tail", n);
+        ok(chain_case(n, 0), name);
+        snprintf(name, sizeof(name), "chain of %u: delete middle", n);
+        ok(chain_case(n, n / 2), name);
+    }
+    assoc_destroy();
+}
+
+static void
+test_walk_stop(void)
+{
+    struct item *v[100];
+    struct census c = { 0, NULL, 0, 0, 10 };
+    char key[16];
+    int i;
+
+    assoc_init(5, 1);
+    for (i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "w%d", i);
+        v[i] = make_item(key, (uint32_t)i, false);
+        insert_locked(v[i]);
+    }
+    assoc_walk(census_fn, &c);
+    is_int(c.total, 10, "walk stops when fn returns non-zero");
+    is_int(c.unlocked, 0, "walk holds each item's lock");
+    assoc_destroy();
+    for (i = 0; i < 100; i++) {
+        free(v[i]);
+    }
+}
+
+static void
+test_expand_small(void)
+{
+    struct item *v[100];
+    uint8_t live[100];
+    uint64_t p, total;
+    char key[16];
+    int i, good = 1;
+
+    assoc_init(5, 1);
+    for (i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "e%d", i);
+        v[i] = make_item(key, (uint32_t)i, i % 3 == 0);
+        insert_locked(v[i]);
+        live[i] = 1;
+    }
+    assoc_maybe_expand(100);        /* no thread yet: remembered */
+    ok(assoc_thread_start() == 0, "expander starts");
+    ok(wait_settled(100, 10), "expansion settles");
+    stats(&p, NULL, NULL);
+    is_int(p, 7, "100 items grow 2^5 to 2^7 (1.5 per bucket)");
+    assoc_maybe_expand(192);        /* exactly 1.5 x 128: no growth */
+    usleep(100 * 1000);
+    stats(&p, NULL, NULL);
+    is_int(p, 7, "1.5 items per bucket does not trigger");
+    for (i = 0; i < 100; i++) {
+        good &= find_item(v[i]);
+    }
+    ok(good, "all items found after growth");
+    ok(census_matches(v, 100, live, &total) && total == 100,
+       "walk sees each item once");
+    assoc_destroy();
+    for (i = 0; i < 100; i++) {
+        free(v[i]);
+    }
+}
+
+static struct item **
+make_many(uint32_t n, const char *fmt)
+{
+    struct item **v = calloc(n, sizeof(*v));
+    char key[64];
+    uint32_t i;
+
+    if (v == NULL) {
+        abort();
+    }
+    for (i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), fmt, i);
+        v[i] = make_item(key, i, i % 2);
+    }
+    return v;
+}
+
+static void
+free_many(struct item **v, uint32_t n)
+{
+    uint32_t i;
+
+    for (i = 0; i < n; i++) {
+        free(v[i]);
+    }
+    free(v);
+}
+
+/*
+ * Catch the expander half way: once the swap is done, hold stripe 15, which
+ * every 16th old bucket needs; the expander stalls there, and stop makes it
+ * give up.  Everything must then work across both tables.
+ */
+static int
+pause_expansion(void)
+{
+    uint64_t e = 0;
+    int i;
+
+    /* A request that finds the expander busy is dropped: repeat it. */
+    for (i = 0; i < 2000000 && !e; i++) {
+        assoc_maybe_expand(PAUSE_ITEMS);
+        stats(NULL, NULL, &e);
+        sched_yield();
+    }
+    locks_lock(15);
+    stats(NULL, NULL, &e);
+    assoc_thread_stop();
+    locks_unlock(15);
+    return (int)e;
+}
+
+/* Insert, delete and find with the move half done; 1 if all good. */
+static int
+churn_while_paused(struct item **v, uint8_t *live, struct item **extra,
+                   uint32_t nextra)
+{
+    uint32_t i, hv;
+    int good = 1;
+
+    for (i = 0; i < PAUSE_ITEMS; i += 97) {
+        delete_locked(v[i]);
+        live[i] = 0;
+    }
+    for (i = 0; i < nextra; i++) {
+        insert_locked(extra[i]);
+        hv = ihash(extra[i]);
+        locks_lock(hv);
+        good &= *(struct item *const *)assoc_bucket_hint(hv) == extra[i];
+        locks_unlock(hv);
+    }
+    for (i = 0; i < PAUSE_ITEMS; i++) {
+        good &= live[i] ? find_item(v[i]) :
+                find_locked(ikey(v[i]), v[i]->nkey) == NULL;
+    }
+    for (i = 0; i < nextra; i++) {
+        good &= find_item(extra[i]);
+    }
+    return good;
+}
+
+static void
+test_paused_expansion(void)
+{
+    struct item **v = make_many(PAUSE_ITEMS, "paused:%u");
+    struct item **extra = make_many(1000, "extra:%u");
+    uint8_t *live = malloc(PAUSE_ITEMS);
+    uint64_t p, b, e, total;
+    uint32_t i;
+    int attempt, caught = 0;
+
+    /* On a loaded machine the move may finish before we catch it. */
+    for (attempt = 0; attempt < 5 && !caught; attempt++) {
+        assoc_destroy();
+        assoc_init(16, 1);
+        for (i = 0; i < PAUSE_ITEMS; i++) {
+            insert_locked(v[i]);
+            live[i] = 1;
+        }
+        assoc_thread_start();
+        caught = pause_expansion();
+    }
+    ok(caught, "expansion caught half way");
+    stats(&p, &b, &e);
+    is_int(p, 17, "power already 17 while moving");
+    is_int(e, 1, "hash_is_expanding 1");
+    is_int(b, ((1u << 17) + (1u << 16)) * sizeof(void *),
+           "hash_bytes counts both tables");
+    ok(census_matches(v, PAUSE_ITEMS, live, &total) &&
+       total == PAUSE_ITEMS, "walk across both tables sees each once");
+    ok(churn_while_paused(v, live, extra, 1000),
+       "find/insert/delete/hint right with the move half done");
+    ok(assoc_thread_start() == 0, "expander restarts");
+    ok(wait_settled(PAUSE_ITEMS, 60), "resumed move finishes");
+    stats(&p, &b, &e);
+    is_int(p, 17, "power 17 after the move");
+    is_int(b, (1u << 17) * sizeof(void *), "hash_bytes back to one table");
+    ok(churn_while_paused(v, live, extra, 0), "all still right after");
+    assoc_destroy();
+    free_many(v, PAUSE_ITEMS);
+    free_many(extra, 1000);
+    free(live);
+}
+
+/* ---- growth under concurrent lookups ---------------------------------- */
+
+struct grow {
+    struct item **items;
+    uint32_t *hvs;
+    uint32_t n;
+    _Atomic uint32_t inserted;      /* items[0..inserted) were linked */
+    atomic_uchar *deleted;          /* set after the unlink completed */
+    atomic_bool done;
+    _Atomic uint64_t live;
+    _Atomic uint64_t lookups, misses, ghosts;
+    atomic_bool saw_expanding;
+};
+
+static void
+grow_delete(struct grow *g, uint32_t d)
+{
+    uint32_t hv = g->hvs[d];
+
+    locks_lock(hv);
+    assoc_delete(ikey(g->items[d]), g->items[d]->nkey, hv);
+    locks_unlock(hv);
+    atomic_store(&g->deleted[d], 1);
+    atomic_fetch_sub(&g->live, 1);
+}
+
+static void *
+grow_inserter(void *arg)
+{
+    struct grow *g = arg;
+    uint32_t i, hv;
+
+    for (i = 0; i < g->n; i++) {
+        hv = g->hvs[i];
+        locks_lock(hv);
+        assoc_insert(g->items[i], hv);
+        locks_unlock(hv);
+        atomic_store(&g->inserted, i + 1);
+        atomic_fetch_add(&g->live, 1);
+        if (i >= DEL_LAG && (i - DEL_LAG) % DEL_EVERY == 0) {
+            grow_delete(g, i - DEL_LAG);
+        }
+        if (i % 1024 == 0) {
+            assoc_maybe_expand(atomic_load(&g->live));
+        }
+    }
+    return NULL;
+}
+
+/* Half the lookups go to the newest keys, whose buckets move last. */
+static uint32_t
+pick(uint32_t n, unsigned *seed)
+{
+    uint32_t r = (uint32_t)rand_r(seed);
+
+    if ((r & 1) && n > 1000) {
+        return n - 1 - (r >> 1) % 1000;
+    }
+    return (r >> 1) % n;
+}
+
+static void
+grow_lookup_one(struct grow *g, uint32_t j)
+{
+    struct item *it = g->items[j];
+    uint32_t hv = g->hvs[j];
+    int gone = j % DEL_EVERY == 0 && atomic_load(&g->deleted[j]);
+    struct item *found;
+
+    locks_lock(hv);
+    found = assoc_find(ikey(it), it->nkey, hv);
+    locks_unlock(hv);
+    if (gone && found != NULL) {
+        atomic_fetch_add(&g->ghosts, 1);
+    } else if (j % DEL_EVERY != 0 && found != it) {
+        atomic_fetch_add(&g->misses, 1);
+    }
+}
+
+static void *
+grow_reader(void *arg)
+{
+    struct grow *g = arg;
+    unsigned seed = (unsigned)(uintptr_t)&seed;
+    uint64_t n_done = 0, e;
+    uint32_t n;
+
+    while (!atomic_load(&g->done)) {
+        n = atomic_load(&g->inserted);
+        if (n == 0) {
+            sched_yield();
+            continue;
+        }
+        grow_lookup_one(g, pick(n, &seed));
+        if (++n_done % 256 == 0) {
+            stats(NULL, NULL, &e);
+            if (e) {
+                atomic_store(&g->saw_expanding, true);
+            }
+        }
+    }
+    atomic_fetch_add(&g->lookups, n_done);
+    return NULL;
+}
+
+static void
+grow_setup(struct grow *g, uint32_t n)
+{
+    uint32_t i;
+
+    memset(g, 0, sizeof(*g));
+    g->n = n;
+    g->items = make_many(n, "grow:%u:key");
+    g->hvs = calloc(n, sizeof(*g->hvs));
+    g->deleted = calloc(n, sizeof(*g->deleted));
+    if (g->hvs == NULL || g->deleted == NULL) {
+        abort();
+    }
+    for (i = 0; i < n; i++) {
+        g->hvs[i] = ihash(g->items[i]);
+    }
+}
+
+/* Every surviving key found, every deleted one gone, walk sees each once. */
+static void
+grow_check(struct grow *g, const char *what)
+{
+    uint8_t *live = malloc(g->n);
+    uint64_t total, expect = 0;
+    uint32_t i;
+    int good = 1;
+    char name[96];
+
+    for (i = 0; i < g->n; i++) {
+        live[i] = !atomic_load(&g->deleted[i]);
+        expect += live[i];
+        good &= live[i] ? find_item(g->items[i]) :
+                find_locked(ikey(g->items[i]), g->items[i]->nkey) == NULL;
+    }
+    snprintf(name, sizeof(name), "%s: every key findable, deletes gone", what);
+    ok(good, name);
+    snprintf(name, sizeof(name), "%s: none lost or duplicated", what);
+    ok(census_matches(g->items, g->n, live, &total) && total == expect,
+       name);
+    free(live);
+}
+
+static void
+grow_run(uint32_t n, unsigned bulk, uint64_t want_power, const char *what)
+{
+    struct grow g;
+    pthread_t ins, rd[2];
+    uint64_t p;
+    char name[96];
+    int i;
+
+    grow_setup(&g, n);
+    assoc_init(12, bulk);
+    assoc_thread_start();
+    pthread_create(&ins, NULL, grow_inserter, &g);
+    for (i = 0; i < 2; i++) {
+        pthread_create(&rd[i], NULL, grow_reader, &g);
+    }
+    pthread_join(ins, NULL);
+    atomic_store(&g.done, true);
+    for (i = 0; i < 2; i++) {
+        pthread_join(rd[i], NULL);
+    }
+    snprintf(name, sizeof(name), "%s: table settles", what);
+    ok(wait_settled(atomic_load(&g.live), 120), name);
+    snprintf(name, sizeof(name), "%s: no lookup missed (of %llu)", what,
+             (unsigned long long)atomic_load(&g.lookups));
+    ok(atomic_load(&g.misses) == 0 && atomic_load(&g.lookups) > 0, name);
+    snprintf(name, sizeof(name), "%s: no deleted key found", what);
+    is_int(atomic_load(&g.ghosts), 0, name);
+    snprintf(name, sizeof(name), "%s: lookups overlapped a move", what);
+    ok(atomic_load(&g.saw_expanding), name);
+    stats(&p, NULL, NULL);
+    snprintf(name, sizeof(name), "%s: hash_power_level 12 -> %llu", what,
+             (unsigned long long)want_power);
+    is_int(p, want_power, name);
+    grow_check(&g, what);
+    assoc_destroy();
+    free_many(g.items, n);
+    free(g.hvs);
+    free(g.deleted);
+}
+
+int
+main(void)
+{
+    test_init();
+    test_basic();
+    test_chains();
+    test_walk_stop();
+    test_expand_small();
+    test_paused_expansion();
+    locks_destroy();
+    locks_init(10);
+    /* 1/7 deleted: 400k leave ~343k live (2^18), 100k ~86k (2^16). */
+    grow_run(GROW_ITEMS, 1, 18, "400k, bulk 1");
+    grow_run(GROW_ITEMS / 4, 64, 16, "100k, bulk 64");
+    locks_destroy();
+    return done_testing();
+}
