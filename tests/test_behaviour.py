@@ -1,0 +1,168 @@
+"""Expiry, flush delay, eviction and memory bounds, connection limits,
+-C and idle_timeout."""
+
+import time
+
+TOO_MANY = b"ERROR Too many open connections\r\n"
+
+
+def test_expiry(server_factory):
+    s = server_factory()
+    now = int(time.time())
+    with s.conn() as c:
+        c.call(b"set rel 0 2 1\r\nr\r\n"
+               b"set touched 0 2 1\r\nt\r\n"
+               b"set gat 0 2 1\r\ng\r\n"
+               b"set forever 0 0 1\r\nf\r\n"
+               b"set neg 0 -1 1\r\nn\r\n"
+               b"set past 0 %d 1\r\np\r\n"
+               b"set future 0 %d 1\r\nu\r\n" % (now - 1000, now + 100),
+               b"STORED\r\n" * 7)
+        c.call(b"touch touched 100\r\n", b"TOUCHED\r\n")
+        c.call(b"gat 100 gat\r\n", b"VALUE gat 0 1\r\ng\r\nEND\r\n")
+        c.call(b"get neg past\r\n", b"END\r\n")
+        c.call(b"get rel future\r\n",
+               b"VALUE rel 0 1\r\nr\r\nVALUE future 0 1\r\nu\r\nEND\r\n")
+        time.sleep(3.1)
+        c.call(b"get rel touched gat forever future\r\n",
+               b"VALUE touched 0 1\r\nt\r\nVALUE gat 0 1\r\ng\r\n"
+               b"VALUE forever 0 1\r\nf\r\nVALUE future 0 1\r\nu\r\nEND\r\n")
+        st = c.stats()
+        assert int(st["get_expired"]) >= 1
+        # an expired item is a miss for add/replace/incr/touch too
+        c.call(b"incr rel 1\r\ntouch rel 1\r\n", b"NOT_FOUND\r\nNOT_FOUND\r\n")
+        c.call(b"add rel 0 0 1\r\nR\r\n", b"STORED\r\n")
+
+
+def test_flush_all_delay(server_factory):
+    s = server_factory()
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+        c.call(b"flush_all 2\r\n", b"OK\r\n")
+        c.call(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n")
+        time.sleep(3.1)
+        c.call(b"get a\r\n", b"END\r\n")
+        c.call(b"set b 0 0 1\r\ny\r\n", b"STORED\r\n")
+        c.call(b"get b\r\n", b"VALUE b 0 1\r\ny\r\nEND\r\n")
+        assert int(c.stats()["cmd_flush"]) == 1
+
+
+def binary_has_asan(path):
+    with open(path, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def test_eviction_under_flood(server_factory, binary):
+    s = server_factory("-m", "2")
+    base = s.rss_kb()
+    val = b"v" * 1000
+    with s.conn(timeout=30) as c:
+        for batch in range(20):                      # 20 x 1000 x 1 kB
+            c.send(b"".join(b"set f%d 0 0 1000 noreply\r\n%s\r\n"
+                            % (batch * 1000 + i, val) for i in range(1000)))
+            c.sync()
+        st = c.stats()
+        assert int(st["evictions"]) > 0
+        assert int(st["bytes"]) <= int(st["limit_maxbytes"]) == 2 * 1048576
+        assert int(st["curr_items"]) < 2100
+        # the newest items survive, the oldest went
+        c.call(b"get f19999\r\n",
+               b"VALUE f19999 0 1000\r\n%s\r\nEND\r\n" % val)
+        c.call(b"get f0\r\n", b"END\r\n")
+        c.call(b"set after 0 0 1000\r\n%s\r\n" % val, b"STORED\r\n")
+    s.check_alive()
+    grown = s.rss_kb() - base
+    # -m 2 caps item memory at 2 MB; the hash table (2^16 x 8 B), thread
+    # stacks and connection buffers are fixed.  A server that kept the
+    # 20 MB flood would grow by more than 16 MB; 64 MB total leaves memcached
+    # (about 5 MB idle) a wide margin.  ASan's shadow memory and quarantine
+    # make RSS meaningless under the sanitizer build.
+    if not binary_has_asan(binary):
+        assert grown < 16 * 1024, (base, grown)
+        assert s.rss_kb() < 64 * 1024
+
+
+def test_no_evictions_with_M(server_factory):
+    s = server_factory("-m", "2", "-M")
+    val = b"v" * 1000
+    with s.conn(timeout=30) as c:
+        stored = 0
+        for i in range(10000):
+            c.send(b"set m%d 0 0 1000\r\n%s\r\n" % (i, val))
+            line = c.readline()
+            if line == b"STORED\r\n":
+                stored += 1
+                continue
+            assert line == b"SERVER_ERROR out of memory storing object\r\n"
+            break
+        else:
+            raise AssertionError("-m 2 -M stored 10 MB")
+        assert stored > 500
+        # nothing was evicted to make room
+        c.call(b"get m0\r\n", b"VALUE m0 0 1000\r\n%s\r\nEND\r\n" % val)
+        c.call(b"set m%d 0 0 1000\r\n%s\r\n" % (stored + 1, val),
+               b"SERVER_ERROR out of memory storing object\r\n")
+        st = c.stats()
+        assert st["evictions"] == "0"
+        assert int(st["store_no_memory"]) >= 2
+        assert int(st["bytes"]) <= 2 * 1048576
+        # deleting makes room again
+        c.call(b"delete m0\r\ndelete m1\r\n", b"DELETED\r\nDELETED\r\n")
+        c.call(b"set again 0 0 1000\r\n%s\r\n" % val, b"STORED\r\n")
+
+
+def test_connection_limit(server_factory):
+    s = server_factory("-c", "40")
+    conns, rejected = [], None
+    try:
+        for _ in range(45):
+            c = s.conn()
+            c.send(b"version\r\n")
+            line = c.readline()
+            if line == TOO_MANY:
+                rejected = c
+                break
+            assert line.startswith(b"VERSION ")
+            conns.append(c)
+        assert rejected is not None, "no connection was refused"
+        assert rejected.wait_closed(3)
+        assert len(conns) >= 10
+        for c in conns:
+            c.sync()
+        conns.pop().close()
+        conns.pop().close()
+        time.sleep(0.2)
+        st = conns[0].stats()
+        assert int(st["rejected_connections"]) >= 1
+        assert st["max_connections"] == "40"
+        with s.conn() as c:
+            c.sync()
+    finally:
+        for c in conns:
+            c.close()
+        if rejected:
+            rejected.close()
+
+
+def test_cas_disabled(server_factory):
+    s = server_factory("-C")
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+        c.call(b"gets a\r\n", b"VALUE a 0 1 0\r\nx\r\nEND\r\n")
+        c.call(b"set a 0 0 1\r\ny\r\n", b"STORED\r\n")
+        c.call(b"gets a\r\n", b"VALUE a 0 1 0\r\ny\r\nEND\r\n")
+
+
+def test_idle_timeout(server_factory):
+    s = server_factory("-o", "idle_timeout=2")
+    with s.conn() as idle, s.conn() as busy:
+        idle.sync()
+        busy.sync()
+        deadline = time.monotonic() + 8
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            busy.sync()
+            closed = idle.wait_closed(0.5)
+        assert closed, "idle connection was not closed"
+        busy.sync()
+        assert int(busy.stats()["idle_kicks"]) >= 1
