@@ -73,11 +73,15 @@ hashmask(unsigned power)
     return hashsize(power) - 1;
 }
 
-/* The key sits after the CAS value when the item has one (item.h). */
+/*
+ * The key sits after the CAS value when the item has one (item.h).  Flags
+ * are read atomically like everywhere else: other bits of the word may be
+ * changed by threads holding only a list lock.
+ */
 static inline const char *
 key_of(const struct item *it)
 {
-    return it->data + ((it->flags & ITEM_CAS) ? 8 : 0);
+    return it->data + ((item_flags(it) & ITEM_CAS) ? 8 : 0);
 }
 
 /* The slot holding hv's chain; the caller holds locks_lock(hv). */
