@@ -23,6 +23,7 @@
 
 #define UPDATE_INTERVAL 60
 #define INCR_MAX_LEN    24
+#define REFCOUNT_LIMIT  60000   /* refuse a fetch before the 16 bits wrap */
 
 static struct {
     struct cache_options *opts;
@@ -47,23 +48,23 @@ start_threads(struct cache_options *o)
     return crawler_init(o);
 }
 
-int
-cache_init(struct cache_options *opts, unsigned nworkers)
+/* Stop every thread (each stop is a no-op if it never started). */
+static void
+stop_threads(void)
 {
-    struct tier *t;
-    unsigned lp = opts->lock_power ? opts->lock_power
-                                   : locks_power_for(nworkers);
+    crawler_destroy();
+    lru_maintainer_stop();
+    slabs_mover_stop();
+    assoc_thread_stop();
+}
 
-    memset(&ca, 0, sizeof(ca));
-    ca.opts = opts;
-    /* 1.6.45 starts the counter at 1: the first item gets cas 2. */
-    ca.cas_id = 1;
-    if (locks_init(lp) != 0 ||
-        assoc_init(opts->hashpower, opts->hash_bulk_move) != 0) {
-        fprintf(stderr, "cache: cannot set up locks or hash table\n");
-        return -1;
-    }
-    t = tier_dram_create(opts->mem_limit, opts->page_size, opts->prealloc);
+/* Slabs on a DRAM tier; the tier belongs to slabs once this succeeds. */
+static int
+memory_init(struct cache_options *opts)
+{
+    struct tier *t = tier_dram_create(opts->mem_limit, opts->page_size,
+                                      opts->prealloc);
+
     if (t == NULL) {
         return -1;
     }
@@ -71,22 +72,54 @@ cache_init(struct cache_options *opts, unsigned nworkers)
         tier_destroy(&t);
         return -1;
     }
-    if (lru_init(opts) != 0 || start_threads(opts) != 0) {
-        fprintf(stderr, "cache: cannot start storage threads\n");
+    return 0;
+}
+
+int
+cache_init(struct cache_options *opts, unsigned nworkers)
+{
+    unsigned lp = opts->lock_power ? opts->lock_power
+                                   : locks_power_for(nworkers);
+
+    memset(&ca, 0, sizeof(ca));
+    ca.opts = opts;
+    /* 1.6.45 starts the counter at 1: the first item gets cas 2. */
+    ca.cas_id = 1;
+    if (locks_init(lp) != 0) {
+        fprintf(stderr, "cache: cannot set up %u item locks\n", 1u << lp);
         return -1;
     }
+    if (assoc_init(opts->hashpower, opts->hash_bulk_move) != 0) {
+        fprintf(stderr, "cache: cannot set up the hash table (hashpower "
+                "%u, item lock power %u)\n", opts->hashpower, lp);
+        goto fail_locks;
+    }
+    if (memory_init(opts) != 0) {
+        goto fail_assoc;
+    }
+    if (lru_init(opts) != 0) {
+        goto fail_slabs;
+    }
+    if (start_threads(opts) != 0) {
+        fprintf(stderr, "cache: cannot start storage threads\n");
+        stop_threads();
+        lru_destroy();
+        goto fail_slabs;
+    }
     return 0;
+fail_slabs:
+    slabs_destroy();
+fail_assoc:
+    assoc_destroy();
+fail_locks:
+    locks_destroy();
+    return -1;
 }
 
 void
 cache_shutdown(void)
 {
-    crawler_destroy();
-    lru_maintainer_stop();
-    slabs_mover_stop();
-    if (ca.opts->hash_expand) {
-        assoc_thread_stop();
-    }
+    stop_threads();
     lru_destroy();
     slabs_destroy();
     assoc_destroy();
@@ -130,6 +163,19 @@ find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
     return it;
 }
 
+/* Take a reader's reference, or refuse (a miss, as memcached) before the
+ * 16-bit count could wrap. */
+static bool
+ref_for_reader(struct item *it, enum cache_status *st)
+{
+    if (__atomic_load_n(&it->refcount, __ATOMIC_RELAXED) >= REFCOUNT_LIMIT) {
+        *st = CACHE_MISS;
+        return false;
+    }
+    item_ref_incr(it);
+    return true;
+}
+
 struct item *
 cache_get(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
 {
@@ -137,8 +183,10 @@ cache_get(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
 
     locks_lock(hv);
     it = find_live(key, nkey, hv, st);
+    if (it != NULL && !ref_for_reader(it, st)) {
+        it = NULL;
+    }
     if (it != NULL) {
-        item_ref_incr(it);
         lru_bump(it);
     }
     locks_unlock(hv);
@@ -153,8 +201,10 @@ cache_touch(const char *key, size_t nkey, uint32_t hv, rel_time_t exptime,
 
     locks_lock(hv);
     it = find_live(key, nkey, hv, st);
+    if (it != NULL && !ref_for_reader(it, st)) {
+        it = NULL;
+    }
     if (it != NULL) {
-        item_ref_incr(it);
         it->exptime = exptime;
         lru_bump(it);
     }

@@ -453,6 +453,51 @@ pull_one(unsigned id, unsigned cur, struct item *it, uint32_t hv,
     }
 }
 
+/* Unlink a dead item found at a tail (list locked, item locked). */
+static void
+reclaim(unsigned id, struct item *it, uint32_t hv)
+{
+    COUNT(id, reclaimed, 1);
+    if (!(item_flags(it) & ITEM_FETCHED)) {
+        COUNT(id, expired_unfetched, 1);
+    }
+    unlink_nolock(it, hv);
+}
+
+/* One tail item, list locked: reclaim it if dead, else apply `mode`.
+ * Returns 1 when the pull should stop here. */
+static int
+pull_item(unsigned id, unsigned cur, struct item *it, enum pull_mode mode,
+          uint64_t total, rel_time_t cold_age, int *done)
+{
+    uint32_t hv = item_hv(it);
+    bool flushed;
+    int stop = 0;
+
+    if (!locks_trylock(hv)) {
+        return 0;
+    }
+    if (item_ref_incr(it) != 2) {
+        /* Someone holds it (a reply being written): skip. */
+        COUNT(id, lrutail_reflocked, 1);
+        item_ref_decr(it);
+        locks_unlock(hv);
+        return 0;
+    }
+    if (lru_is_dead(it, clock_now(), &flushed)) {
+        reclaim(id, it, hv);
+        (*done)++;
+    } else {
+        if (mode != PULL_RECLAIM) {
+            *done += pull_one(id, cur, it, hv, mode, total, cold_age);
+        }
+        stop = 1;
+    }
+    item_release(it);
+    locks_unlock(hv);
+    return stop;
+}
+
 /*
  * Look at up to TAIL_TRIES items from the tail of list (id, cur): skip
  * busy ones, reclaim dead ones, and apply `mode` to the first live one.
@@ -465,43 +510,14 @@ pull_tail(unsigned id, unsigned cur, enum pull_mode mode, uint64_t total,
     struct lru_list *l = &lru.lists[id][cur];
     struct item *it, *prev;
     int tries = TAIL_TRIES, done = 0;
-    bool flushed;
 
     pthread_mutex_lock(&l->lock);
     for (it = l->tail; it != NULL && tries > 0; it = prev, tries--) {
-        uint32_t hv;
-
         prev = it->prev;
-        if (is_cursor(it)) {
-            continue;
+        if (!is_cursor(it) &&
+            pull_item(id, cur, it, mode, total, cold_age, &done)) {
+            break;
         }
-        hv = item_hv(it);
-        if (!locks_trylock(hv)) {
-            continue;
-        }
-        if (item_ref_incr(it) != 2) {
-            COUNT(id, lrutail_reflocked, 1);
-            item_ref_decr(it);
-            locks_unlock(hv);
-            continue;
-        }
-        if (lru_is_dead(it, clock_now(), &flushed)) {
-            COUNT(id, reclaimed, 1);
-            if (!(item_flags(it) & ITEM_FETCHED)) {
-                COUNT(id, expired_unfetched, 1);
-            }
-            unlink_nolock(it, hv);
-            item_release(it);
-            locks_unlock(hv);
-            done++;
-            continue;
-        }
-        if (mode != PULL_RECLAIM) {
-            done += pull_one(id, cur, it, hv, mode, total, cold_age);
-        }
-        item_release(it);
-        locks_unlock(hv);
-        break;
     }
     pthread_mutex_unlock(&l->lock);
     return done;

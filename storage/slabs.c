@@ -769,13 +769,33 @@ class_has_spare_free(unsigned id)
     return spare;
 }
 
+/* After cache_memlimit lowered the limit: give the tier back a page of
+ * the class with the most, one per tick.  True if a move was queued. */
+static bool
+shrink_to_limit(void)
+{
+    unsigned best = 0, most = 1;
+    bool over;
+
+    pthread_mutex_lock(&sl.lock);
+    over = sl.tier->used > sl.tier->limit;
+    for (unsigned id = 1; over && id <= sl.largest; id++) {
+        if (sl.cls[id].npages > most) {
+            most = sl.cls[id].npages;
+            best = id;
+        }
+    }
+    pthread_mutex_unlock(&sl.lock);
+    return best != 0 && slabs_reassign((int)best, 0) == CACHE_OK;
+}
+
 void
 slabs_automove_tick(void)
 {
     int youngest = -1, oldest = -1;
     uint64_t young_age = UINT64_MAX, old_age = 0;
 
-    if (sl.opts->slab_automove != 1 || !sl.mover_on) {
+    if (!sl.mover_on || shrink_to_limit() || sl.opts->slab_automove != 1) {
         return;
     }
     for (unsigned id = 1; id <= sl.largest; id++) {

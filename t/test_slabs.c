@@ -268,6 +268,36 @@ test_starved_class(void)
     cache_shutdown();
 }
 
+/* cache_memlimit lowered: automove hands pages back until -m holds. */
+static void
+test_lower_limit(void)
+{
+    struct cache_options o;
+    struct cache_stats s;
+
+    defaults(&o);
+    o.mem_limit = 8u << 20;
+    clock_init();
+    if (cache_init(&o, 4) != 0) {
+        exit(1);
+    }
+    for (unsigned i = 0; i < 8 * 10922; i++) {
+        put_small(i, 10);
+    }
+    cache_stats(&s);
+    is_int(s.total_malloced, 8u << 20, "memory full");
+    is_int(cache_set_memlimit(4u << 20), 0, "limit lowered");
+    for (int i = 0; i < 8; i++) {
+        cache_tick();
+        slabs_mover_wait();
+    }
+    cache_stats(&s);
+    is_int(s.total_malloced, 4u << 20, "pages given back down to -m");
+    is_int(s.limit_maxbytes, 4u << 20, "limit_maxbytes");
+    ok(s.curr_items > 0 && s.curr_items <= 4 * 10922, "items fit in it");
+    cache_shutdown();
+}
+
 int
 main(void)
 {
@@ -276,5 +306,6 @@ main(void)
     test_mem_limit();
     test_reassign();
     test_starved_class();
+    test_lower_limit();
     return done_testing();
 }
