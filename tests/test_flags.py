@@ -1,0 +1,186 @@
+"""Command-line handling: bad flags fail loudly, good ones take effect,
+signals stop the server cleanly."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import Conn, base_args, free_port, VERSION_RE
+
+BAD = [
+    ["-p", "70000"],
+    ["-t", "0"],
+    ["-m", "abc"],
+    ["-o", "bogus"],
+    ["-o", "hashpower=40"],
+    ["--no-such-flag"],
+    ["-I", "1"],
+    ["-f", "0.5"],
+    ["-o", "hot_lru_pct=70,warm_lru_pct=70"],
+]
+
+
+def bad_args(args):
+    return ["-U", "0", "-l", "127.0.0.1", "-p", str(free_port())] + args
+
+
+@pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
+def test_bad_flag_fails_with_message(run, args):
+    if args[0] == "-p":
+        r = run("-U", "0", "-l", "127.0.0.1", *args)
+    else:
+        r = run(*bad_args(args))
+    assert r.returncode != 0
+    assert r.stderr.strip(), "no message on stderr"
+
+
+@pytest.mark.v1645
+@pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
+def test_bad_flag_exit_code_is_1(run, args):
+    if args[0] == "-p":
+        r = run("-U", "0", "-l", "127.0.0.1", *args)
+    else:
+        r = run(*bad_args(args))
+    assert r.returncode == 1, r.stderr
+
+
+def test_version_flag(run):
+    r = run("-V")
+    assert r.returncode == 0
+    assert re.match(rb"^\S+ 1\.6\.\d+\S*\n$", r.stdout), r.stdout
+
+
+def test_help_flag(run):
+    r = run("-h")
+    assert r.returncode == 0
+    for flag in (b"-p", b"-m", b"-c", b"-t", b"-I", b"-o"):
+        assert flag in r.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly(server_factory, sig):
+    s = server_factory()
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+        s.signal(sig)
+        assert c.wait_closed(10)
+    assert s.wait(10) == 0
+
+
+def test_many_flags_accepted(server_factory):
+    s = server_factory(
+        "-c", "100", "-t", "2", "-R", "5", "-B", "ascii", "-f", "1.1",
+        "-n", "32", "-I", "2m", "-m", "32", "-M", "-C", "-A", "-b", "64",
+        "-v", "-o",
+        "hashpower=12,idle_timeout=100,lru_maintainer,lru_crawler,"
+        "hot_lru_pct=10,warm_lru_pct=20,temporary_ttl=10,slab_reassign,"
+        "slab_automove=2,no_hashexpand,maxconns_fast,hash_algorithm=murmur3,"
+        "lru_crawler_sleep=10,lru_crawler_tocrawl=5,"
+        "hot_max_factor=0.3,warm_max_factor=1.5,tail_repair_time=60,modern")
+    st = s.stats("settings")
+    assert st["binding_protocol"] == "ascii"
+    assert st["item_size_max"] == str(2 * 1024 * 1024)
+    assert st["slab_automove"] == "2"
+    assert st["temporary_ttl"] == "10" and st["temp_lru"] == "yes"
+    assert st["hot_lru_pct"] == "10" and st["warm_lru_pct"] == "20"
+    assert st["reqs_per_event"] == "5"
+    assert st["verbosity"] == "1"
+    assert st["shutdown_command"] == "yes"
+    assert st["hashpower_init"] == "12"
+
+
+def test_vv_and_no_lru_maintainer(server_factory):
+    s = server_factory("-vv", "-o", "no_lru_maintainer,no_lru_crawler,"
+                       "no_slab_reassign")
+    st = s.stats("settings")
+    assert st["lru_maintainer_thread"] == "no"
+    assert st["lru_crawler"] == "no"
+    assert st["slab_reassign"] == "no"
+    assert st["verbosity"] == "2"
+    s.check_alive()
+
+
+def start_raw(binary, args):
+    cmd = [binary] + args
+    if os.geteuid() == 0:
+        cmd += ["-u", "root"]
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def stop_raw(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def test_unix_socket(binary, tmp_path):
+    path = str(tmp_path / "mc.sock")
+    proc = start_raw(binary, ["-s", path, "-a", "0600", "-U", "0"])
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.exists(path):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        with socket.socket(socket.AF_UNIX) as u:
+            u.settimeout(5)
+            u.connect(path)
+            u.sendall(b"set a 0 0 1\r\nx\r\nget a\r\n")
+            got = b""
+            while not got.endswith(b"END\r\n"):
+                chunk = u.recv(4096)
+                assert chunk
+                got += chunk
+            assert got == b"STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n"
+    finally:
+        assert stop_raw(proc) == 0
+
+
+def process_running(pid):
+    """True while pid exists and is not a zombie waiting for a reaper."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_daemon_with_pidfile(binary, tmp_path):
+    pidfile = tmp_path / "mc.pid"
+    port = free_port()
+    cmd = [binary, "-d", "-P", str(pidfile)] + base_args(port)
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=10)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 10
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline, "no pidfile"
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    try:
+        while True:
+            try:
+                with Conn(port, 2) as c:
+                    assert VERSION_RE.match(c.req(b"version\r\n"))
+                    break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while process_running(pid):
+            assert time.monotonic() < deadline, "daemon did not stop"
+            time.sleep(0.05)
