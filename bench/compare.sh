@@ -177,6 +177,14 @@ mcload() {
     "${PIN_LOAD[@]}" "$MCLOAD" "$@"
 }
 
+# cpu_ns PID: CPU time the server's threads have run, in nanoseconds.
+# Throughput swings with whatever else the machine runs; the server's own
+# CPU time per request barely does, so it is reported next to ops/s.
+cpu_ns() {
+    cat /proc/"$1"/task/*/schedstat 2>/dev/null |
+        awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
 median() {
     sort -g | awk '{ v[NR] = $1 } END {
         if (NR % 2) { print v[(NR + 1) / 2] }
@@ -184,7 +192,7 @@ median() {
 }
 
 throughput() {
-    local pa pb a b side round port f ops p99 err
+    local pa pb a b side round port pid f ops p99 err reqs c0 c1 cpr
     local load=(--conns "$CONNS" --keys "$KEYS" --value-size "$VALUE_SIZE"
                 --get-ratio "$GET_RATIO" --duration "$DURATION"
                 --requests 0 --json)
@@ -203,34 +211,53 @@ throughput() {
             --depth 16 --json >"$TMP/preload.json" ||
             die "preload of port $port failed"
     done
-    printf '%-14s %5s %12s %10s %8s\n' side round ops/s p99_us errors
+    printf '%-14s %5s %12s %10s %12s %8s\n' side round ops/s p99_us \
+        cpu_ns/req errors
     for round in $(seq "$ROUNDS"); do
         for side in A B; do
             port=$pa
-            [ "$side" = B ] && port=$pb
+            pid=$a
+            if [ "$side" = B ]; then
+                port=$pb
+                pid=$b
+            fi
             f="$TMP/run-$side-$round.json"
+            c0=$(cpu_ns "$pid")
             mcload --server "127.0.0.1:$port" "${load[@]}" >"$f" || true
-            read -r ops p99 err < <(json "$f" ops_per_sec latency_us.p99 \
-                                     errors)
+            c1=$(cpu_ns "$pid")
+            read -r ops p99 err reqs < <(json "$f" ops_per_sec \
+                                          latency_us.p99 errors requests)
+            cpr=$(awk -v d="$((c1 - c0))" -v n="$reqs" \
+                  'BEGIN { printf "%.0f", (n > 0 ? d / n : 0) }')
             echo "$ops" >>"$TMP/ops-$side"
             echo "$p99" >>"$TMP/p99-$side"
-            printf '%-14s %5d %12.0f %10.1f %8d\n' \
+            echo "$cpr" >>"$TMP/cpu-$side"
+            printf '%-14s %5d %12.0f %10.1f %12d %8d\n' \
                 "$([ "$side" = A ] && echo memcached-pm || echo memcached)" \
-                "$round" "$ops" "$p99" "$err"
+                "$round" "$ops" "$p99" "$cpr" "$err"
         done
     done
-    local ma mb qa qb
+    summary
+    stop_server "$a"
+    stop_server "$b"
+}
+
+summary() {
+    local ma mb qa qb ca cb
     ma=$(median <"$TMP/ops-A")
     mb=$(median <"$TMP/ops-B")
     qa=$(median <"$TMP/p99-A")
     qb=$(median <"$TMP/p99-B")
-    printf 'median  memcached-pm %.0f ops/s p99 %.1f us\n' "$ma" "$qa"
-    printf 'median  memcached    %.0f ops/s p99 %.1f us\n' "$mb" "$qb"
-    awk -v a="$ma" -v b="$mb" -v qa="$qa" -v qb="$qb" 'BEGIN {
-        printf "ratio   memcached-pm / memcached: ops/s %.3f  p99 %.3f\n",
-               a / b, qa / qb }'
-    stop_server "$a"
-    stop_server "$b"
+    ca=$(median <"$TMP/cpu-A")
+    cb=$(median <"$TMP/cpu-B")
+    printf 'median  memcached-pm %.0f ops/s p99 %.1f us cpu %.0f ns/req\n' \
+        "$ma" "$qa" "$ca"
+    printf 'median  memcached    %.0f ops/s p99 %.1f us cpu %.0f ns/req\n' \
+        "$mb" "$qb" "$cb"
+    awk -v a="$ma" -v b="$mb" -v qa="$qa" -v qb="$qb" -v ca="$ca" \
+        -v cb="$cb" 'BEGIN {
+        printf "ratio   memcached-pm / memcached: ops/s %.3f  p99 %.3f" \
+               "  cpu/req %.3f\n", a / b, qa / qb, ca / cb }'
 }
 
 # growth_one NAME BIN HASHPOWER: one server through a SET stream.
