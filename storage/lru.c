@@ -747,9 +747,31 @@ rescue(struct item *it, uint32_t hv)
     return true;
 }
 
+/* Move a linked item out of its chunk; item lock held.  Returns 1 if
+ * readers hold it and the mover should come back later. */
+static int
+evacuate_linked(struct item *it, uint32_t hv, bool rescue_it, bool force,
+                struct cache_stats *mst)
+{
+    if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 2) {
+        if (!force) {
+            return 1;
+        }
+        /* Held for long: unlink it, the chunk frees when they let go. */
+        mst->slab_reassign_busy_deletes++;
+        lru_unlink(it, hv);
+    } else if (rescue_it && rescue(it, hv)) {
+        mst->slab_reassign_rescues++;
+    } else {
+        mst->slab_reassign_inline_reclaim++;
+        lru_unlink(it, hv);
+    }
+    return 0;
+}
+
 int
 lru_evacuate(struct item *it, const char *key, size_t nkey, bool rescue_it,
-             struct cache_stats *mst)
+             bool force, struct cache_stats *mst)
 {
     uint32_t hv = hash_murmur3(key, nkey);
     int busy = 1;
@@ -761,16 +783,7 @@ lru_evacuate(struct item *it, const char *key, size_t nkey, bool rescue_it,
     /* The key was copied without the item lock: only trust it if it is
      * still the item's key now that the lock is held. */
     if ((item_flags(it) & ITEM_LINKED) && same_key(it, key, nkey)) {
-        busy = 0;
-        if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 2) {
-            mst->slab_reassign_busy_deletes++;
-            lru_unlink(it, hv);
-        } else if (rescue_it && rescue(it, hv)) {
-            mst->slab_reassign_rescues++;
-        } else {
-            mst->slab_reassign_inline_reclaim++;
-            lru_unlink(it, hv);
-        }
+        busy = evacuate_linked(it, hv, rescue_it, force, mst);
     }
     locks_unlock(hv);
     item_release(it);

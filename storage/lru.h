@@ -60,12 +60,14 @@ void lru_flush_recent(rel_time_t when);
 /*
  * The page mover's hand-off: `it` is an allocated item (or the head of a
  * chunk) whose reference the mover took, `key` a copy of its key.  Rescue
- * (copy to another chunk of its class) if `rescue`, else unlink it.  Drops
- * the mover's reference in all cases.  Returns 0 when the item left its
- * chunk (or will when readers let go), 1 when busy (retry later).
+ * (copy to another chunk of its class) if `rescue`, else unlink it; an
+ * item readers hold is left alone unless `force`, then unlinked so that
+ * its chunk frees when they let go.  Drops the mover's reference in all
+ * cases.  Returns 0 when the item left its chunk (or will when readers
+ * let go), 1 when busy (retry later).
  */
 int  lru_evacuate(struct item *it, const char *key, size_t nkey,
-                  bool rescue, struct cache_stats *mst);
+                  bool rescue, bool force, struct cache_stats *mst);
 
 /* One maintainer pass over class id: moves made. */
 unsigned lru_juggle(unsigned id);

@@ -26,6 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Passes over a page before items readers hold are unlinked anyway
+ * (about 25 ms of backoff). */
+#define FORCE_PASS 8
+
 struct slab_class {
     size_t       size;          /* chunk size */
     unsigned     perslab;       /* chunks per page */
@@ -519,7 +523,7 @@ copy_key_racy(const struct item *it, char *key)
  * will be, 1 if busy.  Lock not held on entry or exit.
  */
 static int
-evacuate_chunk(struct item *chunk)
+evacuate_chunk(struct item *chunk, bool force)
 {
     struct item *it = chunk;
     bool is_chunk;
@@ -547,7 +551,8 @@ evacuate_chunk(struct item *chunk)
     nkey = copy_key_racy(it, key);
     pthread_mutex_unlock(&sl.lock);
     return lru_evacuate(it, key, nkey,
-                        !is_chunk && !(item_flags(it) & ITEM_CHUNKED), &sl.mst);
+                        !is_chunk && !(item_flags(it) & ITEM_CHUNKED), force,
+                        &sl.mst);
 }
 
 /* Walk the page until every chunk is free. */
@@ -556,7 +561,7 @@ move_drain(struct slab_class *c, char *page)
 {
     useconds_t backoff = 100;
 
-    for (;;) {
+    for (unsigned pass = 0;; pass++) {
         unsigned busy = 0, live = 0;
 
         for (unsigned i = 0; i < c->perslab; i++) {
@@ -565,7 +570,7 @@ move_drain(struct slab_class *c, char *page)
             pthread_mutex_lock(&sl.lock);
             live += !(item_flags(it) & ITEM_SLABBED);
             pthread_mutex_unlock(&sl.lock);
-            busy += (unsigned)evacuate_chunk(it);
+            busy += (unsigned)evacuate_chunk(it, pass >= FORCE_PASS);
         }
         if (live == 0) {
             return;

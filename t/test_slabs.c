@@ -5,6 +5,7 @@
 #include "storage/cache.h"
 #include "storage/hash.h"
 #include "storage/item.h"
+#include "storage/lru.h"
 #include "storage/slabs.h"
 #include "storage/tier.h"
 #include "t/tap.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void
 defaults(struct cache_options *o)
@@ -184,6 +186,8 @@ test_reassign(void)
     if (cache_init(&o, 4) != 0) {
         exit(1);
     }
+    /* Its passing references would make items look busy. */
+    lru_maintainer_stop();
     cls = slabs_clsid(item_size(5, 0, VLEN, true));
     per = (unsigned)((1u << 20) / slabs_size(cls));
     n = per + 10;
@@ -268,6 +272,50 @@ test_starved_class(void)
     cache_shutdown();
 }
 
+/* An item a reader holds is waited for, then unlinked; the page moves
+ * once the reader lets go, and the reader's bytes stay intact. */
+static void
+test_reassign_busy(void)
+{
+    struct cache_options o;
+    struct cache_stats s;
+    struct item *held;
+    enum cache_status st;
+    unsigned cls, per;
+
+    defaults(&o);
+    clock_init();
+    if (cache_init(&o, 4) != 0) {
+        exit(1);
+    }
+    lru_maintainer_stop();
+    cls = slabs_clsid(item_size(5, 0, VLEN, true));
+    per = (unsigned)((1u << 20) / slabs_size(cls));
+    for (unsigned i = 0; i < per + 1; i++) {
+        store(i);
+    }
+    held = cache_get("key0", 4, hash_murmur3("key0", 4), &st);
+    is_int(cache_slabs_reassign((int)cls, 1), CACHE_OK, "reassign queued");
+    usleep(200000);
+    cache_stats(&s);
+    is_int(s.slab_reassign_running, 1, "mover waits for the reader");
+    ok(s.slab_reassign_busy_items > 0, "busy item counted");
+    is_int(s.slab_reassign_busy_deletes, 1, "then unlinks it");
+    is_int(intact(0), 0, "the held key reads as gone");
+    {
+        char val[VLEN];
+
+        ok(memcmp(item_value(held), value_for(0, val, VLEN), VLEN) == 0,
+           "reader's bytes intact");
+    }
+    cache_release(held);
+    slabs_mover_wait();
+    cache_stats(&s);
+    is_int(s.slabs_moved, 1, "page moved after the release");
+    is_int(intact(1) + intact(per), 2, "other items rescued");
+    cache_shutdown();
+}
+
 /* cache_memlimit lowered: automove hands pages back until -m holds. */
 static void
 test_lower_limit(void)
@@ -305,6 +353,7 @@ main(void)
     test_variants();
     test_mem_limit();
     test_reassign();
+    test_reassign_busy();
     test_starved_class();
     test_lower_limit();
     return done_testing();
