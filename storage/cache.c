@@ -471,7 +471,7 @@ void
 cache_flush(rel_time_t when)
 {
     lru_set_flush(when);
-    if (when <= clock_now()) {
+    if (when != 0 && when <= clock_now()) {
         lru_flush_recent(when);
     }
 }

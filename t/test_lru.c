@@ -113,6 +113,11 @@ test_segments(void)
     is_int(l, ITEM_LRU_WARM, "an ACTIVE COLD hit moves to WARM");
     lru_item_stats(1, &is);
     is_int(is.moves_to_warm, 1, "moves_to_warm counted");
+    get(0);                             /* ACTIVE in WARM */
+    lru_juggle(1);
+    lru_item_stats(1, &is);
+    is_int(is.moves_within_lru, 1, "ACTIVE WARM tail reshuffled");
+    is_int(get(0), ITEM_LRU_WARM, "still WARM");
     is_int(is.number_temp, 1, "number_temp");
     is_int(is.number, 101, "number");
 }
@@ -164,6 +169,30 @@ test_no_evict(void)
     cache_shutdown();
 }
 
+/* Flat LRU (lru_segmented off): one list per class, COLD. */
+static void
+test_flat(void)
+{
+    struct cache_item_stats is;
+    unsigned n;
+
+    defaults(&opts);
+    opts.lru_segmented = false;
+    opts.mem_limit = 2u << 20;
+    start();
+    put(1, 10, 0);
+    is_int(get(1), ITEM_LRU_COLD, "flat: items enter COLD");
+    for (n = 0; n < 100; n++) {
+        if (put(100 + n, 100000, 0) != CACHE_STORED) {
+            break;
+        }
+    }
+    is_int(n, 100, "flat: stores evict");
+    lru_item_stats(slabs_clsid(item_size(4, 0, 100000, true)), &is);
+    ok(is.evicted > 0 && is.number_hot == 0, "flat: evicted from COLD");
+    cache_shutdown();
+}
+
 int
 main(void)
 {
@@ -173,5 +202,6 @@ main(void)
     test_eviction();
     cache_shutdown();
     test_no_evict();
+    test_flat();
     return done_testing();
 }

@@ -316,6 +316,53 @@ test_reassign_busy(void)
     cache_shutdown();
 }
 
+/* Automove (mode 1): a page goes from the class whose COLD tail is oldest
+ * to the one evicting young items. */
+static void
+test_automove(void)
+{
+    struct cache_options o;
+    struct cache_slab_stats a, b;
+    struct item *tail = NULL;
+    enum cache_status st;
+    unsigned big = slabs_clsid(item_size(10, 0, 5000, true));
+    unsigned i, a_before;
+
+    defaults(&o);
+    o.mem_limit = 6u << 20;
+    o.slab_automove = 1;
+    clock_init();
+    if (cache_init(&o, 4) != 0) {
+        exit(1);
+    }
+    lru_maintainer_stop();
+    big = slabs_clsid(item_size(10, 0, 5000, true));
+    for (i = 0; i < 3 * 10922; i++) {
+        put_small(i, 10);
+    }
+    lru_juggle(1);
+    /* Age class 1's COLD tail (the key stored first sits there) as much
+     * as the clock allows: it starts at 2 and this test does not tick. */
+    tail = cache_get("s0", 2, hash_murmur3("s0", 2), &st);
+    ok(tail != NULL && item_lru(tail) == ITEM_LRU_COLD, "s0 in COLD");
+    if (tail != NULL) {
+        item_time_store(tail, 1);
+        cache_release(tail);
+    }
+    for (i = 0; i < 1000; i++) {
+        put_small(1000000 + i, 5000);
+    }
+    cache_slab_stats(1, &a);
+    a_before = (unsigned)a.total_pages;
+    cache_tick();
+    slabs_mover_wait();
+    cache_slab_stats(1, &a);
+    cache_slab_stats(big, &b);
+    is_int(a.total_pages, a_before - 1, "old class gave a page");
+    is_int(b.total_pages, 4, "evicting class got it");
+    cache_shutdown();
+}
+
 /* cache_memlimit lowered: automove hands pages back until -m holds. */
 static void
 test_lower_limit(void)
@@ -355,6 +402,7 @@ main(void)
     test_reassign();
     test_reassign_busy();
     test_starved_class();
+    test_automove();
     test_lower_limit();
     return done_testing();
 }
