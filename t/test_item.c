@@ -127,6 +127,26 @@ test_chunked(void)
     is_int(item_value_iov(it, vlen + 2, iov, 4), 0, "nothing past the end");
     is_int(item_ntotal(it), item_size(3, 0, vlen, true), "ntotal");
     cache_release(it);
+    it = cache_alloc("big", 3, hv, 0, 0, 3, &st);
+    memcpy(item_value(it), "xyz\r\n", 5);
+    is_int(cache_store(it, CACHE_APPEND, 0), CACHE_STORED, "append to it");
+    cache_release(it);
+    it = cache_get("big", 3, hv, &st);
+    {
+        char tail[5];
+        struct iovec v;
+        size_t got = 0;
+
+        while (got < 5 && item_value_iov(it, vlen + got, &v, 1) == 1) {
+            size_t n = v.iov_len < 5 - got ? v.iov_len : 5 - got;
+
+            memcpy(tail + got, v.iov_base, n);
+            got += n;
+        }
+        is_int(item_vlen(it), vlen + 3, "appended length");
+        is_mem(tail, got, "xyz\r\n", "appended bytes after the chain");
+    }
+    cache_release(it);
     is_int(cache_delete("big", 3, hv, 0, NULL), CACHE_DELETED, "deleted");
 }
 

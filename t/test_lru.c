@@ -120,6 +120,18 @@ test_segments(void)
     is_int(get(0), ITEM_LRU_WARM, "still WARM");
     is_int(is.number_temp, 1, "number_temp");
     is_int(is.number, 101, "number");
+    put(1001, 10, clock_now());         /* TEMP, and dead at once */
+    {
+        enum cache_status st;
+        struct item *it = cache_touch("k1000", 5, hash_murmur3("k1000", 5),
+                                      clock_now(), &st);
+
+        cache_release(it);              /* the TEMP tail is dead too */
+    }
+    lru_juggle(1);
+    lru_item_stats(1, &is);
+    is_int(is.number_temp, 0, "the maintainer reclaims dead TEMP items");
+    is_int(is.reclaimed, 2, "reclaimed counted");
 }
 
 static void

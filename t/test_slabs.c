@@ -272,6 +272,57 @@ test_starved_class(void)
     cache_shutdown();
 }
 
+/* A page of chunks: the owners of its chunks are unlinked (chunks are
+ * not rescued), the others stay. */
+static void
+test_reassign_chunks(void)
+{
+    struct cache_options o;
+    struct cache_slab_stats a;
+    struct cache_stats s;
+    enum cache_status st;
+    unsigned left = 0;
+
+    defaults(&o);
+    clock_init();
+    if (cache_init(&o, 4) != 0) {
+        exit(1);
+    }
+    lru_maintainer_stop();
+    for (unsigned i = 0; i < 3; i++) {
+        char key[8];
+        struct item *it;
+
+        snprintf(key, sizeof(key), "big%u", i);
+        it = cache_alloc(key, 4, hash_murmur3(key, 4), 0, 0, 1000000, &st);
+        cache_store(it, CACHE_SET, 0);
+        cache_release(it);
+    }
+    cache_slab_stats(slabs_largest(), &a);
+    is_int(a.total_pages, 3, "three chunked items: three pages of chunks");
+    is_int(cache_slabs_reassign((int)slabs_largest(), 1), CACHE_OK,
+           "reassign a page of chunks");
+    slabs_mover_wait();
+    cache_stats(&s);
+    is_int(s.slabs_moved, 1, "moved");
+    cache_slab_stats(slabs_largest(), &a);
+    is_int(a.total_pages, 2, "one page fewer");
+    for (unsigned i = 0; i < 3; i++) {
+        char key[8];
+        struct item *it;
+
+        snprintf(key, sizeof(key), "big%u", i);
+        it = cache_get(key, 4, hash_murmur3(key, 4), &st);
+        if (it != NULL) {
+            left++;
+            cache_release(it);
+        }
+    }
+    ok(left >= 1 && left <= 2, "owners of that page's chunks unlinked");
+    is_int(s.slab_reassign_inline_reclaim, 3 - left, "counted");
+    cache_shutdown();
+}
+
 /* An item a reader holds is waited for, then unlinked; the page moves
  * once the reader lets go, and the reader's bytes stay intact. */
 static void
@@ -401,6 +452,7 @@ main(void)
     test_mem_limit();
     test_reassign();
     test_reassign_busy();
+    test_reassign_chunks();
     test_starved_class();
     test_automove();
     test_lower_limit();
