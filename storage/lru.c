@@ -205,7 +205,7 @@ first_lru(const struct item *it)
         return ITEM_LRU_COLD;
     }
     if (o->temp_lru && it->exptime != 0 &&
-        it->exptime - clock_now() <= o->temporary_ttl) {
+        it->exptime <= clock_now() + o->temporary_ttl) {
         return ITEM_LRU_TEMP;
     }
     return ITEM_LRU_HOT;
@@ -760,7 +760,8 @@ evacuate_linked(struct item *it, uint32_t hv, bool rescue_it, bool force,
         /* Held for long: unlink it, the chunk frees when they let go. */
         mst->slab_reassign_busy_deletes++;
         lru_unlink(it, hv);
-    } else if (rescue_it && rescue(it, hv)) {
+    } else if (rescue_it && !(item_flags(it) & ITEM_CHUNKED) &&
+               rescue(it, hv)) {
         mst->slab_reassign_rescues++;
     } else {
         mst->slab_reassign_inline_reclaim++;

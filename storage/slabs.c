@@ -507,11 +507,15 @@ move_begin(struct slab_class *c)
  * lock yet): byte-wise relaxed loads, so the race is a declared one.
  * lru_evacuate() checks the copy under the item lock before trusting it. */
 static size_t
-copy_key_racy(const struct item *it, char *key)
+copy_key_racy(const struct item *it, char *key, size_t room)
 {
     size_t nkey = __atomic_load_n(&it->nkey, __ATOMIC_RELAXED);
     const char *src = item_key(it);
 
+    /* A chunk being set up may hold any nkey: stay inside it. */
+    if (nkey > room) {
+        nkey = room;
+    }
     for (size_t i = 0; i < nkey; i++) {
         key[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
     }
@@ -523,7 +527,7 @@ copy_key_racy(const struct item *it, char *key)
  * will be, 1 if busy.  Lock not held on entry or exit.
  */
 static int
-evacuate_chunk(struct item *chunk, bool force)
+evacuate_chunk(struct item *chunk, size_t size, bool force)
 {
     struct item *it = chunk;
     bool is_chunk;
@@ -548,7 +552,10 @@ evacuate_chunk(struct item *chunk, bool force)
         pthread_mutex_unlock(&sl.lock);
         return 1;
     }
-    nkey = copy_key_racy(it, key);
+    /* A head item is set up before its chunks point at it; only a
+     * chunk of this page can be half-written. */
+    nkey = copy_key_racy(it, key, is_chunk ? 255
+                         : size - sizeof(struct item) - sizeof(uint64_t));
     pthread_mutex_unlock(&sl.lock);
     return lru_evacuate(it, key, nkey,
                         !is_chunk && !(item_flags(it) & ITEM_CHUNKED), force,
@@ -570,7 +577,8 @@ move_drain(struct slab_class *c, char *page)
             pthread_mutex_lock(&sl.lock);
             live += !(item_flags(it) & ITEM_SLABBED);
             pthread_mutex_unlock(&sl.lock);
-            busy += (unsigned)evacuate_chunk(it, pass >= FORCE_PASS);
+            busy += (unsigned)evacuate_chunk(it, c->size,
+                                             pass >= FORCE_PASS);
         }
         if (live == 0) {
             return;
