@@ -40,6 +40,9 @@ CONTROL_HASHPOWER=${CONTROL_HASHPOWER:-22}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 PARTS=${PARTS:-throughput,growth}
+# Extra mcload options for the throughput runs (word-split), so other
+# workloads reuse the same harness: LOAD_ARGS="--multiget 16 --depth 8".
+LOAD_ARGS=${LOAD_ARGS:-}
 
 usage() {
     cat <<EOF
@@ -52,6 +55,7 @@ environment (defaults in brackets):
   VALUE_SIZE [32]  GET_RATIO [0.9]       GROWTH_KEYS [3000000]
   GROWTH_MEM [1024]  CONTROL_HASHPOWER [22] (0: no control run)
   SERVER_CPU [1]  LOAD_CPU [0]           PARTS [throughput,growth]
+  LOAD_ARGS [] extra mcload options for the throughput runs
 EOF
 }
 
@@ -196,6 +200,8 @@ throughput() {
     local load=(--conns "$CONNS" --keys "$KEYS" --value-size "$VALUE_SIZE"
                 --get-ratio "$GET_RATIO" --duration "$DURATION"
                 --requests 0 --json)
+    # shellcheck disable=SC2206
+    load+=($LOAD_ARGS)
     pa=$(free_port)
     pb=$(free_port)
     start_server "$MCPM_BIN" "$pa" -m "$MEM"
@@ -204,7 +210,7 @@ throughput() {
     b=$SERVER_PID
     echo "== throughput: GET/SET $GET_RATIO, ${VALUE_SIZE}-byte values," \
          "$CONNS conns, $KEYS keys uniform, -t $THREADS -m $MEM," \
-         "${DURATION}s x $ROUNDS per side"
+         "${DURATION}s x $ROUNDS per side${LOAD_ARGS:+, $LOAD_ARGS}"
     for port in "$pa" "$pb"; do
         mcload --server "127.0.0.1:$port" --preload --requests 1 \
             --keys "$KEYS" --value-size "$VALUE_SIZE" --conns "$CONNS" \
