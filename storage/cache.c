@@ -618,5 +618,7 @@ void
 cache_stats_reset(void)
 {
     lru_stats_reset();
+    slabs_stats_reset();
+    crawler_stats_reset();
     __atomic_store_n(&ca.total_items, 0, __ATOMIC_RELAXED);
 }

@@ -254,3 +254,11 @@ crawler_stats(struct cache_stats *out)
     out->lru_crawler_starts = cr.starts;
     pthread_mutex_unlock(&cr.lock);
 }
+
+void
+crawler_stats_reset(void)
+{
+    pthread_mutex_lock(&cr.lock);
+    cr.starts = 0;
+    pthread_mutex_unlock(&cr.lock);
+}

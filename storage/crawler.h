@@ -30,6 +30,8 @@ enum cache_status crawler_request(const bool classes[CACHE_MAX_CLASSES]);
 /* Block until no crawl is queued or running (tests). */
 void crawler_wait(void);
 
+/* lru_crawler_running and lru_crawler_starts; reset zeroes the starts. */
 void crawler_stats(struct cache_stats *out);
+void crawler_stats_reset(void);
 
 #endif

@@ -989,6 +989,7 @@ lru_totals(struct cache_stats *out)
 void
 lru_stats_reset(void)
 {
+    __atomic_store_n(&lru.juggles, 0, __ATOMIC_RELAXED);
     for (unsigned id = 0; id < CACHE_MAX_CLASSES; id++) {
         uint64_t *p = (uint64_t *)&lru.ctr[id];
 

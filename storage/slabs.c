@@ -743,6 +743,18 @@ slabs_mover_stats(struct cache_stats *out)
     pthread_mutex_unlock(&sl.lock);
 }
 
+void
+slabs_stats_reset(void)
+{
+    uint64_t running;
+
+    pthread_mutex_lock(&sl.lock);
+    running = sl.mst.slab_reassign_running;
+    memset(&sl.mst, 0, sizeof(sl.mst));
+    sl.mst.slab_reassign_running = running;
+    pthread_mutex_unlock(&sl.lock);
+}
+
 /* ---- automove --------------------------------------------------------- */
 
 void

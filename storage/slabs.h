@@ -85,8 +85,10 @@ void  slabs_automove_tick(void);
 /* An eviction happened in class id: automove mode 2 moves a page to it. */
 void  slabs_note_eviction(unsigned id);
 
-/* Mover figures for "stats". */
+/* Mover figures for "stats"; reset zeroes them (not slab_reassign_running)
+ * as memcached's "stats reset" does. */
 void  slabs_mover_stats(struct cache_stats *out);
+void  slabs_stats_reset(void);
 
 /* Wait until the mover is idle (tests). */
 void  slabs_mover_wait(void);

@@ -335,9 +335,14 @@ test_stats(void)
     is_int(ss.used_chunks + ss.free_chunks, ss.total_chunks,
            "used + free = total");
     ok(!cache_slab_stats(30, &ss), "unused class not listed");
+    ok(s.total_items > 0 && s.lru_maintainer_juggles > 0,
+       "counters running");
+    before = s.lru_maintainer_juggles;
     cache_stats_reset();
     cache_stats(&s);
     is_int(s.total_items, 0, "reset total_items");
+    ok(s.lru_maintainer_juggles < before, "reset juggles");
+    ok(s.curr_items > 0, "curr_items is not a counter");
 }
 
 static void
