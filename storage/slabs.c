@@ -97,7 +97,10 @@ table_from_list(const char *list)
         char *end;
         unsigned long v = strtoul(p, &end, 10);
 
-        if (end == p || v == 0 || v >= sl.chunk_max) {
+        /* Sizes must hold a header and grow; the rest of a bad list is
+         * ignored rather than carved into overlapping chunks. */
+        if (end == p || v < sizeof(struct item) + 8 || v >= sl.chunk_max ||
+            (id > 0 && align8(v) <= sl.cls[id].size)) {
             break;
         }
         set_class(++id, align8(v));

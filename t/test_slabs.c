@@ -98,6 +98,15 @@ test_variants(void)
        slabs_size(3) == 1000 && slabs_size(4) == 524288 &&
        slabs_largest() == 4, "slab_sizes");
     slabs_destroy();
+    o.slab_sizes = "200-100-300";
+    slabs_only(&o);
+    ok(slabs_size(1) == 200 && slabs_largest() == 2,
+       "slab_sizes stops at a size that does not grow");
+    slabs_destroy();
+    o.slab_sizes = "8-100";
+    slabs_only(&o);
+    is_int(slabs_largest(), 1, "slab_sizes smaller than a header ignored");
+    slabs_destroy();
 }
 
 static void
