@@ -59,9 +59,12 @@ def test_noreply_swallows_errors(conn):
 
 
 def test_noreply_bad_data_chunk_swallowed(conn):
+    # "xy\r" is the block (bad chunk, hidden); the "\n" left over is a
+    # blank line, whose error is not hidden (1.6.18: ERROR)
     conn.send(b"set a 0 0 1 noreply\r\nxy\r\n")
-    # "y" is left over as an (unknown) command; that error is not hidden
-    conn.call(b"get a\r\n", b"ERROR\r\nEND\r\n")
+    assert conn.readline() in (b"ERROR\r\n",
+                               b"CLIENT_ERROR bad command line format\r\n")
+    conn.call(b"get a\r\n", b"END\r\n")
 
 
 def test_noreply_only_as_last_token(conn):
