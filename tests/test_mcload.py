@@ -20,9 +20,13 @@ MCPM_BIN = os.environ.get("MCPM_BIN",
                           os.path.join(ROOT, "memcached-pm", "memcached-pm"))
 MCLOAD_BIN = os.environ.get("MCLOAD_BIN", os.path.join(ROOT, "bench", "mcload"))
 
-pytestmark = pytest.mark.skipif(
-    not (os.access(MCPM_BIN, os.X_OK) and os.access(MCLOAD_BIN, os.X_OK)),
-    reason="needs the server (MCPM_BIN) and bench/mcload (MCLOAD_BIN) built")
+
+
+@pytest.fixture(autouse=True)
+def binaries_built():
+    """Missing binaries fail the test: a skipped check would hide them."""
+    assert os.access(MCPM_BIN, os.X_OK), f"server not built: {MCPM_BIN}"
+    assert os.access(MCLOAD_BIN, os.X_OK), f"mcload not built: {MCLOAD_BIN}"
 
 
 def free_port():
