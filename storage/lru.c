@@ -1017,8 +1017,25 @@ lru_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx), void *ctx)
 
 /* ---- flush ------------------------------------------------------------ */
 
-/* Unlink items newer than `when` from the head of one list; stops at the
- * first older one. */
+/* The item lock of a list item was busy: wait for it the right way round
+ * (item lock first), then unlink the item if it is still linked. */
+static void
+flush_busy(struct lru_list *l, struct item *it, uint32_t hv)
+{
+    item_ref_incr(it);
+    pthread_mutex_unlock(&l->lock);
+    locks_lock(hv);
+    lru_unlink(it, hv);
+    locks_unlock(hv);
+    item_release(it);
+    pthread_mutex_lock(&l->lock);
+}
+
+/*
+ * Unlink items newer than `when` from the head of one list; stops at the
+ * first older one.  An item whose lock is busy is waited for, so that a
+ * flush never leaves a recent item behind, and the walk restarts.
+ */
 static void
 flush_list(struct lru_list *l, rel_time_t when)
 {
@@ -1037,11 +1054,12 @@ flush_list(struct lru_list *l, rel_time_t when)
         }
         hv = item_hv(it);
         if (!locks_trylock(hv)) {
+            flush_busy(l, it, hv);
+            next = l->head;
             continue;
         }
-        if (item_ref_incr(it) >= 2 && (item_flags(it) & ITEM_LINKED)) {
-            unlink_nolock(it, hv);
-        }
+        item_ref_incr(it);
+        unlink_nolock(it, hv);
         item_release(it);
         locks_unlock(hv);
     }

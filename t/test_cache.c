@@ -6,6 +6,7 @@
 #include "storage/crawler.h"
 #include "storage/hash.h"
 #include "storage/item.h"
+#include "storage/locks.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
 #include "t/tap.h"
@@ -13,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct cache_options opts;
 
@@ -248,6 +250,40 @@ test_expiry_and_flush(void)
     cache_flush(0);
 }
 
+static int holder_ready;
+
+/* Hold a key's item lock for a while, as a busy worker would. */
+static void *
+hold_lock(void *arg)
+{
+    uint32_t hv = *(uint32_t *)arg;
+
+    locks_lock(hv);
+    __atomic_store_n(&holder_ready, 1, __ATOMIC_RELEASE);
+    usleep(100000);
+    locks_unlock(hv);
+    return NULL;
+}
+
+/* flush_all while a recent item's lock is busy still removes it. */
+static void
+test_flush_busy(void)
+{
+    uint32_t hv = hv_of("fb");
+    pthread_t t;
+
+    put("fb", "1", 0, 0, CACHE_SET, 0);
+    pthread_create(&t, NULL, hold_lock, &hv);
+    while (!__atomic_load_n(&holder_ready, __ATOMIC_ACQUIRE)) {
+        usleep(1000);
+    }
+    cache_flush(clock_now() - 1);
+    pthread_join(t, NULL);
+    is_str(val("fb"), "", "flush waits for a busy item lock");
+    is_int(put("fb", "2", 0, 0, CACHE_SET, 0), CACHE_STORED, "set again");
+    is_str(val("fb"), "2", "and it is visible");
+}
+
 static int
 collect(const char *line, size_t len, void *ctx)
 {
@@ -400,6 +436,7 @@ main(void)
     test_cas_and_delete();
     test_delta();
     test_expiry_and_flush();
+    test_flush_busy();
     test_metadump();
     test_threads();
     test_stats();
