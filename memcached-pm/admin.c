@@ -865,7 +865,7 @@ crawl_classes(const struct token *t, bool classes[CACHE_MAX_CLASSES])
 
     memset(classes, 0, CACHE_MAX_CLASSES * sizeof(bool));
     if (token_eq(t, "all")) {
-        for (unsigned i = 1; i < CACHE_MAX_CLASSES; i++) {
+        for (unsigned i = 1; i <= cache_nclasses(); i++) {
             classes[i] = true;
         }
         return true;
@@ -915,6 +915,10 @@ crawler_dump(struct conn *c, struct request *req)
     }
     if (!settings.dump_enabled) {
         return reply(c, RSP_DUMP_DISABLED);
+    }
+    if (c->out_bytes > 0) {
+        /* The dump must be the only reply in flight, as in memcached. */
+        return reply(c, RSP_DUMP_PIPELINED);
     }
     if (!all && !crawl_classes(&req->tokens[2], classes)) {
         return reply(c, RSP_CRAWLER_BADCLASS);

@@ -119,6 +119,19 @@ get_one(struct conn *c, const struct token *key, bool touch,
     return out_value(c, it, with_cas);
 }
 
+/* A key over 250 bytes anywhere in a multiget fails the whole request
+ * before any value is sent, as memcached answers it. */
+static bool
+keys_ok(const struct token *keys)
+{
+    struct token cursor = *keys, key;
+    int more;
+
+    while ((more = text_next_key(&cursor, &key)) > 0) {
+    }
+    return more == 0;
+}
+
 static enum process_result
 process_get(struct conn *c, struct request *req)
 {
@@ -126,15 +139,14 @@ process_get(struct conn *c, struct request *req)
     bool with_cas = req->type == REQ_GETS || req->type == REQ_GATS;
     rel_time_t exptime = touch ? clock_realtime(req->exptime) : 0;
     struct token cursor = req->keys, key;
-    int more;
 
-    while ((more = text_next_key(&cursor, &key)) > 0) {
+    if (!keys_ok(&req->keys)) {
+        return reply(c, RSP_CLIENT_ERROR_FORMAT);
+    }
+    while (text_next_key(&cursor, &key) > 0) {
         if (get_one(c, &key, touch, exptime, with_cas) != 0) {
             return reply(c, RSP_SERVER_ERROR_OOM_GET);
         }
-    }
-    if (more < 0) {
-        return reply(c, RSP_CLIENT_ERROR_FORMAT);
     }
     return reply(c, RSP_END);
 }

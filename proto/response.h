@@ -70,7 +70,9 @@
     ACTION(RSP_LRU_PCTS,        "ERROR hot and warm pcts must not exceed 80") \
     ACTION(RSP_LRU_FACTORS,                                                   \
            "ERROR hot/warm age factors must be greater than 0")               \
-    ACTION(RSP_DUMP_DISABLED,   "ERROR metadump not allowed")
+    ACTION(RSP_DUMP_DISABLED,   "ERROR metadump not allowed")             \
+    ACTION(RSP_DUMP_PIPELINED,                                                \
+           "ERROR cannot pipeline other commands before metadump")
 
 #define RSP_ENUM(name, str) name,
 enum rsp_type {
