@@ -155,6 +155,120 @@ enum cache_status cache_delta(const char *key, size_t nkey, uint32_t hv,
  * immediate flush, later for a delayed one) read as missing from then on. */
 void cache_flush(rel_time_t when);
 
+
+/* ---- meta protocol operations -------------------------------------------
+ *
+ * The meta commands (mg ms md ma me) need the same operations with more
+ * knobs, all applied under the key's item lock in one step so that another
+ * client never sees half of them.  Field names follow the meta flags.
+ */
+
+/* mg (and me): look up, optionally touch, vivify, hand out a win token. */
+struct cache_mget {
+    /* in */
+    bool        no_bump;        /* u: no LRU bump, no fetched/atime change */
+    bool        touch;          /* T: set exptime */
+    rel_time_t  exptime;
+    bool        vivify;         /* N: on a miss create an empty item */
+    rel_time_t  vivify_exptime;
+    uint64_t    vivify_cas;     /* E: cas of the created item, 0: next */
+    bool        recache;        /* R: win if 0 < exptime < recache_before */
+    rel_time_t  recache_before;
+    /* out: the item as it was before this command */
+    bool        fetched;        /* h */
+    rel_time_t  atime;          /* l */
+    rel_time_t  exptime_before; /* t when T comes later in the request */
+    bool        created;        /* vivified by this call */
+    bool        win;            /* W: this client won the recache token */
+    bool        stale;          /* X */
+    bool        token_sent;     /* Z: a token had been handed out already */
+};
+
+/*
+ * memcached's mg semantics: a hit (or a vivified item) is returned with a
+ * reference; win is set for a vivified item, for R when no token was sent
+ * yet and the remaining TTL is under the threshold, and for a stale item
+ * whose token was not sent yet; a win marks the token sent.  Unless
+ * no_bump, a hit is bumped and marked fetched like cache_get().  A miss
+ * returns NULL with *st as cache_get(); a failed vivify returns NULL with
+ * CACHE_MISS.
+ */
+struct item *cache_mget(const char *key, size_t nkey, uint32_t hv,
+                        struct cache_mget *a, enum cache_status *st);
+
+/* ms: cache_store() with the meta flags. */
+struct cache_mstore {
+    /* in */
+    enum cache_op op;           /* SET ADD REPLACE APPEND PREPEND */
+    bool        compare;        /* C: act only if the cas matches ... */
+    uint64_t    compare_cas;
+    bool        invalidate;     /* I: ... or is lower: then store stale,
+                                   keeping the old exptime and token */
+    uint64_t    new_cas;        /* E: cas of the stored item, 0: next */
+    bool        vivify;         /* N: append/prepend on a miss store the
+                                   value as a new item ... */
+    rel_time_t  vivify_exptime; /* ... with this exptime */
+    /* out: the linked item after the store (for c and s) */
+    uint64_t    cas;
+    uint32_t    vlen;
+};
+
+/* CACHE_STORED, CACHE_NOT_STORED, CACHE_EXISTS, CACHE_NOT_FOUND (compare on
+ * a missing key), CACHE_NO_MEMORY or CACHE_TOO_LARGE (append/prepend).  The
+ * caller keeps and releases its reference. */
+enum cache_status cache_mstore(struct item *it, struct cache_mstore *a);
+
+/* md: delete, mark stale, or leave an empty tombstone. */
+struct cache_mdelete {
+    /* in */
+    bool        compare;        /* C */
+    uint64_t    compare_cas;
+    uint64_t    new_cas;        /* E, with I or x; 0: next */
+    bool        invalidate;     /* I: keep the item, mark it stale, give it
+                                   a new cas, clear its token-sent mark */
+    bool        touch;          /* T, only with I */
+    rel_time_t  exptime;
+    bool        tombstone;      /* x: replace the value by an empty one,
+                                   keeping client flags and exptime */
+    /* out */
+    unsigned    clsid;
+};
+
+/* CACHE_DELETED (also for I and x), CACHE_NOT_FOUND, CACHE_EXISTS, or
+ * CACHE_NO_MEMORY when x could not allocate. */
+enum cache_status cache_mdelete(const char *key, size_t nkey, uint32_t hv,
+                                struct cache_mdelete *a);
+
+/* ma: incr/decr with the meta flags. */
+struct cache_mdelta {
+    /* in */
+    bool        incr;
+    uint64_t    delta;          /* D */
+    bool        compare;        /* C */
+    uint64_t    compare_cas;
+    uint64_t    new_cas;        /* E; 0: next */
+    bool        vivify;         /* N: on a miss create it holding initial */
+    rel_time_t  vivify_exptime;
+    uint64_t    initial;        /* J */
+    bool        touch;          /* T: new exptime on success */
+    rel_time_t  exptime;
+    /* out */
+    uint64_t    value;          /* the new value (initial when created) */
+    uint64_t    cas;
+    rel_time_t  exptime_after;  /* for t */
+    unsigned    clsid;
+    bool        created;
+};
+
+/* CACHE_OK, CACHE_NOT_FOUND, CACHE_EXISTS, CACHE_NON_NUMERIC, or
+ * CACHE_NO_MEMORY (also when vivify could not store: the reply is NS). */
+enum cache_status cache_mdelta(const char *key, size_t nkey, uint32_t hv,
+                               struct cache_mdelta *a);
+
+/* Whether an item is marked stale / its win token was sent (racy reads
+ * for replies built after the operation). */
+bool item_is_stale(const struct item *it);
+
 /* ---- administration ---------------------------------------------------- */
 
 /* cache_memlimit: 0, or -1 when the new limit cannot be applied. */
