@@ -265,10 +265,6 @@ struct cache_mdelta {
 enum cache_status cache_mdelta(const char *key, size_t nkey, uint32_t hv,
                                struct cache_mdelta *a);
 
-/* Whether an item is marked stale / its win token was sent (racy reads
- * for replies built after the operation). */
-bool item_is_stale(const struct item *it);
-
 /* ---- administration ---------------------------------------------------- */
 
 /* cache_memlimit: 0, or -1 when the new limit cannot be applied. */

@@ -1,6 +1,8 @@
 """Expiry, flush delay, eviction and memory bounds, connection limits,
 -C and idle_timeout."""
 
+import random
+import socket
 import time
 
 TOO_MANY = b"ERROR Too many open connections\r\n"
@@ -169,3 +171,32 @@ def test_idle_timeout(server_factory):
         assert closed, "idle connection was not closed"
         busy.sync()
         assert int(busy.stats()["idle_kicks"]) >= 1
+
+
+def test_slow_reader_keeps_its_value(server_factory):
+    # A reply still being written holds a reference: deleting the key and
+    # flooding the cache must not reuse that memory under the reader.
+    s = server_factory("-m", "8")
+    rnd = random.Random(11)
+    val = bytes(rnd.getrandbits(8) for _ in range(700000))
+    with s.conn(timeout=30) as w:
+        w.call(b"set slow 0 0 %d\r\n%s\r\n" % (len(val), val), b"STORED\r\n")
+    reader = s.conn(timeout=30)
+    reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        reader.send(b"get slow\r\n")
+        time.sleep(0.3)
+        with s.conn(timeout=30) as w:
+            w.call(b"delete slow\r\n", b"DELETED\r\n")
+            filler = bytes(rnd.getrandbits(8) for _ in range(600000))
+            for i in range(40):                   # 24 MB through -m 8
+                w.send(b"set fill%d 0 0 %d noreply\r\n%s\r\n"
+                       % (i, len(filler), filler))
+            w.sync()
+            assert int(w.stats()["evictions"]) > 0
+        reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+        want = b"VALUE slow 0 %d\r\n%s\r\nEND\r\n" % (len(val), val)
+        assert reader.read_exact(len(want)) == want
+    finally:
+        reader.close()
+    s.check_alive()
