@@ -175,26 +175,31 @@ def test_idle_timeout(server_factory):
 
 def test_slow_reader_keeps_its_value(server_factory):
     # A reply still being written holds a reference: deleting the key and
-    # flooding the cache must not reuse that memory under the reader.
-    s = server_factory("-m", "8")
+    # flooding the cache must not reuse that memory under the reader.  The
+    # value is larger than the kernel's socket buffers (4 MB send, 128 kB
+    # receive) so the server is still writing it during the flood.
+    s = server_factory("-m", "32", "-I", "8m")
     rnd = random.Random(11)
-    val = bytes(rnd.getrandbits(8) for _ in range(700000))
+    val = rnd.randbytes(7000000)
     with s.conn(timeout=30) as w:
         w.call(b"set slow 0 0 %d\r\n%s\r\n" % (len(val), val), b"STORED\r\n")
     reader = s.conn(timeout=30)
-    reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
         reader.send(b"get slow\r\n")
         time.sleep(0.3)
+        me = "tcp:127.0.0.1:%d" % reader.sock.getsockname()[1]
         with s.conn(timeout=30) as w:
             w.call(b"delete slow\r\n", b"DELETED\r\n")
-            filler = bytes(rnd.getrandbits(8) for _ in range(600000))
-            for i in range(40):                   # 24 MB through -m 8
+            filler = rnd.randbytes(600000)
+            for i in range(110):                  # 66 MB through -m 32
                 w.send(b"set fill%d 0 0 %d noreply\r\n%s\r\n"
                        % (i, len(filler), filler))
             w.sync()
             assert int(w.stats()["evictions"]) > 0
-        reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+            conns = w.stats("conns")
+            fd = [k.split(":")[0] for k, v in conns.items()
+                  if k.endswith(":addr") and v == me]
+            assert fd and conns[fd[0] + ":state"] == "conn_mwrite"
         want = b"VALUE slow 0 %d\r\n%s\r\nEND\r\n" % (len(val), val)
         assert reader.read_exact(len(want)) == want
     finally:
