@@ -224,3 +224,14 @@ def test_chunked_2mb_value_with_I_4m(server_factory):
         head = b"VALUE big 3 %d\r\n" % (len(val) + 3)
         assert c.read_exact(len(head) + len(val) + 10) == (
             head + val + b"xyz\r\nEND\r\n")
+
+
+def test_largest_chunked_value_with_I_2m(server_factory):
+    # the same whole-item rule holds for chunked items
+    s = server_factory("-I", "2m")
+    fits = 2 * 1048576 - (48 + 8 + 2 + 2)
+    with s.conn(timeout=30) as c:
+        c.call(b"set k 0 0 %d\r\n%s\r\n" % (fits, b"v" * fits), b"STORED\r\n")
+        c.call(b"set k 0 0 %d\r\n%s\r\n" % (fits + 1, b"v" * (fits + 1)),
+               TOO_LARGE)
+        c.call(b"get k\r\n", b"END\r\n")
