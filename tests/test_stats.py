@@ -1,7 +1,7 @@
 """`stats` and its sub-commands: names, formats and counters that move."""
 
-import os
 import re
+import time
 
 import pytest
 
@@ -102,12 +102,13 @@ def test_pid_is_the_process(mc):
 
 
 @pytest.fixture
-def fresh(server_factory):
+def fresh(server_factory, request):
     """A connection to a server of its own: exact gauges."""
     s = server_factory()
     c = s.conn()
     yield c
-    c.sync()
+    if request.node.rep_call.passed:
+        c.sync()
     c.close()
 
 
@@ -168,9 +169,15 @@ def test_connection_counters(mc):
     mid = mc.stats()
     for c in conns:
         c.close()
-    assert int(mid["curr_connections"]) >= int(before["curr_connections"]) + 3
     assert (int(mid["total_connections"])
             >= int(before["total_connections"]) + 4)
+    # closed connections leave the count (a close is noticed a little
+    # later, so poll; a stale one may also have inflated `before`)
+    deadline = time.monotonic() + 5
+    while int(mc.stats()["curr_connections"]) > (
+            int(mid["curr_connections"]) - 3):
+        assert time.monotonic() < deadline, "closed conns still counted"
+        time.sleep(0.05)
 
 
 def test_settings_format(conn):
