@@ -220,7 +220,8 @@ def test_metadump_not_pipelined(own):
 def test_metadump_disabled_by_X(server_factory):
     s = server_factory("-X")
     with s.conn() as c:
-        c.call(b"lru_crawler metadump all\r\n", b"ERROR metadump not allowed\r\n")
+        c.call(b"lru_crawler metadump all\r\n",
+               b"ERROR metadump not allowed\r\n")
 
 
 def test_flush_disabled_by_F(server_factory):

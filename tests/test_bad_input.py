@@ -2,7 +2,6 @@
 keeps serving new connections afterwards."""
 
 import random
-import socket
 
 import pytest
 

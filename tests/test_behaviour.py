@@ -2,7 +2,6 @@
 -C and idle_timeout."""
 
 import random
-import socket
 import time
 
 TOO_MANY = b"ERROR Too many open connections\r\n"
