@@ -137,10 +137,15 @@ def test_delete_legacy_zero(conn):
     conn.call(b"delete a 0\r\n", b"DELETED\r\n")
 
 
-@pytest.mark.v1645
-def test_delete_extra_token_ignored(conn):
+def test_delete_extra_tokens(conn):
+    # 1.6.18's checks, which libmemcached's memccapable expects: the legacy
+    # hold time may only be 0, and five or more tokens is ERROR.
     conn.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
-    conn.call(b"delete a x\r\n", b"DELETED\r\n")
+    conn.call(b"delete a x\r\n", b"CLIENT_ERROR bad command line format.  "
+              b"Usage: delete <key> [noreply]\r\n")
+    conn.call(b"delete a b c d e\r\n", b"ERROR\r\n")
+    conn.call(b"delete a 1 noreply\r\ndelete a 0 noreply\r\n", b"")
+    conn.call(b"delete a 0\r\n", b"NOT_FOUND\r\n")
 
 
 def test_touch(conn):
