@@ -5,6 +5,10 @@
  * the store rules (memcached's do_store_item), incr/decr and delete see one
  * consistent item.  The LRU and slabs locks are only taken below, in that
  * order.  The GET hit path touches only the item lock and the item.
+ *
+ * The meta operations (cache_mstore, cache_mdelete, cache_mdelta) are the
+ * general forms; the classic store, delete and incr/decr fill in their
+ * knobs and call them, so both protocols share one set of rules.
  */
 #include "storage/cache.h"
 #include "storage/assoc.h"
@@ -176,16 +180,25 @@ ref_for_reader(struct item *it, enum cache_status *st)
     return true;
 }
 
+/* find_live() plus the reader's reference; lock(hv) held. */
+static struct item *
+fetch_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
+{
+    struct item *it = find_live(key, nkey, hv, st);
+
+    if (it != NULL && !ref_for_reader(it, st)) {
+        return NULL;
+    }
+    return it;
+}
+
 struct item *
 cache_get(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
 {
     struct item *it;
 
     locks_lock(hv);
-    it = find_live(key, nkey, hv, st);
-    if (it != NULL && !ref_for_reader(it, st)) {
-        it = NULL;
-    }
+    it = fetch_live(key, nkey, hv, st);
     if (it != NULL) {
         lru_bump(it);
     }
@@ -200,10 +213,7 @@ cache_touch(const char *key, size_t nkey, uint32_t hv, rel_time_t exptime,
     struct item *it;
 
     locks_lock(hv);
-    it = find_live(key, nkey, hv, st);
-    if (it != NULL && !ref_for_reader(it, st)) {
-        it = NULL;
-    }
+    it = fetch_live(key, nkey, hv, st);
     if (it != NULL) {
         it->exptime = exptime;
         lru_bump(it);
@@ -237,7 +247,7 @@ cache_release(struct item *it)
     item_release(it);
 }
 
-/* ---- stores ----------------------------------------------------------- */
+/* ---- linking ---------------------------------------------------------- */
 
 static uint64_t
 next_cas(void)
@@ -245,11 +255,21 @@ next_cas(void)
     return __atomic_add_fetch(&ca.cas_id, 1, __ATOMIC_RELAXED);
 }
 
-/* Link `it` in place of `old` (may be NULL) with a fresh cas unique. */
-static void
-link_new(struct item *old, struct item *it, uint32_t hv)
+/* The cas unique a new value gets: the client's (meta E) or the next. */
+static uint64_t
+cas_for(uint64_t wanted)
 {
-    item_set_cas(it, ca.opts->use_cas ? next_cas() : 0);
+    if (!ca.opts->use_cas) {
+        return 0;
+    }
+    return wanted != 0 ? wanted : next_cas();
+}
+
+/* Link `it` in place of `old` (may be NULL) with cas_for(wanted). */
+static void
+link_new(struct item *old, struct item *it, uint32_t hv, uint64_t wanted)
+{
+    item_set_cas(it, cas_for(wanted));
     if (old != NULL) {
         lru_unlink(old, hv);
     }
@@ -257,10 +277,139 @@ link_new(struct item *old, struct item *it, uint32_t hv)
     __atomic_add_fetch(&ca.total_items, 1, __ATOMIC_RELAXED);
 }
 
+/* A new unlinked item holding `len` bytes of `val` (no "\r\n" in val). */
+static struct item *
+small_item(const char *key, size_t nkey, uint32_t client_flags,
+           rel_time_t exptime, const char *val, size_t len)
+{
+    struct item *n = item_alloc(key, nkey, client_flags, exptime,
+                                (uint32_t)len, ca.opts->use_cas);
+
+    if (n != NULL) {
+        memcpy(item_value(n), val, len);
+        memcpy(item_value(n) + len, "\r\n", 2);
+    }
+    return n;
+}
+
+/* ---- meta get --------------------------------------------------------- */
+
+/* What mg reports about the item as it was before this command. */
+static void
+mget_record(const struct item *it, struct cache_mget *a)
+{
+    uint16_t f = item_flags(it);
+
+    a->fetched = (f & ITEM_FETCHED) != 0;
+    a->atime = item_time(it);
+    a->exptime_before = it->exptime;
+    a->token_sent = (f & ITEM_TOKEN_SENT) != 0;
+    a->stale = (f & ITEM_STALE) != 0;
+}
+
+/* Touch, hand out the win token, bump: in memcached's order, after the
+ * "before" state was recorded. */
+static void
+mget_apply(struct item *it, struct cache_mget *a)
+{
+    if (a->touch) {
+        it->exptime = a->exptime;
+    }
+    if (a->created) {
+        a->win = true;
+    } else if (a->recache && !a->token_sent && it->exptime != 0 &&
+               it->exptime < a->recache_before) {
+        a->win = true;
+    }
+    /* A stale item goes to the first client that asks after it. */
+    if (a->stale && !a->token_sent) {
+        a->win = true;
+    }
+    if (a->win) {
+        item_flags_set(it, ITEM_TOKEN_SENT);
+    }
+    if (!a->no_bump) {
+        lru_bump(it);
+    }
+}
+
+/* N on a miss: an empty item, linked; the allocation's reference becomes
+ * the caller's.  lock(hv) held, the key known to be absent. */
+static struct item *
+mget_vivify(const char *key, size_t nkey, uint32_t hv, struct cache_mget *a)
+{
+    struct item *it = small_item(key, nkey, 0, a->vivify_exptime, "", 0);
+
+    if (it == NULL) {
+        return NULL;
+    }
+    link_new(NULL, it, hv, a->vivify_cas);
+    a->created = true;
+    return it;
+}
+
+struct item *
+cache_mget(const char *key, size_t nkey, uint32_t hv, struct cache_mget *a,
+           enum cache_status *st)
+{
+    struct item *it;
+
+    a->fetched = a->created = a->win = a->stale = a->token_sent = false;
+    a->atime = a->exptime_before = 0;
+    locks_lock(hv);
+    it = find_live(key, nkey, hv, st);
+    if (it == NULL && a->vivify) {
+        it = mget_vivify(key, nkey, hv, a);
+        if (it == NULL) {
+            *st = CACHE_MISS;
+        }
+    } else if (it != NULL && !ref_for_reader(it, st)) {
+        /* Refcount overflow: a miss, and never a second vivified copy. */
+        it = NULL;
+    }
+    if (it != NULL) {
+        mget_record(it, a);
+        mget_apply(it, a);
+    }
+    locks_unlock(hv);
+    return it;
+}
+
+/* ---- stores ----------------------------------------------------------- */
+
+/* memcached's cas test: none asked (or no cas kept), match, lower than the
+ * item's with invalidate (stale), or mismatch. */
+enum store_cas { CAS_NONE, CAS_MATCH, CAS_STALE, CAS_BAD };
+
+static enum store_cas
+store_cas_test(const struct item *old, const struct cache_mstore *a)
+{
+    uint64_t have = item_cas(old);
+
+    if (!a->compare || a->compare_cas == 0 || !ca.opts->use_cas) {
+        return CAS_NONE;
+    }
+    if (a->compare_cas == have) {
+        return CAS_MATCH;
+    }
+    if (a->invalidate && a->compare_cas < have) {
+        return CAS_STALE;
+    }
+    return CAS_BAD;
+}
+
+static enum cache_status
+store_done(struct item *it, struct cache_mstore *a)
+{
+    a->cas = item_cas(it);
+    a->vlen = item_vlen(it);
+    return CACHE_STORED;
+}
+
 /* append/prepend: a new item holding old and new data, keeping the old
  * item's flags and exptime. */
 static enum cache_status
-store_concat(struct item *old, struct item *it, enum cache_op op,
+store_concat(struct item *old, struct item *it, struct cache_mstore *a,
              uint32_t hv)
 {
     uint32_t ov = item_vlen(old), nv = item_vlen(it);
@@ -275,65 +424,174 @@ store_concat(struct item *old, struct item *it, enum cache_op op,
     if (n == NULL) {
         return CACHE_NO_MEMORY;
     }
-    if (op == CACHE_APPEND) {
+    if (a->op == CACHE_APPEND) {
         item_value_move(n, 0, old, 0, ov);
         item_value_move(n, ov, it, 0, (size_t)nv + 2);
     } else {
         item_value_move(n, 0, it, 0, nv);
         item_value_move(n, nv, old, 0, (size_t)ov + 2);
     }
-    link_new(old, n, hv);
+    link_new(old, n, hv, a->new_cas);
     item_set_cas(it, item_cas(n));
+    store_done(n, a);
     item_release(n);
     return CACHE_STORED;
 }
 
-/* The key exists (old): memcached's rules per op. */
+/* The key exists (old): memcached's rules per op.  cas_mode: a set or
+ * replace that must pass the cas test (cas, or ms with C). */
 static enum cache_status
-store_over(struct item *old, struct item *it, enum cache_op op,
-           uint64_t req_cas, uint32_t hv)
+store_over(struct item *old, struct item *it, struct cache_mstore *a,
+           bool cas_mode, uint32_t hv)
 {
-    switch (op) {
+    enum store_cas r = store_cas_test(old, a);
+
+    switch (a->op) {
     case CACHE_ADD:
-        /* add fails but keeps the existing item fresh. */
+        /* add fails but keeps the existing item fresh; C plays no part. */
         if (item_time(old) + UPDATE_INTERVAL < clock_now()) {
             item_time_store(old, clock_now());
         }
         return CACHE_NOT_STORED;
-    case CACHE_CAS:
-        if (item_cas(old) != req_cas) {
-            return CACHE_EXISTS;
-        }
-        break;
     case CACHE_APPEND:
     case CACHE_PREPEND:
-        if (req_cas != 0 && item_cas(old) != req_cas) {
+        if (r != CAS_NONE && r != CAS_MATCH) {
             return CACHE_EXISTS;
         }
-        return store_concat(old, it, op, hv);
+        return store_concat(old, it, a, hv);
     default:
         break;
     }
-    link_new(old, it, hv);
-    return CACHE_STORED;
+    if (cas_mode && r == CAS_STALE) {
+        /* An older writer's value, accepted but marked stale: it keeps
+         * the TTL and any token already handed out. */
+        it->exptime = old->exptime;
+        item_flags_set(it, (uint16_t)(ITEM_STALE |
+                       (item_flags(old) & ITEM_TOKEN_SENT)));
+    } else if (cas_mode && r != CAS_MATCH) {
+        return CACHE_EXISTS;
+    }
+    link_new(old, it, hv, a->new_cas);
+    return store_done(it, a);
+}
+
+/* The key is missing. */
+static enum cache_status
+store_miss(struct item *it, struct cache_mstore *a, bool cas_mode,
+           uint32_t hv)
+{
+    if (cas_mode) {
+        return CACHE_NOT_FOUND;
+    }
+    switch (a->op) {
+    case CACHE_APPEND:
+    case CACHE_PREPEND:
+        if (!a->vivify) {
+            return CACHE_NOT_STORED;
+        }
+        it->exptime = a->vivify_exptime;
+        break;
+    case CACHE_REPLACE:
+        return CACHE_NOT_STORED;
+    default:
+        break;
+    }
+    link_new(NULL, it, hv, a->new_cas);
+    return store_done(it, a);
+}
+
+enum cache_status
+cache_mstore(struct item *it, struct cache_mstore *a)
+{
+    uint32_t hv = hash_murmur3(item_key(it), item_nkey(it));
+    bool cas_mode = a->op == CACHE_CAS ||
+                    (a->compare && (a->op == CACHE_SET ||
+                                    a->op == CACHE_REPLACE));
+    enum cache_status st, dummy;
+    struct item *old;
+
+    a->cas = 0;
+    a->vlen = 0;
+    locks_lock(hv);
+    old = find_live(item_key(it), item_nkey(it), hv, &dummy);
+    if (old != NULL) {
+        st = store_over(old, it, a, cas_mode, hv);
+    } else {
+        st = store_miss(it, a, cas_mode, hv);
+    }
+    locks_unlock(hv);
+    return st;
 }
 
 enum cache_status
 cache_store(struct item *it, enum cache_op op, uint64_t req_cas)
 {
-    uint32_t hv = hash_murmur3(item_key(it), item_nkey(it));
-    enum cache_status st, dummy;
-    struct item *old;
+    struct cache_mstore a = {
+        .op = op,
+        .compare = op == CACHE_CAS || req_cas != 0,
+        .compare_cas = req_cas,
+    };
 
+    return cache_mstore(it, &a);
+}
+
+/* ---- deletes ---------------------------------------------------------- */
+
+/* md I: keep the item, stale, with a new cas and no token handed out. */
+static void
+mdelete_stale(struct item *it, const struct cache_mdelete *a)
+{
+    if (a->touch) {
+        it->exptime = a->exptime;
+    }
+    item_flags_set(it, ITEM_STALE);
+    item_flags_clear(it, ITEM_TOKEN_SENT);
+    item_set_cas(it, cas_for(a->new_cas));
+}
+
+/* md x: an empty item in its place, same client flags and exptime. */
+static enum cache_status
+mdelete_tombstone(struct item *it, const struct cache_mdelete *a,
+                  uint32_t hv)
+{
+    struct item *n;
+
+    /* Our reference keeps `it` whole while the allocation may evict. */
+    item_ref_incr(it);
+    n = small_item(item_key(it), item_nkey(it), item_client_flags(it),
+                   it->exptime, "", 0);
+    if (n != NULL) {
+        link_new(it, n, hv, a->new_cas);
+        item_release(n);
+    }
+    item_release(it);
+    return n != NULL ? CACHE_DELETED : CACHE_NO_MEMORY;
+}
+
+enum cache_status
+cache_mdelete(const char *key, size_t nkey, uint32_t hv,
+              struct cache_mdelete *a)
+{
+    enum cache_status st;
+    struct item *it;
+
+    a->clsid = 0;
     locks_lock(hv);
-    old = find_live(item_key(it), item_nkey(it), hv, &dummy);
-    if (old != NULL) {
-        st = store_over(old, it, op, req_cas, hv);
-    } else if (op == CACHE_SET || op == CACHE_ADD) {
-        link_new(NULL, it, hv);
-        st = CACHE_STORED;
+    it = find_live(key, nkey, hv, &st);
+    if (it == NULL) {
+        st = CACHE_NOT_FOUND;
+    } else if (a->compare && item_cas(it) != a->compare_cas) {
+        st = CACHE_EXISTS;
     } else {
-        st = op == CACHE_CAS ? CACHE_NOT_FOUND : CACHE_NOT_STORED;
+        a->clsid = item_clsid(it);
+        st = CACHE_DELETED;
+        if (a->invalidate) {
+            mdelete_stale(it, a);
+        } else if (a->tombstone) {
+            st = mdelete_tombstone(it, a, hv);
+        } else {
+            lru_unlink(it, hv);
+        }
     }
     locks_unlock(hv);
     return st;
@@ -343,23 +601,12 @@ enum cache_status
 cache_delete(const char *key, size_t nkey, uint32_t hv, uint64_t cas,
              unsigned *clsid)
 {
-    enum cache_status st;
-    struct item *it;
+    struct cache_mdelete a = { .compare = cas != 0, .compare_cas = cas };
+    enum cache_status st = cache_mdelete(key, nkey, hv, &a);
 
-    locks_lock(hv);
-    it = find_live(key, nkey, hv, &st);
-    if (it == NULL) {
-        st = CACHE_NOT_FOUND;
-    } else if (cas != 0 && item_cas(it) != cas) {
-        st = CACHE_EXISTS;
-    } else {
-        if (clsid != NULL) {
-            *clsid = item_clsid(it);
-        }
-        lru_unlink(it, hv);
-        st = CACHE_DELETED;
+    if (st == CACHE_DELETED && clsid != NULL) {
+        *clsid = a.clsid;
     }
-    locks_unlock(hv);
     return st;
 }
 
@@ -407,10 +654,27 @@ read_number(struct item *it, uint64_t *v)
     return parse_u64(item_value(it), v);
 }
 
+/* The meta knobs on the item now holding the number, and what ma
+ * reports of it. */
+static void
+delta_finish(struct item *it, struct cache_mdelta *a)
+{
+    /* As memcached, E overrides the unique already taken for the value. */
+    if (a->new_cas != 0 && ca.opts->use_cas) {
+        item_set_cas(it, a->new_cas);
+    }
+    if (a->touch) {
+        it->exptime = a->exptime;
+    }
+    a->cas = item_cas(it);
+    a->exptime_after = it->exptime;
+    a->clsid = item_clsid(it);
+}
+
 /* Write the new number: in place (padded with spaces) when it fits and
  * nobody else holds the item, else as a new item. */
 static enum cache_status
-write_number(struct item *it, uint64_t v, uint32_t hv, unsigned *clsid)
+write_number(struct item *it, uint64_t v, uint32_t hv, struct cache_mdelta *a)
 {
     char num[INCR_MAX_LEN];
     int len = snprintf(num, sizeof(num), "%llu", (unsigned long long)v);
@@ -420,48 +684,102 @@ write_number(struct item *it, uint64_t v, uint32_t hv, unsigned *clsid)
         __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 2) {
         memset(item_value(it) + len, ' ', it->nbytes - 2 - (size_t)len);
         memcpy(item_value(it), num, (size_t)len);
-        item_set_cas(it, ca.opts->use_cas ? next_cas() : 0);
-        *clsid = item_clsid(it);
+        item_set_cas(it, cas_for(0));
+        delta_finish(it, a);
         return CACHE_OK;
     }
-    n = item_alloc(item_key(it), item_nkey(it), item_client_flags(it),
-                   item_exptime(it), (uint32_t)len, ca.opts->use_cas);
+    n = small_item(item_key(it), item_nkey(it), item_client_flags(it),
+                   item_exptime(it), num, (size_t)len);
     if (n == NULL) {
         return CACHE_NO_MEMORY;
     }
-    memcpy(item_value(n), num, (size_t)len);
-    memcpy(item_value(n) + len, "\r\n", 2);
-    link_new(it, n, hv);
-    *clsid = item_clsid(n);
+    link_new(it, n, hv, 0);
+    delta_finish(n, a);
     item_release(n);
     return CACHE_OK;
+}
+
+/* The key exists and passed the cas test; lock(hv) held. */
+static enum cache_status
+delta_apply(struct item *it, uint32_t hv, struct cache_mdelta *a)
+{
+    enum cache_status st;
+    uint64_t v;
+
+    item_ref_incr(it);
+    a->clsid = item_clsid(it);
+    if (!read_number(it, &v)) {
+        st = CACHE_NON_NUMERIC;
+    } else {
+        v = a->incr ? v + a->delta : (a->delta > v ? 0 : v - a->delta);
+        a->value = v;
+        st = write_number(it, v, hv, a);
+    }
+    item_release(it);
+    return st;
+}
+
+/* ma N on a miss: the key holding the decimal text of `initial`. */
+static enum cache_status
+delta_vivify(const char *key, size_t nkey, uint32_t hv,
+             struct cache_mdelta *a)
+{
+    char num[INCR_MAX_LEN];
+    int len = snprintf(num, sizeof(num), "%llu",
+                       (unsigned long long)a->initial);
+    struct item *n = small_item(key, nkey, 0, a->vivify_exptime, num,
+                                (size_t)len);
+
+    if (n == NULL) {
+        return CACHE_NO_MEMORY;
+    }
+    link_new(NULL, n, hv, a->new_cas);
+    a->value = a->initial;
+    a->created = true;
+    delta_finish(n, a);
+    item_release(n);
+    return CACHE_OK;
+}
+
+enum cache_status
+cache_mdelta(const char *key, size_t nkey, uint32_t hv,
+             struct cache_mdelta *a)
+{
+    enum cache_status st;
+    struct item *it;
+
+    a->value = a->cas = 0;
+    a->exptime_after = 0;
+    a->clsid = 0;
+    a->created = false;
+    locks_lock(hv);
+    it = find_live(key, nkey, hv, &st);
+    if (it == NULL) {
+        st = a->vivify ? delta_vivify(key, nkey, hv, a) : CACHE_NOT_FOUND;
+    } else if (a->compare && a->compare_cas != 0 &&
+               item_cas(it) != a->compare_cas) {
+        a->clsid = item_clsid(it);
+        st = CACHE_EXISTS;
+    } else {
+        st = delta_apply(it, hv, a);
+    }
+    locks_unlock(hv);
+    return st;
 }
 
 enum cache_status
 cache_delta(const char *key, size_t nkey, uint32_t hv, bool incr,
             uint64_t delta, uint64_t *value, unsigned *clsid)
 {
-    enum cache_status st;
-    struct item *it;
-    uint64_t v;
+    struct cache_mdelta a = { .incr = incr, .delta = delta };
+    enum cache_status st = cache_mdelta(key, nkey, hv, &a);
 
-    locks_lock(hv);
-    it = find_live(key, nkey, hv, &st);
-    if (it == NULL) {
-        locks_unlock(hv);
-        return CACHE_NOT_FOUND;
+    if (st != CACHE_NOT_FOUND) {
+        *clsid = a.clsid;
     }
-    item_ref_incr(it);
-    *clsid = item_clsid(it);
-    if (!read_number(it, &v)) {
-        st = CACHE_NON_NUMERIC;
-    } else {
-        v = incr ? v + delta : (delta > v ? 0 : v - delta);
-        *value = v;
-        st = write_number(it, v, hv, clsid);
+    if (st == CACHE_OK) {
+        *value = a.value;
     }
-    locks_unlock(hv);
-    item_release(it);
     return st;
 }
 

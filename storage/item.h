@@ -83,7 +83,8 @@ size_t item_value_copy(const struct item *it, char *buf, size_t len);
 #define ITEM_CHUNKED   0x0020
 #define ITEM_CHUNK     0x0040
 #define ITEM_CFLAGS    0x0100
-#define ITEM_STALE     0x0800
+#define ITEM_TOKEN_SENT 0x0200  /* mg handed out a win token (W) */
+#define ITEM_STALE     0x0800  /* md I or ms I: a newer value exists */
 
 #define ITEM_LRU_SHIFT 6
 #define ITEM_CLSID_MASK 0x3f
