@@ -81,6 +81,9 @@ struct meta_result {
     bool         win;            /* W */
     bool         stale;          /* X */
     bool         token_sent;     /* Z */
+    bool         key_binary;     /* mg hit: the item's key was stored with
+                                    b; memcached's k then follows the item,
+                                    so k is base64 even without b */
 };
 
 /*
@@ -106,7 +109,10 @@ size_t meta_compose_debug(char *buf, size_t cap, const struct token *key,
 
 /* base64 (RFC 4648, with padding).  decode returns the decoded length or
  * -1 for bad input or a result longer than cap; encode returns the length
- * written or 0 when cap is too small. */
+ * written or 0 when cap is too small.  Like memcached, decode skips bytes
+ * outside the alphabet and stops after the first padded quantum; it fails
+ * when the symbols left are none or not a multiple of 4, or when
+ * (symbols / 4) * 3 exceeds cap. */
 ssize_t meta_base64_decode(const char *in, size_t len, char *out,
                            size_t cap);
 size_t meta_base64_encode(const char *in, size_t len, char *out, size_t cap);

@@ -72,7 +72,21 @@
            "ERROR hot/warm age factors must be greater than 0")               \
     ACTION(RSP_DUMP_DISABLED,   "ERROR metadump not allowed")             \
     ACTION(RSP_DUMP_PIPELINED,                                                \
-           "ERROR cannot pipeline other commands before metadump")
+           "ERROR cannot pipeline other commands before metadump")            \
+    ACTION(RSP_META_INVALID_FLAG, "CLIENT_ERROR invalid flag")                \
+    ACTION(RSP_META_DUP_FLAG,   "CLIENT_ERROR duplicate flag")                \
+    ACTION(RSP_META_BAD_FLAG,   "CLIENT_ERROR invalid or duplicate flag")     \
+    ACTION(RSP_META_TOO_LONG,   "CLIENT_ERROR options flags are too long")    \
+    ACTION(RSP_META_MS_TOO_LONG, "CLIENT_ERROR options flags too long")       \
+    ACTION(RSP_META_OPAQUE,     "CLIENT_ERROR opaque token too long")         \
+    ACTION(RSP_META_BAD_TOKEN,                                                \
+           "CLIENT_ERROR bad token in command line format")                   \
+    ACTION(RSP_META_INITIAL,    "CLIENT_ERROR invalid numeric initial value") \
+    ACTION(RSP_META_DELTA,      "CLIENT_ERROR invalid numeric delta value")   \
+    ACTION(RSP_META_MS_MODE,    "CLIENT_ERROR invalid mode for ms M token")   \
+    ACTION(RSP_META_MA_MODE,    "CLIENT_ERROR invalid mode for ma M token")   \
+    ACTION(RSP_META_M_LENGTH,   "CLIENT_ERROR incorrect length for M token")  \
+    ACTION(RSP_META_KEY_DECODE, "CLIENT_ERROR error decoding key")
 
 #define RSP_ENUM(name, str) name,
 enum rsp_type {
