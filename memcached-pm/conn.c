@@ -195,6 +195,7 @@ conn_free(struct conn **cp)
         gauge_obuf(c, -1);
     }
     gauge_rbuf(c, -1, -(int64_t)c->rsize);
+    free(c->nmeta);
     free(c->refs);
     free(c->iov);
     free(c->rbuf);

@@ -72,6 +72,7 @@ struct conn {
     enum req_type    ncmd;
     uint64_t         ncas;
     bool             nnoreply;
+    void            *nmeta;          /* an ms's saved request (process_meta) */
 
     uint64_t         swallow;        /* CONN_SWALLOW: bytes left to drop */
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/admin.h"
+#include "memcached-pm/process_meta.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "memcached-pm/worker.h"
@@ -40,8 +41,8 @@ reply(struct conn *c, enum rsp_type r)
 
 /* ---- retrieval -------------------------------------------------------- */
 
-static void
-count_get_miss(struct conn *c, bool touch, enum cache_status st)
+void
+process_count_miss(struct conn *c, bool touch, enum cache_status st)
 {
     struct thread_stats *ts = tstats(c);
 
@@ -59,8 +60,8 @@ count_get_miss(struct conn *c, bool touch, enum cache_status st)
     }
 }
 
-static void
-count_get_hit(struct conn *c, bool touch, const struct item *it)
+void
+process_count_hit(struct conn *c, bool touch, const struct item *it)
 {
     struct thread_stats *ts = tstats(c);
     struct slab_stats *ss = &ts->slab[item_clsid(it)];
@@ -112,10 +113,10 @@ get_one(struct conn *c, const struct token *key, bool touch,
         admin_detail_record(key->p, key->len, DETAIL_GET, it != NULL);
     }
     if (it == NULL) {
-        count_get_miss(c, touch, st);
+        process_count_miss(c, touch, st);
         return 0;
     }
-    count_get_hit(c, touch, it);
+    process_count_hit(c, touch, it);
     return out_value(c, it, with_cas);
 }
 
@@ -232,6 +233,10 @@ process_store(struct conn *c)
     unsigned clsid = item_clsid(it);
     enum rsp_type r;
 
+    if (c->ncmd == REQ_MS) {
+        process_meta_store(c);
+        return;
+    }
     c->nitem = NULL;
     c->noreply = c->nnoreply;
     STAT_INCR(tstats(c)->slab[clsid].cmd_set);
@@ -402,6 +407,9 @@ process_request(struct conn *c, struct request *req)
     case REQ_SLABS: return admin_slabs(c, req);
     case REQ_LRU: return admin_lru(c, req);
     case REQ_LRU_CRAWLER: return admin_lru_crawler(c, req);
+    case REQ_MN: case REQ_MG: case REQ_MS: case REQ_MD: case REQ_MA:
+    case REQ_ME:
+        return process_meta(c, req);
     case REQ_ERROR:
         conn_out_rsp(c, req->err);
         if (req->swallow > 0) {

@@ -20,6 +20,13 @@ enum process_result {
  * valid for the call only. */
 enum process_result process_request(struct conn *c, struct request *req);
 
+/* Count a hit on `it` for get (or touch when `touch`): per-class hits and
+ * which LRU segment served it. */
+void process_count_hit(struct conn *c, bool touch, const struct item *it);
+
+/* Count a miss for get (or touch), with its cause (expired, flushed). */
+void process_count_miss(struct conn *c, bool touch, enum cache_status st);
+
 /* The value of c->nitem has been read in full: check it, store it, reply,
  * and release the item. */
 void process_store(struct conn *c);

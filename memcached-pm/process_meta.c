@@ -1,0 +1,501 @@
+/*
+ * process_meta.c: the meta commands (mg ms md ma mn me) executed against
+ * storage/ and answered on the connection.
+ *
+ * proto/meta.c checks and decodes the flags; storage/ applies each command
+ * in one step under the item lock (cache_mget and friends); this file maps
+ * flags to those calls, results to return codes, and counts stats as
+ * memcached does for meta commands.  The q flag hides only the nominal
+ * reply: EN for mg, HD for ms, md and ma.
+ */
+#include "config.h"
+
+#include "memcached-pm/process_meta.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "memcached-pm/settings.h"
+#include "memcached-pm/stats.h"
+#include "memcached-pm/worker.h"
+#include "proto/compose.h"
+#include "proto/meta.h"
+#include "proto/response.h"
+#include "storage/hash.h"
+
+#define META_LINE_MAX 1024      /* memcached's reply line limit */
+
+/* An ms waiting for its data block: the decoded request, with its tokens
+ * pointing into a private copy of the command line. */
+struct pending_ms {
+    struct meta m;
+    size_t      cap;
+    char        line[];
+};
+
+static inline struct thread_stats *
+tstats(struct conn *c)
+{
+    return c->worker->stats;
+}
+
+static rel_time_t
+reltime(int64_t ttl)
+{
+    return clock_realtime(ttl);
+}
+
+/* Seconds left of an exptime, -1 for none. */
+static int64_t
+ttl_left(rel_time_t exptime)
+{
+    rel_time_t now = clock_now();
+
+    if (exptime == 0) {
+        return -1;
+    }
+    return exptime > now ? (int64_t)(exptime - now) : 0;
+}
+
+/* True if flag a comes before flag b in the request. */
+static bool
+flag_before(const struct meta *m, char a, char b)
+{
+    for (unsigned i = 0; i < m->nflags; i++) {
+        if (m->flags[i].c == a) {
+            return true;
+        }
+        if (m->flags[i].c == b) {
+            return false;
+        }
+    }
+    return false;
+}
+
+/* Queue the reply line; `quiet` drops it (the q flag's nominal reply). */
+static void
+out_line(struct conn *c, enum req_type type, const char *rc,
+         const struct meta *m, const struct meta_result *r, bool quiet)
+{
+    char *p;
+    size_t n;
+
+    if (quiet) {
+        return;
+    }
+    p = conn_out_reserve(c, META_LINE_MAX);
+    if (p == NULL) {
+        return;
+    }
+    n = meta_compose(p, META_LINE_MAX, type, rc, m, r);
+    if (n == 0) {
+        conn_out_commit(c, 0);
+        conn_out(c, "SERVER_ERROR output line too long\r\n", 35);
+        return;
+    }
+    conn_out_commit(c, n);
+}
+
+/* ---- mg --------------------------------------------------------------- */
+
+static void
+mget_args(const struct meta *m, struct cache_mget *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->no_bump = meta_has(m, 'u');
+    a->touch = meta_has(m, 'T');
+    a->exptime = a->touch ? reltime(m->ttl) : 0;
+    a->vivify = meta_has(m, 'N');
+    a->vivify_exptime = a->vivify ? reltime(m->vivify_ttl) : 0;
+    a->vivify_cas = meta_has(m, 'E') ? m->cas_new : 0;
+    a->recache = meta_has(m, 'R');
+    a->recache_before = a->recache ? reltime(m->recache_ttl) : 0;
+}
+
+static void
+mget_count(struct conn *c, const struct meta *m, const struct item *it,
+           enum cache_status st)
+{
+    if (it == NULL) {
+        process_count_miss(c, meta_has(m, 'T'), st);
+    } else {
+        process_count_hit(c, meta_has(m, 'T'), it);
+    }
+}
+
+static void
+mget_result(const struct meta *m, const struct cache_mget *a,
+            const struct item *it, struct meta_result *r)
+{
+    rel_time_t exptime = a->exptime_before;
+
+    if (a->touch && flag_before(m, 'T', 't')) {
+        exptime = a->exptime;
+    }
+    if (a->created) {
+        exptime = a->touch ? a->exptime : a->vivify_exptime;
+    }
+    r->hit = true;
+    r->key_binary = meta_has(m, 'b');
+    r->cas = item_cas(it);
+    r->client_flags = item_client_flags(it);
+    r->ttl = ttl_left(exptime);
+    r->vlen = item_vlen(it);
+    r->fetched = a->fetched;
+    r->last_access = clock_now() - a->atime;
+    r->win = a->win;
+    r->stale = a->stale;
+    r->token_sent = a->token_sent;
+}
+
+static enum process_result
+meta_get(struct conn *c, const struct meta *m)
+{
+    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    struct meta_result r = { 0 };
+    struct cache_mget a;
+    enum cache_status st;
+    struct item *it;
+    bool value;
+
+    mget_args(m, &a);
+    it = cache_mget(m->key.p, m->key.len, hv, &a, &st);
+    mget_count(c, m, it, st);
+    if (it == NULL) {
+        out_line(c, REQ_MG, "EN", m, &r, meta_has(m, 'q'));
+        return PROCESS_OK;
+    }
+    mget_result(m, &a, it, &r);
+    value = meta_has(m, 'v') &&
+            !(meta_has(m, 'C') && item_cas(it) == m->cas_compare);
+    out_line(c, REQ_MG, value ? "VA" : "HD", m, &r, false);
+    if (value) {
+        conn_out_value(c, it);
+    } else {
+        cache_release(it);
+    }
+    return PROCESS_OK;
+}
+
+/* ---- me --------------------------------------------------------------- */
+
+static enum process_result
+meta_debug(struct conn *c, const struct meta *m)
+{
+    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    struct cache_mget a = { .no_bump = true };
+    enum cache_status st;
+    struct item *it;
+    char *p;
+
+    STAT_INCR(tstats(c)->cmd_meta);
+    it = cache_mget(m->key.p, m->key.len, hv, &a, &st);
+    if (it == NULL) {
+        conn_out(c, "EN\r\n", 4);
+        return PROCESS_OK;
+    }
+    p = conn_out_reserve(c, META_LINE_MAX);
+    if (p != NULL) {
+        conn_out_commit(c, meta_compose_debug(p, META_LINE_MAX, &m->key,
+            meta_has(m, 'b'), ttl_left(a.exptime_before),
+            clock_now() - a.atime, item_cas(it), a.fetched,
+            item_clsid(it), item_ntotal(it)));
+    }
+    cache_release(it);
+    return PROCESS_OK;
+}
+
+/* ---- ms --------------------------------------------------------------- */
+
+/* Keep the decoded request across the data block: copy the command line
+ * and move every token that pointed into it. */
+static int
+ms_save(struct conn *c, const struct request *req, const struct meta *m)
+{
+    const char *base = req->tokens[0].p;
+    const struct token *last = &req->tokens[req->ntokens - 1];
+    size_t len = (size_t)(last->p + last->len - base);
+    struct pending_ms *pm = c->nmeta;
+
+    if (pm == NULL || pm->cap < len) {
+        free(pm);
+        pm = malloc(sizeof(*pm) + len);
+        c->nmeta = pm;
+        if (pm == NULL) {
+            return -1;
+        }
+        pm->cap = len;
+    }
+    memcpy(pm->line, base, len);
+    pm->m = *m;
+#define MOVE(t) do {                                                        \
+    if ((t).p >= base && (t).p <= base + len) {                             \
+        (t).p = pm->line + ((t).p - base);                                  \
+    }                                                                       \
+} while (0)
+    for (unsigned i = 0; i < pm->m.nflags; i++) {
+        MOVE(pm->m.flags[i].arg);
+    }
+    MOVE(pm->m.opaque);
+    if (m->key.p == m->keybuf) {
+        pm->m.key.p = pm->m.keybuf;
+    } else {
+        MOVE(pm->m.key);
+    }
+#undef MOVE
+    return 0;
+}
+
+static enum process_result
+meta_set(struct conn *c, const struct request *req, const struct meta *m)
+{
+    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    rel_time_t exptime = meta_has(m, 'T') ? reltime(m->ttl) : 0;
+    enum cache_status st;
+    struct item *it;
+
+    it = cache_alloc(m->key.p, m->key.len, hv, m->client_flags, exptime,
+                     m->vlen, &st);
+    if (it == NULL) {
+        if (st == CACHE_TOO_LARGE) {
+            STAT_INCR(tstats(c)->store_too_large);
+            conn_out_rsp(c, RSP_SERVER_ERROR_TOO_LARGE);
+        } else {
+            STAT_INCR(tstats(c)->store_no_memory);
+            conn_out_rsp(c, RSP_SERVER_ERROR_NO_MEMORY);
+        }
+        if (m->mode == 'S') {
+            cache_delete(m->key.p, m->key.len, hv, 0, NULL);
+        }
+        c->swallow = (uint64_t)m->vlen + 2;
+        return PROCESS_SWALLOW;
+    }
+    if (ms_save(c, req, m) != 0) {
+        cache_release(it);
+        conn_out_rsp(c, RSP_SERVER_ERROR_OOM);
+        c->swallow = (uint64_t)m->vlen + 2;
+        return PROCESS_SWALLOW;
+    }
+    c->nitem = it;
+    c->nread_off = 0;
+    c->ncmd = REQ_MS;
+    c->nnoreply = false;
+    return PROCESS_NREAD;
+}
+
+static enum cache_op
+ms_op(char mode)
+{
+    switch (mode) {
+    case 'E': return CACHE_ADD;
+    case 'A': return CACHE_APPEND;
+    case 'P': return CACHE_PREPEND;
+    case 'R': return CACHE_REPLACE;
+    case 'S':
+    default: return CACHE_SET;
+    }
+}
+
+static void
+ms_count(struct conn *c, const struct meta *m, enum cache_status st,
+         unsigned clsid)
+{
+    struct thread_stats *ts = tstats(c);
+
+    if (!meta_has(m, 'C')) {
+        return;
+    }
+    if (st == CACHE_STORED) {
+        STAT_INCR(ts->slab[clsid].cas_hits);
+    } else if (st == CACHE_EXISTS) {
+        STAT_INCR(ts->slab[clsid].cas_badval);
+    } else if (st == CACHE_NOT_FOUND) {
+        STAT_INCR(ts->cas_misses);
+    }
+}
+
+static const char *
+ms_code(enum cache_status st)
+{
+    switch (st) {
+    case CACHE_STORED: return "HD";
+    case CACHE_EXISTS: return "EX";
+    case CACHE_NOT_FOUND: return "NF";
+    default: return "NS";
+    }
+}
+
+void
+process_meta_store(struct conn *c)
+{
+    struct item *it = c->nitem;
+    const struct meta *m = &((struct pending_ms *)c->nmeta)->m;
+    unsigned clsid = item_clsid(it);
+    struct cache_mstore a = { 0 };
+    struct meta_result r = { 0 };
+    enum cache_status st;
+
+    c->nitem = NULL;
+    STAT_INCR(tstats(c)->slab[clsid].cmd_set);
+    if (!item_value_crlf_ok(it)) {
+        cache_release(it);
+        conn_out_rsp(c, RSP_CLIENT_ERROR_CHUNK);
+        return;
+    }
+    a.op = ms_op(m->mode);
+    a.compare = meta_has(m, 'C');
+    a.compare_cas = m->cas_compare;
+    a.invalidate = meta_has(m, 'I');
+    a.new_cas = meta_has(m, 'E') ? m->cas_new : 0;
+    a.vivify = meta_has(m, 'N');
+    a.vivify_exptime = a.vivify ? reltime(m->vivify_ttl) : 0;
+    st = cache_mstore(it, &a);
+    cache_release(it);
+    ms_count(c, m, st, clsid);
+    if (st == CACHE_NO_MEMORY || st == CACHE_TOO_LARGE) {
+        conn_out_rsp(c, st == CACHE_NO_MEMORY ? RSP_SERVER_ERROR_NO_MEMORY
+                                              : RSP_SERVER_ERROR_TOO_LARGE);
+        return;
+    }
+    r.hit = st == CACHE_STORED;
+    r.cas = a.cas;
+    r.vlen = a.vlen;
+    out_line(c, REQ_MS, ms_code(st), m, &r,
+             st == CACHE_STORED && meta_has(m, 'q'));
+}
+
+/* ---- md --------------------------------------------------------------- */
+
+static enum process_result
+meta_delete(struct conn *c, const struct meta *m)
+{
+    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    struct cache_mdelete a = { 0 };
+    struct meta_result r = { 0 };
+    enum cache_status st;
+    const char *rc;
+
+    a.compare = meta_has(m, 'C');
+    a.compare_cas = m->cas_compare;
+    a.new_cas = meta_has(m, 'E') ? m->cas_new : 0;
+    a.invalidate = meta_has(m, 'I');
+    a.touch = a.invalidate && meta_has(m, 'T');
+    a.exptime = a.touch ? reltime(m->ttl) : 0;
+    a.tombstone = meta_has(m, 'x');
+    st = cache_mdelete(m->key.p, m->key.len, hv, &a);
+    switch (st) {
+    case CACHE_DELETED:
+        STAT_INCR(tstats(c)->slab[a.clsid].delete_hits);
+        rc = "HD";
+        break;
+    case CACHE_EXISTS: rc = "EX"; break;
+    case CACHE_NO_MEMORY: rc = "NS"; break;
+    default:
+        STAT_INCR(tstats(c)->delete_misses);
+        rc = "NF";
+        break;
+    }
+    r.hit = st == CACHE_DELETED;
+    out_line(c, REQ_MD, rc, m, &r, st == CACHE_DELETED && meta_has(m, 'q'));
+    return PROCESS_OK;
+}
+
+/* ---- ma --------------------------------------------------------------- */
+
+static void
+mdelta_args(const struct meta *m, struct cache_mdelta *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->incr = m->mode != 'D';
+    a->delta = m->delta;
+    a->compare = meta_has(m, 'C');
+    a->compare_cas = m->cas_compare;
+    a->new_cas = meta_has(m, 'E') ? m->cas_new : 0;
+    a->vivify = meta_has(m, 'N');
+    a->vivify_exptime = a->vivify ? reltime(m->vivify_ttl) : 0;
+    a->initial = m->initial;
+    a->touch = meta_has(m, 'T');
+    a->exptime = a->touch ? reltime(m->ttl) : 0;
+}
+
+static void
+ma_count(struct conn *c, const struct cache_mdelta *a, enum cache_status st)
+{
+    struct thread_stats *ts = tstats(c);
+
+    if (st == CACHE_OK && !a->created) {
+        STAT_INCR(*(a->incr ? &ts->slab[a->clsid].incr_hits
+                            : &ts->slab[a->clsid].decr_hits));
+    } else if (st == CACHE_NOT_FOUND) {
+        STAT_INCR(*(a->incr ? &ts->incr_misses : &ts->decr_misses));
+    }
+}
+
+static enum process_result
+meta_arith(struct conn *c, const struct meta *m)
+{
+    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    struct meta_result r = { 0 };
+    struct cache_mdelta a;
+    enum cache_status st;
+    char num[24];
+    size_t n;
+
+    mdelta_args(m, &a);
+    st = cache_mdelta(m->key.p, m->key.len, hv, &a);
+    ma_count(c, &a, st);
+    switch (st) {
+    case CACHE_OK:
+        break;
+    case CACHE_NON_NUMERIC:
+        conn_out_rsp(c, RSP_CLIENT_ERROR_NONNUMERIC);
+        return PROCESS_OK;
+    default:
+        out_line(c, REQ_MA, st == CACHE_EXISTS ? "EX"
+                 : st == CACHE_NOT_FOUND ? "NF" : "NS", m, &r, false);
+        return PROCESS_OK;
+    }
+    n = compose_u64(num, sizeof(num), a.value);
+    r.hit = true;
+    r.cas = a.cas;
+    r.ttl = ttl_left(a.exptime_after);
+    r.vlen = (uint32_t)(n - 2);
+    if (meta_has(m, 'v')) {
+        out_line(c, REQ_MA, "VA", m, &r, false);
+        conn_out(c, num, n);
+    } else {
+        out_line(c, REQ_MA, "HD", m, &r, meta_has(m, 'q'));
+    }
+    return PROCESS_OK;
+}
+
+/* ---- dispatch --------------------------------------------------------- */
+
+enum process_result
+process_meta(struct conn *c, struct request *req)
+{
+    uint32_t swallow = 0;
+    struct meta m;
+    enum rsp_type err;
+
+    if (req->type == REQ_MN) {
+        conn_out(c, "MN\r\n", 4);
+        return PROCESS_OK;
+    }
+    err = meta_parse(req, &m, &swallow);
+    if (err != RSP_NONE) {
+        conn_out_rsp(c, err);
+        c->swallow = swallow;
+        return swallow > 0 ? PROCESS_SWALLOW : PROCESS_OK;
+    }
+    switch (req->type) {
+    case REQ_MG: return meta_get(c, &m);
+    case REQ_MS: return meta_set(c, req, &m);
+    case REQ_MD: return meta_delete(c, &m);
+    case REQ_MA: return meta_arith(c, &m);
+    case REQ_ME: return meta_debug(c, &m);
+    default:
+        conn_out_rsp(c, RSP_ERROR);
+        return PROCESS_OK;
+    }
+}
