@@ -49,30 +49,7 @@ settings_defaults(void)
     settings.lru_maintainer = true;
     settings.worker_logbuf_size = 64 * 1024;
 
-    c->mem_limit = 64 * (size_t)MB;
-    c->page_size = MB;
-    c->item_size_max = MB;
-    c->slab_chunk_max = MB / 2;
-    c->factor = 1.25;
-    c->chunk_min = 48;
-    c->use_cas = true;
-    c->evict = true;
-    c->hashpower = 16;
-    c->hash_expand = true;
-    c->hash_bulk_move = 1;
-    c->lru_segmented = true;
-    c->hot_lru_pct = 20;
-    c->warm_lru_pct = 40;
-    c->hot_max_factor = 0.2;
-    c->warm_max_factor = 2.0;
-    c->temporary_ttl = 61;
-    c->lru_crawler = true;
-    c->crawler_sleep_us = 100;
-    c->slab_reassign = true;
-    c->slab_automove = 1;
-    c->automove_ratio = 0.8;
-    c->automove_window = 10;
-    c->automove_freeratio = 0.01;
+    cache_options_defaults(c);
 }
 
 /* ---- value parsers: whole string, in range, or false ------------------ */

@@ -79,6 +79,36 @@ memory_init(struct cache_options *opts)
     return 0;
 }
 
+void
+cache_options_defaults(struct cache_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->mem_limit = (size_t)64 << 20;
+    o->page_size = (size_t)1 << 20;
+    o->item_size_max = (size_t)1 << 20;
+    o->slab_chunk_max = (size_t)512 << 10;
+    o->factor = 1.25;
+    o->chunk_min = 48;
+    o->use_cas = true;
+    o->evict = true;
+    o->hashpower = 16;
+    o->hash_expand = true;
+    o->hash_bulk_move = 1;
+    o->lru_segmented = true;
+    o->hot_lru_pct = 20;
+    o->warm_lru_pct = 40;
+    o->hot_max_factor = 0.2;
+    o->warm_max_factor = 2.0;
+    o->temporary_ttl = 61;
+    o->lru_crawler = true;
+    o->crawler_sleep_us = 100;
+    o->slab_reassign = true;
+    o->slab_automove = 1;
+    o->automove_ratio = 0.8;
+    o->automove_window = 10;
+    o->automove_freeratio = 0.01;
+}
+
 int
 cache_init(struct cache_options *opts, unsigned nworkers)
 {

@@ -93,6 +93,11 @@ enum cache_op {
     CACHE_CAS
 };
 
+/* memcached 1.6's defaults: 64 MB, 1 MB pages and items, factor 1.25 from
+ * 48 bytes, CAS on, segmented LRU with its maintainer, crawler, page mover
+ * with automove 1.  lock_power 0 means "from the worker count". */
+void cache_options_defaults(struct cache_options *o);
+
 /* Set up slabs, hash table, locks and LRUs and start the background
  * threads the options ask for.  Returns 0, or -1 with a message on stderr. */
 int  cache_init(struct cache_options *opts, unsigned nworkers);

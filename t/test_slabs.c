@@ -18,24 +18,15 @@
 static void
 defaults(struct cache_options *o)
 {
-    memset(o, 0, sizeof(*o));
-    o->mem_limit = 64u << 20;
-    o->page_size = 1u << 20;
-    o->item_size_max = 1u << 20;
-    o->slab_chunk_max = 512u << 10;
-    o->factor = 1.25;
-    o->chunk_min = 48;
-    o->use_cas = true;
-    o->evict = true;
-    o->hashpower = 16;
-    o->hash_bulk_move = 1;
-    o->lru_segmented = true;
-    o->hot_lru_pct = 20;
-    o->warm_lru_pct = 40;
-    o->hot_max_factor = 0.2;
-    o->warm_max_factor = 2.0;
+    cache_options_defaults(o);
+    /* No background threads unless a test turns one on. */
+    o->hash_expand = false;
+    o->lru_crawler = false;
+    o->crawler_sleep_us = 0;
+    o->slab_reassign = false;
+    o->slab_automove = 0;
+    o->automove_freeratio = 0;
     o->slab_reassign = true;
-    o->automove_ratio = 0.8;
     o->automove_window = 30;
 }
 
