@@ -169,6 +169,7 @@ worker_start_all(unsigned n)
             log_error("cannot start worker %u", i);
             return -1;
         }
+        pthread_setname_np(workers[i].thread, "mc-worker");
     }
     return 0;
 }

@@ -195,6 +195,9 @@ crawler_enable(bool on)
         rc = pthread_create(&cr.thread, NULL, crawler_thread, NULL) == 0
            ? 0 : -1;
         cr.on = rc == 0;
+        if (cr.on) {
+            pthread_setname_np(cr.thread, "mc-itemcrawler");
+        }
     }
     pthread_mutex_unlock(&cr.lock);
     return rc;

@@ -698,6 +698,7 @@ lru_maintainer_start(void)
     if (pthread_create(&lru.thread, NULL, maint_thread, NULL) != 0) {
         return -1;
     }
+    pthread_setname_np(lru.thread, "mc-lrumaint");
     lru.running = true;
     return 0;
 }

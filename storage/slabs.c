@@ -661,6 +661,7 @@ slabs_mover_start(void)
         pthread_mutex_unlock(&sl.lock);
         return -1;
     }
+    pthread_setname_np(sl.mover, "mc-slabmaint");
     sl.mover_on = true;
     pthread_mutex_unlock(&sl.lock);
     return 0;
