@@ -57,6 +57,76 @@ struct tier {
  */
 struct tier *tier_dram_create(size_t limit, size_t page_size, bool prealloc);
 
+#define TIER_PMEM 1
+
+/*
+ * The PMEM tier: pages from a file mapped with libpmem, laid out as
+ *
+ *   offset 0         reserve                reserve + i * page_size
+ *   | superblock ... | page 0 | page 1 | ... | page i | ... | (tail unused)
+ *
+ * Pages are named by index, never by address, in anything written to the
+ * file, so the file does not care where it is mapped next time.
+ */
+struct tier_pmem_options {
+    const char *path;
+    size_t      size;       /* bytes; 0 = the existing file's size */
+    size_t      page_size;  /* a power of two, 64 or more */
+    size_t      reserve;    /* bytes before page 0; rounded up to pages */
+    bool        create;     /* create the file (of `size`) if missing */
+    bool        strict;     /* power-loss simulator, see tier_pmem_crash */
+};
+
+/*
+ * Map o->path and return a tier whose limit is all of its pages, all free.
+ * An existing file is mapped as it is: if o->size is not 0 and differs from
+ * the file's size the open fails (the file is never resized).  A missing
+ * file is created (fully allocated) only when o->create and o->size are
+ * set.  persist() is pmem_persist on real PMEM, pmem_msync otherwise.
+ *
+ * Strict mode simulates power loss: addresses handed out point into a
+ * private copy-on-write view of the file, and only persist() copies the
+ * 64-byte cache lines it covers into the file.  Whatever was stored but
+ * never persisted is lost when the process dies, exactly as PMEM contents
+ * short of a flush are lost on a power cut.
+ *
+ * Returns NULL with a message in err (errlen bytes) on any failure.  The
+ * caller owns the tier; tier_destroy() unmaps it.
+ */
+struct tier *tier_pmem_open(const struct tier_pmem_options *o, char *err,
+                            size_t errlen);
+
+/* Start of the mapping (the superblock lives here), its length, whether
+ * libpmem found real PMEM, whether this open created the file.  The
+ * address changes with every open and with tier_pmem_crash(). */
+void *tier_pmem_base(const struct tier *t);
+size_t tier_pmem_mapped_len(const struct tier *t);
+bool tier_pmem_is_pmem(const struct tier *t);
+bool tier_pmem_created(const struct tier *t);
+
+/* Number of pages, the address of page `index` (NULL when out of range),
+ * and the index of the page holding `addr` (SIZE_MAX when addr is not in
+ * a page: in the reserve or outside the mapping). */
+size_t tier_pmem_npages(const struct tier *t);
+void *tier_pmem_page(const struct tier *t, size_t index);
+size_t tier_pmem_index(const struct tier *t, const void *addr);
+
+/*
+ * Recovery: mark page `index` used (as page_alloc would, counting it in
+ * t->used) because the file says it holds items.  False if the index is
+ * out of range or the page is already used.  Not thread-safe.
+ */
+bool tier_pmem_claim(struct tier *t, size_t index);
+
+/*
+ * Test hook for strict mode: simulate a power cut and restart in-process.
+ * Every store not persisted is dropped (the private view is re-read from
+ * the file, at the same base address) and all pages become free, as after
+ * a fresh open; recovery then claims them again.  Returns false (and does
+ * nothing) if the tier is not strict or the remap fails.
+ */
+bool tier_pmem_crash(struct tier *t);
+
 static inline void *
 tier_page_alloc(struct tier *t)
 {
