@@ -117,7 +117,8 @@ mget_count(struct conn *c, const struct meta *m, const struct item *it,
            enum cache_status st)
 {
     if (it == NULL) {
-        process_count_miss(c, meta_has(m, 'T'), st);
+        /* memcached counts an mg miss as a get miss, T or not */
+        process_count_miss(c, false, st);
     } else {
         process_count_hit(c, meta_has(m, 'T'), it);
     }
@@ -388,7 +389,10 @@ meta_delete(struct conn *c, const struct meta *m)
         STAT_INCR(tstats(c)->slab[a.clsid].delete_hits);
         rc = "HD";
         break;
-    case CACHE_EXISTS: rc = "EX"; break;
+    case CACHE_EXISTS:
+        STAT_INCR(tstats(c)->delete_misses);    /* as memcached does */
+        rc = "EX";
+        break;
     case CACHE_NO_MEMORY: rc = "NS"; break;
     default:
         STAT_INCR(tstats(c)->delete_misses);
@@ -454,6 +458,9 @@ meta_arith(struct conn *c, const struct meta *m)
         out_line(c, REQ_MA, st == CACHE_EXISTS ? "EX"
                  : st == CACHE_NOT_FOUND ? "NF" : "NS", m, &r, false);
         return PROCESS_OK;
+    }
+    if (meta_has(m, 'q') && !a.created) {
+        return PROCESS_OK;      /* q hides a success, value and all */
     }
     n = compose_u64(num, sizeof(num), a.value);
     r.hit = true;
