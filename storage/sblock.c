@@ -1,0 +1,270 @@
+/*
+ * sblock.c: the PMEM file's double-buffered superblock.
+ *
+ * The on-file copy is fixed-width and padded to two cache lines; its crc
+ * covers every byte before the crc field, so a copy torn anywhere (a
+ * commit cut short by a crash) is rejected as a whole.
+ */
+#include "storage/sblock.h"
+
+#include "storage/crc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SBLOCK_COPY_STRIDE  4096    /* one copy per page: msync is per page */
+#define SBLOCK_F_CAS        0x1u
+#define SBLOCK_F_CLEAN      0x2u
+
+static const char sblock_magic[8] = "mcpm-sb";
+
+struct sblock_disk {
+    char        magic[8];
+    uint32_t    version;
+    uint32_t    disk_size;      /* sizeof(struct sblock_disk) */
+    uint64_t    generation;
+    uint64_t    file_size;
+    uint64_t    reserve;
+    uint64_t    cas_hwm;
+    int64_t     flush_time;
+    uint32_t    page_size;
+    uint32_t    nclasses;
+    uint32_t    classes_crc;
+    uint32_t    chunk_max;
+    uint32_t    flags;          /* SBLOCK_F_* */
+    uint8_t     pad[48];
+    uint32_t    crc;            /* crc_32c of everything above */
+};
+
+_Static_assert(sizeof(struct sblock_disk) == 128, "two cache lines");
+
+static struct sblock_disk *
+copy_at(void *base, uint64_t generation)
+{
+    return (struct sblock_disk *)((char *)base +
+                                  (generation & 1) * SBLOCK_COPY_STRIDE);
+}
+
+static uint32_t
+disk_crc(const struct sblock_disk *d)
+{
+    return crc_32c(0, d, offsetof(struct sblock_disk, crc));
+}
+
+static void
+to_disk(const struct sblock *sb, uint64_t generation, struct sblock_disk *d)
+{
+    memset(d, 0, sizeof(*d));
+    memcpy(d->magic, sblock_magic, sizeof(d->magic));
+    d->version = sb->version;
+    d->disk_size = sizeof(*d);
+    d->generation = generation;
+    d->file_size = sb->file_size;
+    d->reserve = sb->reserve;
+    d->cas_hwm = sb->cas_hwm;
+    d->flush_time = sb->flush_time;
+    d->page_size = sb->page_size;
+    d->nclasses = sb->nclasses;
+    d->classes_crc = sb->classes_crc;
+    d->chunk_max = sb->chunk_max;
+    d->flags = (sb->use_cas ? SBLOCK_F_CAS : 0) |
+               (sb->clean ? SBLOCK_F_CLEAN : 0);
+    d->crc = disk_crc(d);
+}
+
+static void
+from_disk(const struct sblock_disk *d, struct sblock *sb)
+{
+    sb->version = d->version;
+    sb->page_size = d->page_size;
+    sb->file_size = d->file_size;
+    sb->reserve = d->reserve;
+    sb->chunk_max = d->chunk_max;
+    sb->nclasses = d->nclasses;
+    sb->classes_crc = d->classes_crc;
+    sb->use_cas = (d->flags & SBLOCK_F_CAS) != 0;
+    sb->cas_hwm = d->cas_hwm;
+    sb->flush_time = d->flush_time;
+    sb->clean = (d->flags & SBLOCK_F_CLEAN) != 0;
+    sb->generation = d->generation;
+}
+
+static void
+from_params(const struct sblock_params *p, struct sblock *sb)
+{
+    sb->version = SBLOCK_VERSION;
+    sb->page_size = p->page_size;
+    sb->file_size = p->file_size;
+    sb->reserve = p->reserve;
+    sb->chunk_max = p->chunk_max;
+    sb->nclasses = p->nclasses;
+    sb->classes_crc = crc_32c(0, p->class_sizes,
+                              p->nclasses * sizeof(*p->class_sizes));
+    sb->use_cas = p->use_cas;
+}
+
+/* Write one copy in place and make it durable. */
+static void
+write_copy(const struct sblock *sb, uint64_t generation)
+{
+    struct sblock_disk img;
+    struct sblock_disk *d = copy_at(sb->base, generation);
+
+    to_disk(sb, generation, &img);
+    memcpy(d, &img, sizeof(img));
+    tier_persist(sb->tier, d, sizeof(*d));
+}
+
+int
+sblock_init_new(struct sblock *sb, struct tier *t, void *base,
+                const struct sblock_params *p, char *err, size_t errlen)
+{
+    if (p->reserve < SBLOCK_SIZE ||
+        (p->nclasses > 0 && p->class_sizes == NULL)) {
+        snprintf(err, errlen, "superblock: needs %d reserved bytes and the "
+                 "slab class sizes", SBLOCK_SIZE);
+        return SBLOCK_EINVAL;
+    }
+    memset(sb, 0, sizeof(*sb));
+    from_params(p, sb);
+    sb->tier = t;
+    sb->base = base;
+    /* Wipe both copies first: were the new copy alone written and then
+     * torn, an older superblock in the other copy would come back. */
+    for (uint64_t g = 0; g < 2; g++) {
+        memset(copy_at(base, g), 0, sizeof(struct sblock_disk));
+        tier_persist(t, copy_at(base, g), sizeof(struct sblock_disk));
+    }
+    sb->generation = 1;
+    write_copy(sb, sb->generation);
+    return SBLOCK_OK;
+}
+
+void
+sblock_commit(struct sblock *sb)
+{
+    write_copy(sb, sb->generation + 1);
+    sb->generation++;
+}
+
+/* How one copy looks: absent, from another version, torn, or good. */
+enum copy_state { COPY_NONE, COPY_VERSION, COPY_TORN, COPY_GOOD };
+
+static enum copy_state
+copy_check(const struct sblock_disk *d)
+{
+    if (memcmp(d->magic, sblock_magic, sizeof(d->magic)) != 0) {
+        return COPY_NONE;
+    }
+    if (d->version != SBLOCK_VERSION) {
+        return COPY_VERSION;
+    }
+    if (d->disk_size != sizeof(*d) || d->crc != disk_crc(d)) {
+        return COPY_TORN;
+    }
+    return COPY_GOOD;
+}
+
+static int
+say_differs(char *err, size_t errlen, const char *field, uint64_t file,
+            uint64_t now)
+{
+    snprintf(err, errlen, "the memory file does not match the settings: "
+             "%s is %" PRIu64 " in the file, %" PRIu64 " now; start with "
+             SBLOCK_REINIT " to discard its contents", field, file, now);
+    return SBLOCK_INCOMPATIBLE;
+}
+
+/* The first layout field that differs decides the message. */
+static int
+compare(const struct sblock *f, const struct sblock *now, char *err,
+        size_t errlen)
+{
+    if (f->page_size != now->page_size) {
+        return say_differs(err, errlen, "page size", f->page_size,
+                           now->page_size);
+    }
+    if (f->file_size != now->file_size) {
+        return say_differs(err, errlen, "file size", f->file_size,
+                           now->file_size);
+    }
+    if (f->reserve != now->reserve) {
+        return say_differs(err, errlen, "reserve size", f->reserve,
+                           now->reserve);
+    }
+    if (f->chunk_max != now->chunk_max) {
+        return say_differs(err, errlen, "slab_chunk_max", f->chunk_max,
+                           now->chunk_max);
+    }
+    if (f->nclasses != now->nclasses) {
+        return say_differs(err, errlen, "number of slab classes",
+                           f->nclasses, now->nclasses);
+    }
+    if (f->classes_crc != now->classes_crc) {
+        return say_differs(err, errlen, "crc of the slab class sizes",
+                           f->classes_crc, now->classes_crc);
+    }
+    if (f->use_cas != now->use_cas) {
+        return say_differs(err, errlen, "CAS setting (0 = -C)",
+                           f->use_cas, now->use_cas);
+    }
+    return SBLOCK_OK;
+}
+
+/* Pick the newest good copy; NULL and a status when there is none. */
+static const struct sblock_disk *
+newest_copy(void *base, int *status, char *err, size_t errlen)
+{
+    const struct sblock_disk *best = NULL;
+    enum copy_state st[2];
+
+    for (uint64_t g = 0; g < 2; g++) {
+        const struct sblock_disk *d = copy_at(base, g);
+
+        st[g] = copy_check(d);
+        if (st[g] == COPY_GOOD &&
+            (best == NULL || d->generation > best->generation)) {
+            best = d;
+        }
+    }
+    if (best != NULL) {
+        return best;
+    }
+    if (st[0] == COPY_VERSION || st[1] == COPY_VERSION) {
+        const struct sblock_disk *d = copy_at(base, st[0] != COPY_VERSION);
+
+        *status = say_differs(err, errlen, "layout version", d->version,
+                              SBLOCK_VERSION);
+    } else if (st[0] == COPY_NONE && st[1] == COPY_NONE) {
+        snprintf(err, errlen, "the memory file has no superblock");
+        *status = SBLOCK_EMPTY;
+    } else {
+        snprintf(err, errlen, "the memory file's superblock is corrupt "
+                 "(no copy passes its checksum); start with " SBLOCK_REINIT
+                 " to discard its contents");
+        *status = SBLOCK_CORRUPT;
+    }
+    return NULL;
+}
+
+int
+sblock_load(struct tier *t, void *base, const struct sblock_params *p,
+            struct sblock *out, char *err, size_t errlen)
+{
+    const struct sblock_disk *d;
+    struct sblock now;
+    int status = SBLOCK_OK;
+
+    memset(out, 0, sizeof(*out));
+    out->tier = t;
+    out->base = base;
+    d = newest_copy(base, &status, err, errlen);
+    if (d == NULL) {
+        return status;
+    }
+    from_disk(d, out);
+    memset(&now, 0, sizeof(now));
+    from_params(p, &now);
+    return compare(out, &now, err, errlen);
+}

@@ -1,0 +1,100 @@
+/*
+ * sblock.h: the superblock at offset 0 of the PMEM file.
+ *
+ * It makes the file self-describing: what layout and settings wrote the
+ * pages, the CAS high-water mark, the last flush_all, and whether the last
+ * shutdown was clean.  Two copies, one per 4 KiB page:
+ *
+ *   offset 0      copy for even generations   (128 bytes used)
+ *   offset 4096   copy for odd generations
+ *   offset 8192   end of SBLOCK_SIZE; the tier's pages follow the reserve
+ *
+ * A commit writes generation + 1 into the copy not holding the current
+ * one and persists it; that persist is the atomic switch.  A torn commit
+ * fails its checksum and the load falls back to the previous generation.
+ */
+#ifndef MCPM_STORAGE_SBLOCK_H
+#define MCPM_STORAGE_SBLOCK_H
+
+#include "storage/tier.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SBLOCK_VERSION  1
+#define SBLOCK_SIZE     8192    /* the reserve must be at least this */
+#define SBLOCK_REINIT   "-o memory_file_reinit"
+
+enum sblock_status {
+    SBLOCK_OK = 0,
+    SBLOCK_EMPTY = -1,          /* no superblock: a new (or wiped) file */
+    SBLOCK_INCOMPATIBLE = -2,   /* another layout version or settings */
+    SBLOCK_CORRUPT = -3,        /* a superblock, but no valid copy */
+    SBLOCK_EINVAL = -4,         /* the caller's parameters cannot work */
+};
+
+/* The settings that decide where items sit in the file: a file written
+ * under other values cannot be read under these. */
+struct sblock_params {
+    uint64_t        file_size;
+    uint64_t        reserve;        /* bytes before the first page */
+    uint32_t        page_size;
+    uint32_t        chunk_max;      /* -o slab_chunk_max */
+    uint32_t        nclasses;
+    const uint32_t *class_sizes;    /* nclasses chunk sizes */
+    bool            use_cas;        /* -C off changes the item header */
+};
+
+struct sblock {
+    /* Layout: from the params, checked against them at load. */
+    uint32_t        version;
+    uint32_t        page_size;
+    uint64_t        file_size;
+    uint64_t        reserve;
+    uint32_t        chunk_max;
+    uint32_t        nclasses;
+    uint32_t        classes_crc;    /* crc_32c of the class sizes */
+    bool            use_cas;
+    /* State: the caller changes these, then sblock_commit()s them. */
+    uint64_t        cas_hwm;        /* no CAS at or below it may be reused */
+    int64_t         flush_time;     /* wall-clock seconds; 0 = none */
+    bool            clean;          /* the last shutdown was clean */
+    /* Bookkeeping. */
+    uint64_t        generation;     /* of the copy last loaded/committed */
+    struct tier    *tier;           /* persist() goes through it */
+    char           *base;           /* offset 0 of the file's mapping */
+};
+
+/*
+ * Write a fresh superblock for `p` at base (generation 1, state zeroed,
+ * not clean), after wiping both copies so that no older superblock can win
+ * if this is interrupted.  Fills *sb.  The pages are not touched: the
+ * caller decides what a reinitialised file's old pages mean.
+ * SBLOCK_EINVAL (with a message) if p->reserve < SBLOCK_SIZE or the class
+ * table is missing.  Not thread-safe: call before serving.
+ */
+int sblock_init_new(struct sblock *sb, struct tier *t, void *base,
+                    const struct sblock_params *p, char *err, size_t errlen);
+
+/*
+ * Read the superblock at base into *out (the newest valid copy) and check
+ * it against `p`.  Returns SBLOCK_OK, SBLOCK_EMPTY (no magic in either
+ * copy), SBLOCK_CORRUPT (no copy passes its checksum) or
+ * SBLOCK_INCOMPATIBLE (the message names the first field that differs,
+ * the file's value and the current one, and says to start with
+ * SBLOCK_REINIT to discard the file).  On INCOMPATIBLE *out still holds
+ * what the file says.  Writes nothing.
+ */
+int sblock_load(struct tier *t, void *base, const struct sblock_params *p,
+                struct sblock *out, char *err, size_t errlen);
+
+/*
+ * Make the state fields of *sb durable: write them as generation + 1 into
+ * the inactive copy and persist it through sb->tier.  When this returns
+ * the new state is what the next load sees.  The caller serialises
+ * commits (one superblock, one writer).
+ */
+void sblock_commit(struct sblock *sb);
+
+#endif

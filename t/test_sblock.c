@@ -1,0 +1,202 @@
+/*
+ * test_sblock.c: superblock commit, reload, validation and torn copies,
+ * on a strict-mode PMEM file so that only what sblock persists survives
+ * the simulated crashes.
+ */
+#include "storage/sblock.h"
+
+#include "storage/tier.h"
+#include "t/tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PS      4096
+#define NPAGES  8
+#define FSIZE   (SBLOCK_SIZE + NPAGES * PS)
+
+static char path[128];
+static char err[512];
+static struct tier *t;
+static char *base;
+static uint32_t classes[] = { 96, 120, 152, 192, 240, 304 };
+static struct sblock_params params = {
+    .file_size = FSIZE, .reserve = SBLOCK_SIZE, .page_size = PS,
+    .chunk_max = PS / 2, .nclasses = 6, .class_sizes = classes,
+    .use_cas = true,
+};
+
+static int
+load(const struct sblock_params *p, struct sblock *out)
+{
+    err[0] = '\0';
+    return sblock_load(t, base, p, out, err, sizeof(err));
+}
+
+/* Flip a byte of the copy holding generation g, durably. */
+static void
+tear(uint64_t g, size_t at)
+{
+    char *c = base + (g & 1) * 4096 + at;
+
+    *c ^= 0x5a;
+    tier_persist(t, c, 1);
+}
+
+static void
+test_new_and_commit(void)
+{
+    struct sblock sb, got;
+
+    is_int(load(&params, &got), SBLOCK_EMPTY, "a new file is EMPTY");
+    is_int(sblock_init_new(&sb, t, base, &params, err, sizeof(err)),
+           SBLOCK_OK, "init a superblock");
+    is_int(sb.generation, 1, "generation 1");
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &got), SBLOCK_OK, "it was persisted");
+    ok(!got.clean && got.cas_hwm == 0 && got.flush_time == 0,
+       "a new file: not clean, no CAS, no flush");
+    is_int(got.page_size, PS, "page size read back");
+    is_int(got.nclasses, 6, "class count read back");
+    got.cas_hwm = 12345;
+    got.flush_time = 1700000000;
+    got.clean = true;
+    sblock_commit(&got);
+    is_int(got.generation, 2, "commit adds a generation");
+    got.cas_hwm = 99999;                /* changed, never committed */
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &sb), SBLOCK_OK, "load after commit");
+    is_int(sb.generation, 2, "the committed generation");
+    is_int(sb.cas_hwm, 12345, "CAS high-water mark round trip");
+    is_int(sb.flush_time, 1700000000, "flush_all time round trip");
+    ok(sb.clean, "clean flag round trip");
+    sb.clean = false;
+    sblock_commit(&sb);
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &got), SBLOCK_OK, "load again");
+    ok(!got.clean && got.generation == 3 && got.cas_hwm == 12345,
+       "clean cleared, the rest kept");
+}
+
+static void
+expect_incompatible(const struct sblock_params *p, const char *field)
+{
+    struct sblock got;
+    char name[128];
+
+    snprintf(name, sizeof(name), "%s differs: INCOMPATIBLE", field);
+    is_int(load(p, &got), SBLOCK_INCOMPATIBLE, name);
+    snprintf(name, sizeof(name), "the message names %s", field);
+    ok(strstr(err, field) != NULL &&
+       strstr(err, "-o memory_file_reinit") != NULL, name);
+    printf("# %s\n", err);
+}
+
+static void
+test_incompatible(void)
+{
+    struct sblock_params p;
+    uint32_t other[6];
+
+    p = params; p.page_size = 2 * PS;
+    expect_incompatible(&p, "page size");
+    ok(strstr(err, "page size is 4096 in the file, 8192 now;") != NULL,
+       "old and new values");
+    p = params; p.file_size += PS;
+    expect_incompatible(&p, "file size");
+    p = params; p.reserve = 2 * SBLOCK_SIZE;
+    expect_incompatible(&p, "reserve size");
+    p = params; p.chunk_max = PS / 4;
+    expect_incompatible(&p, "slab_chunk_max");
+    p = params; p.nclasses = 5;
+    expect_incompatible(&p, "number of slab classes");
+    memcpy(other, classes, sizeof(other));
+    other[3] = 200;
+    p = params; p.class_sizes = other;
+    expect_incompatible(&p, "slab class sizes");
+    p = params; p.use_cas = false;
+    expect_incompatible(&p, "CAS setting");
+}
+
+static void
+test_torn(void)
+{
+    struct sblock sb, got;
+
+    is_int(load(&params, &sb), SBLOCK_OK, "load generation 3");
+    sb.cas_hwm = 20000;
+    sblock_commit(&sb);
+    tear(4, 70);                        /* the newest copy, torn */
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &got), SBLOCK_OK, "a torn newest copy: OK");
+    ok(got.generation == 3 && got.cas_hwm == 12345,
+       "falls back to the previous generation");
+    got.cas_hwm = 30000;
+    sblock_commit(&got);
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &sb), SBLOCK_OK, "commit over the torn copy");
+    ok(sb.generation == 4 && sb.cas_hwm == 30000, "it is the newest");
+    tear(4, 0);                         /* even its magic */
+    tear(3, 120);
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &sb), SBLOCK_CORRUPT, "both copies torn: CORRUPT");
+    ok(strstr(err, "corrupt") != NULL, "the message says so");
+}
+
+static void
+test_version_and_reinit(void)
+{
+    struct sblock sb, got;
+    uint32_t v = SBLOCK_VERSION + 1;
+
+    is_int(sblock_init_new(&sb, t, base, &params, err, sizeof(err)),
+           SBLOCK_OK, "reinit a corrupt file");
+    sblock_commit(&sb);
+    sblock_commit(&sb);
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &got), SBLOCK_OK, "reinit then commits: OK");
+    is_int(got.generation, 3, "generations restart from 1");
+    memcpy(base + 8, &v, 4);
+    memcpy(base + 4096 + 8, &v, 4);
+    expect_incompatible(&params, "layout version");
+    ok(strstr(err, "version is 2 in the file, 1 now;") != NULL, "names both versions");
+    is_int(sblock_init_new(&sb, t, base, &params, err, sizeof(err)),
+           SBLOCK_OK, "init over a newer layout");
+    is_int(load(&params, &got), SBLOCK_OK, "then it loads");
+    is_int(got.generation, 1, "as generation 1");
+    params.reserve = SBLOCK_SIZE - 1;
+    is_int(sblock_init_new(&sb, t, base, &params, err, sizeof(err)),
+           SBLOCK_EINVAL, "a reserve too small is refused");
+    params.reserve = SBLOCK_SIZE;
+    memset(base, 0, SBLOCK_SIZE);
+    is_int(load(&params, &got), SBLOCK_EMPTY, "a wiped file is EMPTY");
+}
+
+int
+main(void)
+{
+    struct tier_pmem_options o = {
+        .size = FSIZE, .page_size = PS, .reserve = SBLOCK_SIZE,
+        .create = true, .strict = true,
+    };
+
+    snprintf(path, sizeof(path), "/dev/shm/mcpm-test-sblock.%d",
+             (int)getpid());
+    unlink(path);
+    o.path = path;
+    t = tier_pmem_open(&o, err, sizeof(err));
+    if (!ok(t != NULL, "open a strict PMEM file")) {
+        printf("# %s\n", err);
+        return done_testing();
+    }
+    base = tier_pmem_base(t);
+    test_new_and_commit();
+    test_incompatible();
+    test_torn();
+    test_version_and_reinit();
+    tier_destroy(&t);
+    unlink(path);
+    return done_testing();
+}
