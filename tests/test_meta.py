@@ -10,7 +10,6 @@ the CAS back with `mg <key> c` instead of hard-coding it.
 import base64
 import re
 import socket
-import time
 
 import pytest
 
@@ -217,6 +216,14 @@ def test_mg_E_on_vivify(conn):
         ("mg vv c\r\n", "HD c555 Z\r\n"),
         ("ms foo 1\r\nx\r\n", "HD\r\n"),
         ("mg foo E55 v\r\n", "VA 1\r\nx\r\n"),
+        # a non-numeric E is a bad token like C, N and T (1.6.18 does not
+        # know the flag at all: "invalid flag")
+        ("mg foo Eabc\r\n",
+         "CLIENT_ERROR bad token in command line format\r\n"),
+        ("mg foo E\r\n", "CLIENT_ERROR bad token in command line format\r\n"),
+        ("ms foo 2 Ex\r\nhi\r\n",
+         "CLIENT_ERROR bad token in command line format\r\n"),
+        ("mg foo v\r\n", "VA 1\r\nx\r\n"),
     ])
 
 
@@ -583,8 +590,8 @@ def test_mn_me(conn):
     ])
     cas = cas_of(conn, "foo")
     # 48-byte header + "foo\0" + "bar\r\n" + 8-byte CAS
-    run(conn, [("me foo\r\n",
-                 "ME foo exp=-1 la=0 cas=%d fetch=yes cls=1 size=65\r\n" % cas)])
+    me = "ME foo exp=-1 la=0 cas=%d fetch=yes cls=1 size=65\r\n" % cas
+    run(conn, [("me foo\r\n", me)])
 
 
 def test_me_b_prints_stored_key(conn, request, reference):

@@ -7,10 +7,7 @@ StalePolicy and recache (R) and lease (N) herd control.
 """
 
 import pytest
-
-meta_memcache = pytest.importorskip("meta_memcache")
-
-from meta_memcache import (  # noqa: E402
+from meta_memcache import (
     CacheClient,
     Key,
     LeasePolicy,
