@@ -14,6 +14,10 @@
  *                           persist(addr, len): copy the 64-byte lines
  *                           covering the range from base to shared
  *
+ * Two threads persisting the same line at once both copy it whole; as on
+ * real PMEM the line holds whatever was last stored, so callers that
+ * share a line must order their stores themselves.
+ *
  * The private view is copy-on-write over the file, so it costs memory only
  * for the pages written and reads the file's contents where untouched.
  */
@@ -333,10 +337,13 @@ strict_setup(struct pmem_state *s, const char *path, size_t page_size,
     uintptr_t a;
 
     s->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (s->fd < 0) {
+        goto fail;
+    }
     s->resv_len = s->len + align;
     s->resv = mmap(NULL, s->resv_len, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (s->fd < 0 || s->resv == MAP_FAILED) {
+    if (s->resv == MAP_FAILED) {
         s->resv = NULL;
         goto fail;
     }

@@ -161,7 +161,8 @@ test_version_and_reinit(void)
     memcpy(base + 8, &v, 4);
     memcpy(base + 4096 + 8, &v, 4);
     expect_incompatible(&params, "layout version");
-    ok(strstr(err, "version is 2 in the file, 1 now;") != NULL, "names both versions");
+    ok(strstr(err, "version is 2 in the file, 1 now;") != NULL,
+       "names both versions");
     is_int(sblock_init_new(&sb, t, base, &params, err, sizeof(err)),
            SBLOCK_OK, "init over a newer layout");
     is_int(load(&params, &got), SBLOCK_OK, "then it loads");

@@ -75,6 +75,9 @@ test_create_and_alloc(void)
     ok(tier_pmem_page(t, NPAGES) == NULL, "no page past the end");
     tier_page_free(t, p0);
     is_int(t->used, PS, "free gives it back");
+    tier_page_free(t, p0);
+    tier_page_free(t, tier_pmem_base(t));
+    is_int(t->used, PS, "a double or foreign free is ignored");
     ok(tier_page_alloc(t) == p0, "the lowest free page comes first");
     for (int i = 2; i < NPAGES; i++) {
         tier_page_alloc(t);
@@ -231,6 +234,35 @@ test_strict_kill(void)
     tier_destroy(&t);
 }
 
+/* Slab-sized pages: the reserve rounds up to one page and every page is
+ * aligned to its size, in both modes. */
+static void
+test_big_pages(void)
+{
+    size_t mb = 1024 * 1024;
+    struct tier_pmem_options o = {
+        .path = path, .size = 8 * mb, .page_size = mb, .reserve = 8192,
+        .create = true,
+    };
+    struct tier *t;
+
+    unlink(path);
+    for (int strict = 0; strict < 2; strict++) {
+        o.strict = strict;
+        t = tier_pmem_open(&o, err, sizeof(err));
+        if (!ok(t != NULL, strict ? "1 MiB pages, strict" : "1 MiB pages")) {
+            printf("# %s\n", err);
+            continue;
+        }
+        is_int(tier_pmem_npages(t), 7, "the reserve takes one page");
+        ok((char *)tier_pmem_page(t, 0) == (char *)tier_pmem_base(t) + mb,
+           "page 0 at 1 MiB");
+        is_int((uintptr_t)tier_pmem_page(t, 3) % mb, 0, "aligned to 1 MiB");
+        tier_destroy(&t);
+    }
+    unlink(path);
+}
+
 int
 main(void)
 {
@@ -243,6 +275,7 @@ main(void)
     test_bad_opens();
     test_strict_lines();
     test_strict_kill();
+    test_big_pages();
     unlink(path);
     return done_testing();
 }
