@@ -137,7 +137,7 @@ mget_result(const struct meta *m, const struct cache_mget *a,
         exptime = a->touch ? a->exptime : a->vivify_exptime;
     }
     r->hit = true;
-    r->key_binary = meta_has(m, 'b');
+    r->key_binary = item_key_binary(it);
     r->cas = item_cas(it);
     r->client_flags = item_client_flags(it);
     r->ttl = ttl_left(exptime);
@@ -197,8 +197,11 @@ meta_debug(struct conn *c, const struct meta *m)
     }
     p = conn_out_reserve(c, META_LINE_MAX);
     if (p != NULL) {
-        conn_out_commit(c, meta_compose_debug(p, META_LINE_MAX, &m->key,
-            meta_has(m, 'b'), ttl_left(a.exptime_before),
+        /* The key as stored, encoded again if it came in base64. */
+        struct token key = { item_key(it), item_nkey(it) };
+
+        conn_out_commit(c, meta_compose_debug(p, META_LINE_MAX, &key,
+            item_key_binary(it), ttl_left(a.exptime_before),
             clock_now() - a.atime, item_cas(it), a.fetched,
             item_clsid(it), item_ntotal(it)));
     }
@@ -270,6 +273,9 @@ meta_set(struct conn *c, const struct request *req, const struct meta *m)
         }
         c->swallow = (uint64_t)m->vlen + 2;
         return PROCESS_SWALLOW;
+    }
+    if (meta_has(m, 'b')) {
+        item_set_key_binary(it);
     }
     if (ms_save(c, req, m) != 0) {
         cache_release(it);

@@ -693,7 +693,9 @@ delta_finish(struct item *it, struct cache_mdelta *a)
     if (a->new_cas != 0 && ca.opts->use_cas) {
         item_set_cas(it, a->new_cas);
     }
-    if (a->touch) {
+    /* T updates the TTL of a counter that existed; one that N created
+     * keeps N's TTL, as memcached. */
+    if (a->touch && !a->created) {
         it->exptime = a->exptime;
     }
     a->cas = item_cas(it);

@@ -126,6 +126,18 @@ item_lru(const struct item *it)
                            ITEM_LRU_SHIFT);
 }
 
+bool
+item_key_binary(const struct item *it)
+{
+    return (item_flags(it) & ITEM_KEY_BINARY) != 0;
+}
+
+void
+item_set_key_binary(struct item *it)
+{
+    item_flags_set(it, ITEM_KEY_BINARY);
+}
+
 uint32_t
 item_vlen(const struct item *it)
 {

@@ -37,6 +37,12 @@ size_t      item_ntotal(const struct item *it);      /* bytes it takes */
 enum item_lru { ITEM_LRU_HOT, ITEM_LRU_WARM, ITEM_LRU_COLD, ITEM_LRU_TEMP };
 enum item_lru item_lru(const struct item *it);
 
+/* Keys sent base64-encoded (the meta b flag) are stored decoded and marked,
+ * so that replies encode them again.  Mark only a fresh item from
+ * cache_alloc() that nobody else can see yet. */
+bool item_key_binary(const struct item *it);
+void item_set_key_binary(struct item *it);
+
 /* Value length without the trailing "\r\n". */
 uint32_t    item_vlen(const struct item *it);
 
@@ -85,6 +91,7 @@ size_t item_value_copy(const struct item *it, char *buf, size_t len);
 #define ITEM_CFLAGS    0x0100
 #define ITEM_TOKEN_SENT 0x0200  /* mg handed out a win token (W) */
 #define ITEM_STALE     0x0800  /* md I or ms I: a newer value exists */
+#define ITEM_KEY_BINARY 0x1000  /* the key came base64-encoded (meta b) */
 
 #define ITEM_LRU_SHIFT 6
 #define ITEM_CLSID_MASK 0x3f

@@ -59,13 +59,6 @@ def silent(conn, wait=0.3):
         conn.read_exact(1, timeout=wait)
 
 
-def xfail_on_pm(request, reference, why):
-    """A known memcached-pm deviation: strict xfail against memcached-pm,
-    a plain test (that must pass) in reference mode."""
-    if not reference:
-        request.applymarker(pytest.mark.xfail(reason=why, strict=True))
-
-
 def first_line_then_alive(mc, req, expect):
     """For errors whose trailing bytes 1.6.18 and 1.6.45 treat differently:
     assert the first reply line, drop the connection, check the server."""
@@ -538,9 +531,8 @@ def test_ma_quiet_value(conn):
     conn.call(b"ma cnt q v\r\nmn\r\nmg cnt v\r\n", b"MN\r\nVA 1\r\n2\r\n")
 
 
-def test_ma_vivify_ttl(conn, request, reference):
+def test_ma_vivify_ttl(conn):
     # the created counter takes N's TTL; T applies to existing ones
-    xfail_on_pm(request, reference, "ma N with T: the new item takes T")
     conn.call(b"ma newc T30 N60 J5 t v\r\n", b"VA 1 t60\r\n5\r\n")
 
 
@@ -594,10 +586,9 @@ def test_mn_me(conn):
     run(conn, [("me foo\r\n", me)])
 
 
-def test_me_b_prints_stored_key(conn, request, reference):
+def test_me_b_prints_stored_key(conn):
     # me prints the key as stored (re-encoded only for an item stored with
     # a base64 key), not as the request spelled it
-    xfail_on_pm(request, reference, "me b echoes the request's key")
     conn.call(b"ms foo 3\r\nbar\r\n", b"HD\r\n")
     line_re(conn, "me Zm9v b\r\n",
             r"ME foo exp=-1 la=[01] cas=\d+ fetch=no cls=1 size=65\r\n")
