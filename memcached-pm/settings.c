@@ -231,6 +231,26 @@ subopt_hash_algorithm(const char *val)
 }
 
 static int
+subopt_policy(const char *val)
+{
+    if (val != NULL && strcmp(val, "dram") == 0) {
+        settings.tier_policy = "dram";
+    } else if (val != NULL && strcmp(val, "pmem") == 0) {
+        settings.tier_policy = "pmem";
+    } else if (val != NULL && (strcmp(val, "cache") == 0 ||
+                               strcmp(val, "capacity") == 0)) {
+        fprintf(stderr, "tier_policy=%s is not available yet: use dram or "
+                "pmem\n", val);
+        return -1;
+    } else {
+        fprintf(stderr, "Invalid value for tier_policy: \"%s\" (dram, "
+                "pmem, cache or capacity)\n", val ? val : "");
+        return -1;
+    }
+    return 0;
+}
+
+static int
 subopt_no_modern(void)
 {
     struct cache_options *c = &settings.cache;
@@ -375,6 +395,16 @@ subopt_one(char *item)
         return subopt_uint(n, val, 0, UINT_MAX, &settings.read_buf_mem_limit);
     } else if (IS("hash_bulk_move")) {
         return subopt_uint(n, val, 1, 1 << 20, &c->hash_bulk_move);
+    } else if (IS("memory_file")) {
+        if (val == NULL || *val == '\0') {
+            return bad_value(n, val);
+        }
+        settings.memory_file = val;
+        return 0;
+    } else if (IS("memory_file_size")) {
+        return subopt_uint(n, val, 1, 1u << 24, &settings.memory_file_mb);
+    } else if (IS("tier_policy")) {
+        return subopt_policy(val);
     } else if (IS("item_lock_power")) {
         return subopt_uint(n, val, 1, 20, &c->lock_power);
     }
@@ -444,7 +474,11 @@ usage(void)
 "   lru_crawler_sleep, lru_crawler_tocrawl, lru_maintainer, hot_lru_pct,\n"
 "   warm_lru_pct, hot_max_factor, warm_max_factor, temporary_ttl,\n"
 "   idle_timeout, track_sizes, modern, no_modern, read_buf_mem_limit,\n"
-"   item_lock_power, hash_bulk_move\n", MCPM_VERSION);
+"   item_lock_power, hash_bulk_move,\n"
+"   memory_file=<file>      keep items in this (PMEM) file\n"
+"   memory_file_size=<MB>   item memory in the file (default: as -m)\n"
+"   tier_policy=dram|pmem   where items live (pmem with a memory file)\n",
+           MCPM_VERSION);
 }
 
 static const struct option long_options[] = {
@@ -676,12 +710,53 @@ opt_one(int ch, char *arg)
     }
 }
 
+/*
+ * The PMEM tier: -e <file> (memcached's spelling: the file holds -m of
+ * item memory) or -o memory_file=<file>[,memory_file_size=<MB>].  The file
+ * is one page larger than the item memory: its first page holds the
+ * superblock.
+ */
+static int
+settings_tiers(void)
+{
+    struct cache_options *c = &settings.cache;
+    bool pmem;
+
+    if (settings.tier_policy == NULL) {
+        settings.tier_policy = settings.memory_file ? "pmem" : "dram";
+    }
+    pmem = strcmp(settings.tier_policy, "pmem") == 0;
+    if (pmem && settings.memory_file == NULL) {
+        fprintf(stderr, "tier_policy=pmem needs a memory file: -e <file> "
+                "or -o memory_file=<file>\n");
+        return -1;
+    }
+    if (!pmem && settings.memory_file != NULL) {
+        fprintf(stderr, "tier_policy=dram keeps no items in the memory file "
+                "%s: drop the file or use tier_policy=pmem\n",
+                settings.memory_file);
+        return -1;
+    }
+    c->tier_policy = pmem ? CACHE_TIER_PMEM : CACHE_TIER_DRAM;
+    c->memory_file = settings.memory_file;
+    if (pmem) {
+        size_t items = settings.memory_file_mb ?
+                       (size_t)settings.memory_file_mb * MB : c->mem_limit;
+
+        c->memory_file_size = items + c->page_size;
+    }
+    return 0;
+}
+
 /* Cross-option rules, checked once everything is read. */
 static int
 settings_check(void)
 {
     struct cache_options *c = &settings.cache;
 
+    if (settings_tiers() != 0) {
+        return -1;
+    }
     if (c->item_size_max > c->mem_limit / 2) {
         fprintf(stderr, "Cannot set item size limit higher than 1/2 of "
                 "memory max.\n");

@@ -52,7 +52,9 @@ struct settings {
     unsigned    read_buf_mem_limit; /* MB, 0 unlimited */
     unsigned    hashpower_init;     /* as given, 0 = default */
     const char *hash_algorithm;
-    const char *memory_file;        /* -e, for the PMEM tier */
+    const char *memory_file;        /* -e or -o memory_file: PMEM tier */
+    unsigned    memory_file_mb;     /* -o memory_file_size, 0: as -m */
+    const char *tier_policy;        /* -o tier_policy: "dram", "pmem" */
     unsigned    watcher_logbuf_size;
     unsigned    worker_logbuf_size;
 

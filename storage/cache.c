@@ -18,6 +18,7 @@
 #include "storage/locks.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
+#include "storage/sblock.h"
 #include "storage/tier.h"
 
 #include <errno.h>
@@ -33,6 +34,7 @@ static struct {
     struct cache_options *opts;
     uint64_t cas_id;            /* last unique handed out */
     uint64_t total_items;
+    struct sblock sb;           /* the memory file's, with the PMEM tier */
 } ca;
 
 /* ---- life cycle ------------------------------------------------------- */
@@ -62,18 +64,82 @@ stop_threads(void)
     assoc_thread_stop();
 }
 
-/* Slabs on a DRAM tier; the tier belongs to slabs once this succeeds. */
+/* The PMEM tier over opts->memory_file: the superblock's reserve, then as
+ * many pages as the file holds. */
+static struct tier *
+pmem_tier_open(const struct cache_options *opts)
+{
+    struct tier_pmem_options po = {
+        .path = opts->memory_file,
+        .size = opts->memory_file_size,
+        .page_size = opts->page_size,
+        .reserve = SBLOCK_SIZE,
+        .create = true,
+    };
+    char err[512];
+    struct tier *t = tier_pmem_open(&po, err, sizeof(err));
+
+    if (t == NULL) {
+        fprintf(stderr, "%s\n", err);
+    }
+    return t;
+}
+
+/*
+ * Stamp the file with a fresh superblock describing this layout.  Items are
+ * not yet written durably, so nothing in an older file can be trusted: its
+ * pages are reused from empty, and the operator is told so.
+ */
+static int
+pmem_superblock(const struct cache_options *opts, struct tier *t)
+{
+    uint32_t sizes[CACHE_MAX_CLASSES];
+    unsigned n = slabs_largest();
+    struct sblock_params p = {
+        .file_size = tier_pmem_mapped_len(t),
+        .reserve = SBLOCK_SIZE,
+        .page_size = (uint32_t)opts->page_size,
+        .chunk_max = (uint32_t)slabs_chunk_max(),
+        .nclasses = n,
+        .class_sizes = sizes,
+        .use_cas = opts->use_cas,
+    };
+    char err[512];
+
+    for (unsigned i = 0; i < n; i++) {
+        sizes[i] = (uint32_t)slabs_size(i + 1);
+    }
+    if (!tier_pmem_created(t)) {
+        fprintf(stderr, "memory file %s: existing contents discarded (items "
+                "are not yet recovered at start-up)\n", opts->memory_file);
+    }
+    if (sblock_init_new(&ca.sb, t, tier_pmem_base(t), &p, err,
+                        sizeof(err)) != SBLOCK_OK) {
+        fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Slabs on the tier the policy names; the tier belongs to slabs once this
+ * succeeds. */
 static int
 memory_init(struct cache_options *opts)
 {
-    struct tier *t = tier_dram_create(opts->mem_limit, opts->page_size,
-                                      opts->prealloc);
+    bool pmem = opts->tier_policy == CACHE_TIER_PMEM;
+    struct tier *t = pmem ? pmem_tier_open(opts)
+                          : tier_dram_create(opts->mem_limit,
+                                             opts->page_size, opts->prealloc);
 
     if (t == NULL) {
         return -1;
     }
     if (slabs_init(opts, t) != 0) {
         tier_destroy(&t);
+        return -1;
+    }
+    if (pmem && pmem_superblock(opts, t) != 0) {
+        slabs_destroy();
         return -1;
     }
     return 0;

@@ -31,8 +31,18 @@
  * be changed later by the daemon (lru tune, slabs automove, lru_crawler
  * sleep, ...) and are read by storage's threads on their next step.
  */
+/* Where items live (-o tier_policy). */
+enum cache_tier_policy {
+    CACHE_TIER_DRAM,                /* DRAM only */
+    CACHE_TIER_PMEM                 /* every item in the memory file */
+};
+
 struct cache_options {
     size_t      mem_limit;          /* -m, bytes */
+    enum cache_tier_policy tier_policy;
+    const char *memory_file;        /* the PMEM tier's file (-e, -o
+                                       memory_file), or NULL */
+    size_t      memory_file_size;   /* its size in bytes */
     size_t      page_size;          /* 1 MiB */
     size_t      item_size_max;      /* -I, bytes */
     size_t      slab_chunk_max;     /* largest chunk; above it items chunk */

@@ -22,6 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_BIN = "/usr/bin/memcached"
 START_TIMEOUT = 10.0
+MEMORY_FILE_DIR = os.environ.get("MCPM_MEMORY_FILE_DIR", "")
 STOP_TIMEOUT = 10.0
 VERSION_RE = re.compile(rb"^VERSION 1\.6\.\d+\S*\r\n$")
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
@@ -42,6 +43,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "v1645: behaviour of memcached 1.6.45 / memcached-pm "
                    "that Debian's 1.6.18 lacks; deselected with --reference")
+    config.addinivalue_line(
+        "markers", "mcpm: a memcached-pm feature memcached does not have "
+                   "(the PMEM tier); deselected with --reference")
 
 
 def is_reference(config):
@@ -57,7 +61,8 @@ def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
         uses_server = "binary" in getattr(item, "fixturenames", ())
-        if item.get_closest_marker("v1645") or not uses_server:
+        if (item.get_closest_marker("v1645") or item.get_closest_marker("mcpm")
+                or not uses_server):
             drop.append(item)
         else:
             keep.append(item)
@@ -237,6 +242,7 @@ class Server:
         self.port = None
         self.errfile = None
         self.returncode = None
+        self.memory_file = None
 
     @property
     def pid(self):
@@ -253,6 +259,7 @@ class Server:
             self.errfile = tempfile.NamedTemporaryFile(
                 prefix="mcpm-err-", suffix=".log")
             cmd = [self.binary] + base_args(self.port) + self.flags
+            cmd += self._memory_file_args()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL,
                                          stderr=self.errfile)
@@ -265,6 +272,25 @@ class Server:
         self.stop()
         pytest.fail("server %s did not start (rc=%s); stderr:\n%s"
                     % (" ".join(cmd), rc, self.stderr()))
+
+    def _memory_file_args(self):
+        """MCPM_MEMORY_FILE_DIR runs every server with its items in a
+        PMEM-tier file there (a tmpfs such as /dev/shm stands in for DAX);
+        the file is removed when the server stops."""
+        if self.reference or not MEMORY_FILE_DIR:
+            return []
+        if "-e" in self.flags or any("memory_file" in f or "tier_policy" in f
+                                     for f in self.flags):
+            return []           # the test chose its own tiers
+        self.memory_file = os.path.join(MEMORY_FILE_DIR,
+                                        "mcpm-test-%d.pm" % self.port)
+        if os.path.exists(self.memory_file):
+            os.unlink(self.memory_file)
+        return ["-o", "memory_file=" + self.memory_file]
+
+    def _remove_memory_file(self):
+        if self.memory_file and os.path.exists(self.memory_file):
+            os.unlink(self.memory_file)
 
     def _wait_ready(self):
         deadline = time.monotonic() + START_TIMEOUT
@@ -332,6 +358,7 @@ class Server:
                 problems.append("exit status %s after SIGTERM"
                                 % self.proc.returncode)
         self.returncode = self.proc.returncode
+        self._remove_memory_file()
         err = self.stderr()
         for mark in SANITIZER_MARKS:
             if mark in err:
