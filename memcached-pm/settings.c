@@ -319,12 +319,15 @@ subopt_one(char *item)
     } else if (IS("slab_automove_freeratio")) {
         return subopt_double(n, val, 0.0, 1.0, &c->automove_freeratio);
     } else if (IS("tail_repair_time")) {
-        if (!parse_uint(val, 0, UINT_MAX, &u) || (u > 0 && u < 10)) {
-            fprintf(stderr, "Cannot set tail_repair_time to less than 10 "
-                    "seconds\n");
+        /* 0 (memcached's default, off) is all there is: references are
+         * never leaked here, so there is nothing for a repair to undo,
+         * and a non-zero value must not be accepted and then ignored. */
+        if (!parse_uint(val, 0, 0, &u)) {
+            fprintf(stderr, "tail_repair_time is not supported: only 0 "
+                    "(off) is accepted\n");
             return -1;
         }
-        c->tail_repair_time = u;
+        c->tail_repair_time = 0;
         return 0;
     } else if (IS("hash_algorithm")) {
         return subopt_hash_algorithm(val);
