@@ -395,7 +395,15 @@ subopt_one(char *item)
     } else if (IS("no_modern")) {
         return subopt_no_modern();
     } else if (IS("read_buf_mem_limit")) {
-        return subopt_uint(n, val, 0, UINT_MAX, &settings.read_buf_mem_limit);
+        /* Connection buffers are bounded per connection instead (a 2 MB
+         * request line, 1 MB of queued replies); a global cap is not
+         * there, so only 0 (memcached's default, none) is accepted. */
+        if (!parse_uint(val, 0, 0, &settings.read_buf_mem_limit)) {
+            fprintf(stderr, "read_buf_mem_limit is not supported: only 0 "
+                    "(no limit) is accepted\n");
+            return -1;
+        }
+        return 0;
     } else if (IS("hash_bulk_move")) {
         return subopt_uint(n, val, 1, 1 << 20, &c->hash_bulk_move);
     } else if (IS("memory_file")) {
@@ -845,7 +853,9 @@ settings_parse(int argc, char **argv)
             return -1;
         }
         if (ch == 'N') {
-            continue;   /* NAPI ids: accepted, round-robin is kept */
+            fprintf(stderr, "-N (NAPI based thread selection) is not "
+                    "supported: connections go to workers round robin\n");
+            return -1;
         }
         if (opt_one(ch, optarg) != 0) {
             return -1;

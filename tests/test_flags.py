@@ -95,12 +95,17 @@ def test_many_flags_accepted(server_factory):
 
 
 @pytest.mark.mcpm
-def test_tail_repair_time_refused(run):
-    # memcached-pm has no tail repair: a non-zero value is refused rather
-    # than accepted and ignored.
-    r = run("-p", "0", "-o", "tail_repair_time=60")
+@pytest.mark.parametrize("flags, message", [
+    (["-o", "tail_repair_time=60"], b"tail_repair_time is not supported"),
+    (["-o", "read_buf_mem_limit=5"], b"read_buf_mem_limit is not supported"),
+    (["-N", "1"], b"-N (NAPI based thread selection) is not supported"),
+])
+def test_unsupported_features_refused(run, flags, message):
+    # Options memcached-pm has no machinery for are refused rather than
+    # accepted and ignored; their "off" values are still accepted.
+    r = run("-p", "0", *flags)
     assert r.returncode == 1
-    assert b"tail_repair_time is not supported" in r.stderr
+    assert message in r.stderr
 
 
 def test_vv_and_no_lru_maintainer(server_factory):
