@@ -148,26 +148,32 @@ bad_value(const char *opt, const char *val)
 
 /* ---- -o sub-options --------------------------------------------------- */
 
-static int
-subopt_flag(const char *name, bool *field, bool on, const char *val)
-{
-    if (val != NULL) {
-        fprintf(stderr, "Suboption \"%s\" takes no value\n", name);
-        return -1;
-    }
-    *field = on;
-    return 0;
-}
+/*
+ * The -o table.  Most entries store a parsed value into a settings field;
+ * the few with rules of their own (hashpower, the LRU maintainer pair,
+ * tier_policy, ...) name a function.  A value outside [lo, hi] gets the
+ * entry's message (memcached's wording where it has one; %s is the name),
+ * or "Invalid value for <name>".
+ */
+enum subopt_kind {
+    SO_ON,          /* bool field = true; takes no value */
+    SO_OFF,         /* bool field = false; takes no value */
+    SO_UINT,        /* unsigned in [lo, hi] */
+    SO_KB,          /* unsigned in [lo, hi], stored times 1024 */
+    SO_DOUBLE,      /* double in [lo, hi] */
+    SO_STRING,      /* non-empty string, kept as given */
+    SO_NOOP,        /* accepted for compatibility; takes no value */
+    SO_FUNC         /* fn(value) */
+};
 
-static int
-subopt_pct(const char *name, const char *val, unsigned *out)
-{
-    if (!parse_uint(val, 2, 79, out)) {
-        fprintf(stderr, "%s must be > 1 and < 80\n", name);
-        return -1;
-    }
-    return 0;
-}
+struct subopt {
+    const char       *name;
+    enum subopt_kind  kind;
+    void             *field;
+    double            lo, hi;
+    const char       *range_msg;
+    int             (*fn)(const char *val);
+};
 
 static int
 subopt_hashpower(const char *val)
@@ -206,6 +212,13 @@ subopt_automove(const char *val)
 }
 
 static int
+subopt_no_automove(const char *val)
+{
+    settings.cache.slab_automove = 0;
+    return val == NULL ? 0 : bad_value("no_slab_automove", val);
+}
+
+static int
 subopt_chunk_max(const char *val)
 {
     uint64_t v;
@@ -215,6 +228,13 @@ subopt_chunk_max(const char *val)
     }
     settings.cache.slab_chunk_max = (size_t)v;
     return 0;
+}
+
+static int
+subopt_no_chunked(const char *val)
+{
+    settings.cache.slab_chunk_max = settings.cache.page_size;
+    return val == NULL ? 0 : bad_value("no_chunked_items", val);
 }
 
 static int
@@ -228,6 +248,28 @@ subopt_hash_algorithm(const char *val)
         return -1;
     }
     return 0;
+}
+
+static int
+subopt_lru_maintainer(const char *val)
+{
+    settings.lru_maintainer = settings.cache.lru_segmented = true;
+    return val == NULL ? 0 : bad_value("lru_maintainer", val);
+}
+
+static int
+subopt_no_lru_maintainer(const char *val)
+{
+    settings.lru_maintainer = settings.cache.lru_segmented = false;
+    return val == NULL ? 0 : bad_value("no_lru_maintainer", val);
+}
+
+static int
+subopt_temporary_ttl(const char *val)
+{
+    settings.cache.temp_lru = true;
+    return parse_uint(val, 0, UINT_MAX, &settings.cache.temporary_ttl) ? 0
+           : bad_value("temporary_ttl", val);
 }
 
 static int
@@ -251,7 +293,7 @@ subopt_policy(const char *val)
 }
 
 static int
-subopt_no_modern(void)
+subopt_no_modern(const char *val)
 {
     struct cache_options *c = &settings.cache;
 
@@ -262,164 +304,143 @@ subopt_no_modern(void)
     c->lru_segmented = false;
     c->lru_crawler = false;
     settings.lru_maintainer = false;
-    return 0;
+    return val == NULL ? 0 : bad_value("no_modern", val);
 }
 
+#define C(f) (&settings.cache.f)
+#define S(f) (&settings.f)
+#define PCT_MSG "%s must be > 1 and < 80"
+
+static const struct subopt subopt_table[] = {
+    { "maxconns_fast", SO_ON, S(maxconns_fast), 0, 0, NULL, NULL },
+    { "no_maxconns_fast", SO_OFF, S(maxconns_fast), 0, 0, NULL, NULL },
+    { "hashpower", SO_FUNC, NULL, 0, 0, NULL, subopt_hashpower },
+    { "no_hashexpand", SO_OFF, C(hash_expand), 0, 0, NULL, NULL },
+    { "hash_bulk_move", SO_UINT, C(hash_bulk_move), 1, 1 << 20, NULL, NULL },
+    { "hash_algorithm", SO_FUNC, NULL, 0, 0, NULL, subopt_hash_algorithm },
+    { "item_lock_power", SO_UINT, C(lock_power), 1, 20, NULL, NULL },
+    { "slab_reassign", SO_ON, C(slab_reassign), 0, 0, NULL, NULL },
+    { "no_slab_reassign", SO_OFF, C(slab_reassign), 0, 0, NULL, NULL },
+    { "slab_automove", SO_FUNC, NULL, 0, 0, NULL, subopt_automove },
+    { "no_slab_automove", SO_FUNC, NULL, 0, 0, NULL, subopt_no_automove },
+    { "slab_automove_ratio", SO_DOUBLE, C(automove_ratio), 0.01, 1.0,
+      NULL, NULL },
+    { "slab_automove_window", SO_UINT, C(automove_window), 3, 1800,
+      NULL, NULL },
+    { "slab_automove_freeratio", SO_DOUBLE, C(automove_freeratio), 0, 1,
+      NULL, NULL },
+    { "slab_sizes", SO_STRING, C(slab_sizes), 0, 0, NULL, NULL },
+    { "slab_chunk_max", SO_FUNC, NULL, 0, 0, NULL, subopt_chunk_max },
+    { "no_chunked_items", SO_FUNC, NULL, 0, 0, NULL, subopt_no_chunked },
+    /* memcached-pm has no tail repair and no global read buffer cap:
+     * only their "off" values are accepted, never ignored. */
+    { "tail_repair_time", SO_UINT, C(tail_repair_time), 0, 0,
+      "%s is not supported: only 0 (off) is accepted", NULL },
+    { "read_buf_mem_limit", SO_UINT, S(read_buf_mem_limit), 0, 0,
+      "%s is not supported: only 0 (no limit) is accepted", NULL },
+    { "lru_crawler", SO_ON, C(lru_crawler), 0, 0, NULL, NULL },
+    { "no_lru_crawler", SO_OFF, C(lru_crawler), 0, 0, NULL, NULL },
+    { "lru_crawler_sleep", SO_UINT, C(crawler_sleep_us), 0, 1000000,
+      "LRU crawler sleep must be between 0 and 1 second", NULL },
+    { "lru_crawler_tocrawl", SO_UINT, C(crawler_tocrawl), 0, UINT_MAX,
+      NULL, NULL },
+    { "lru_maintainer", SO_FUNC, NULL, 0, 0, NULL, subopt_lru_maintainer },
+    { "no_lru_maintainer", SO_FUNC, NULL, 0, 0, NULL,
+      subopt_no_lru_maintainer },
+    { "hot_lru_pct", SO_UINT, C(hot_lru_pct), 2, 79, PCT_MSG, NULL },
+    { "warm_lru_pct", SO_UINT, C(warm_lru_pct), 2, 79, PCT_MSG, NULL },
+    { "hot_max_factor", SO_DOUBLE, C(hot_max_factor), 0.0001, 1e6,
+      NULL, NULL },
+    { "warm_max_factor", SO_DOUBLE, C(warm_max_factor), 0.0001, 1e6,
+      NULL, NULL },
+    { "temporary_ttl", SO_FUNC, NULL, 0, 0, NULL, subopt_temporary_ttl },
+    { "idle_timeout", SO_UINT, S(idle_timeout), 0, UINT_MAX, NULL, NULL },
+    { "watcher_logbuf_size", SO_KB, S(watcher_logbuf_size), 0,
+      UINT_MAX / 1024, NULL, NULL },
+    { "worker_logbuf_size", SO_KB, S(worker_logbuf_size), 0,
+      UINT_MAX / 1024, NULL, NULL },
+    { "track_sizes", SO_ON, C(track_sizes), 0, 0, NULL, NULL },
+    { "modern", SO_NOOP, NULL, 0, 0, NULL, NULL },
+    { "no_modern", SO_FUNC, NULL, 0, 0, NULL, subopt_no_modern },
+    { "inline_ascii_resp", SO_NOOP, NULL, 0, 0, NULL, NULL },
+    { "no_inline_ascii_resp", SO_NOOP, NULL, 0, 0, NULL, NULL },
+    { "drop_privileges", SO_NOOP, NULL, 0, 0, NULL, NULL },
+    { "no_drop_privileges", SO_NOOP, NULL, 0, 0, NULL, NULL },
+    { "memory_file", SO_STRING, S(memory_file), 0, 0, NULL, NULL },
+    { "memory_file_size", SO_UINT, S(memory_file_mb), 1, 1u << 24,
+      NULL, NULL },
+    { "tier_policy", SO_FUNC, NULL, 0, 0, NULL, subopt_policy },
+};
+
+#undef C
+#undef S
+
 static int
-subopt_double(const char *name, const char *val, double lo, double hi,
-              double *out)
+subopt_range_error(const struct subopt *o, const char *val)
 {
-    if (!parse_double(val, out) || *out < lo || *out > hi) {
-        return bad_value(name, val);
+    if (o->range_msg == NULL) {
+        return bad_value(o->name, val);
     }
-    return 0;
+    fprintf(stderr, o->range_msg, o->name);
+    fputc('\n', stderr);
+    return -1;
 }
 
 static int
-subopt_uint(const char *name, const char *val, unsigned lo, unsigned hi,
-            unsigned *out)
+subopt_apply(const struct subopt *o, const char *val)
 {
-    return parse_uint(val, lo, hi, out) ? 0 : bad_value(name, val);
+    double d;
+    unsigned u;
+
+    switch (o->kind) {
+    case SO_ON: case SO_OFF: case SO_NOOP:
+        if (val != NULL) {
+            fprintf(stderr, "Suboption \"%s\" takes no value\n", o->name);
+            return -1;
+        }
+        if (o->kind != SO_NOOP) {
+            *(bool *)o->field = o->kind == SO_ON;
+        }
+        return 0;
+    case SO_UINT: case SO_KB:
+        if (!parse_uint(val, (unsigned)o->lo, (unsigned)o->hi, &u)) {
+            return subopt_range_error(o, val);
+        }
+        *(unsigned *)o->field = o->kind == SO_KB ? u * 1024 : u;
+        return 0;
+    case SO_DOUBLE:
+        if (!parse_double(val, &d) || d < o->lo || d > o->hi) {
+            return subopt_range_error(o, val);
+        }
+        *(double *)o->field = d;
+        return 0;
+    case SO_STRING:
+        if (val == NULL || *val == '\0') {
+            return bad_value(o->name, val);
+        }
+        *(const char **)o->field = val;
+        return 0;
+    case SO_FUNC:
+    default:
+        return o->fn(val);
+    }
 }
 
 /* One -o item, "name" or "name=value". */
 static int
 subopt_one(char *item)
 {
-    struct cache_options *c = &settings.cache;
     char *val = strchr(item, '=');
-    const char *n = item;
-    unsigned u;
 
     if (val != NULL) {
         *val++ = '\0';
     }
-#define IS(s) (strcmp(n, (s)) == 0)
-    if (IS("maxconns_fast")) {
-        return subopt_flag(n, &settings.maxconns_fast, true, val);
-    } else if (IS("no_maxconns_fast")) {
-        return subopt_flag(n, &settings.maxconns_fast, false, val);
-    } else if (IS("hashpower")) {
-        return subopt_hashpower(val);
-    } else if (IS("no_hashexpand")) {
-        return subopt_flag(n, &c->hash_expand, false, val);
-    } else if (IS("slab_reassign")) {
-        return subopt_flag(n, &c->slab_reassign, true, val);
-    } else if (IS("no_slab_reassign")) {
-        return subopt_flag(n, &c->slab_reassign, false, val);
-    } else if (IS("slab_automove")) {
-        return subopt_automove(val);
-    } else if (IS("no_slab_automove")) {
-        c->slab_automove = 0;
-        return val == NULL ? 0 : bad_value(n, val);
-    } else if (IS("slab_automove_ratio")) {
-        return subopt_double(n, val, 0.01, 1.0, &c->automove_ratio);
-    } else if (IS("slab_automove_window")) {
-        return subopt_uint(n, val, 3, 1800, &c->automove_window);
-    } else if (IS("slab_automove_freeratio")) {
-        return subopt_double(n, val, 0.0, 1.0, &c->automove_freeratio);
-    } else if (IS("tail_repair_time")) {
-        /* 0 (memcached's default, off) is all there is: references are
-         * never leaked here, so there is nothing for a repair to undo,
-         * and a non-zero value must not be accepted and then ignored. */
-        if (!parse_uint(val, 0, 0, &u)) {
-            fprintf(stderr, "tail_repair_time is not supported: only 0 "
-                    "(off) is accepted\n");
-            return -1;
+    for (size_t i = 0; i < sizeof(subopt_table) / sizeof(*subopt_table);
+         i++) {
+        if (strcmp(item, subopt_table[i].name) == 0) {
+            return subopt_apply(&subopt_table[i], val);
         }
-        c->tail_repair_time = 0;
-        return 0;
-    } else if (IS("hash_algorithm")) {
-        return subopt_hash_algorithm(val);
-    } else if (IS("lru_crawler")) {
-        return subopt_flag(n, &c->lru_crawler, true, val);
-    } else if (IS("no_lru_crawler")) {
-        return subopt_flag(n, &c->lru_crawler, false, val);
-    } else if (IS("lru_crawler_sleep")) {
-        if (!parse_uint(val, 0, 1000000, &c->crawler_sleep_us)) {
-            fprintf(stderr, "LRU crawler sleep must be between 0 and 1 "
-                    "second\n");
-            return -1;
-        }
-        return 0;
-    } else if (IS("lru_crawler_tocrawl")) {
-        return subopt_uint(n, val, 0, UINT_MAX, &c->crawler_tocrawl);
-    } else if (IS("lru_maintainer")) {
-        settings.lru_maintainer = true;
-        return subopt_flag(n, &c->lru_segmented, true, val);
-    } else if (IS("no_lru_maintainer")) {
-        settings.lru_maintainer = false;
-        return subopt_flag(n, &c->lru_segmented, false, val);
-    } else if (IS("hot_lru_pct")) {
-        return subopt_pct(n, val, &c->hot_lru_pct);
-    } else if (IS("warm_lru_pct")) {
-        return subopt_pct(n, val, &c->warm_lru_pct);
-    } else if (IS("hot_max_factor")) {
-        return subopt_double(n, val, 0.0001, 1e6, &c->hot_max_factor);
-    } else if (IS("warm_max_factor")) {
-        return subopt_double(n, val, 0.0001, 1e6, &c->warm_max_factor);
-    } else if (IS("temporary_ttl")) {
-        c->temp_lru = true;
-        return subopt_uint(n, val, 0, UINT_MAX, &c->temporary_ttl);
-    } else if (IS("idle_timeout")) {
-        return subopt_uint(n, val, 0, UINT_MAX, &settings.idle_timeout);
-    } else if (IS("watcher_logbuf_size")) {
-        if (subopt_uint(n, val, 0, UINT_MAX / 1024, &u) != 0) {
-            return -1;
-        }
-        settings.watcher_logbuf_size = u * 1024;
-        return 0;
-    } else if (IS("worker_logbuf_size")) {
-        if (subopt_uint(n, val, 0, UINT_MAX / 1024, &u) != 0) {
-            return -1;
-        }
-        settings.worker_logbuf_size = u * 1024;
-        return 0;
-    } else if (IS("slab_sizes")) {
-        if (val == NULL || *val == '\0') {
-            return bad_value(n, val);
-        }
-        c->slab_sizes = val;
-        return 0;
-    } else if (IS("slab_chunk_max")) {
-        return subopt_chunk_max(val);
-    } else if (IS("no_chunked_items")) {
-        c->slab_chunk_max = c->page_size;
-        return val == NULL ? 0 : bad_value(n, val);
-    } else if (IS("track_sizes")) {
-        return subopt_flag(n, &c->track_sizes, true, val);
-    } else if (IS("modern") || IS("inline_ascii_resp") ||
-               IS("no_inline_ascii_resp") || IS("drop_privileges") ||
-               IS("no_drop_privileges")) {
-        return val == NULL ? 0 : bad_value(n, val);
-    } else if (IS("no_modern")) {
-        return subopt_no_modern();
-    } else if (IS("read_buf_mem_limit")) {
-        /* Connection buffers are bounded per connection instead (a 2 MB
-         * request line, 1 MB of queued replies); a global cap is not
-         * there, so only 0 (memcached's default, none) is accepted. */
-        if (!parse_uint(val, 0, 0, &settings.read_buf_mem_limit)) {
-            fprintf(stderr, "read_buf_mem_limit is not supported: only 0 "
-                    "(no limit) is accepted\n");
-            return -1;
-        }
-        return 0;
-    } else if (IS("hash_bulk_move")) {
-        return subopt_uint(n, val, 1, 1 << 20, &c->hash_bulk_move);
-    } else if (IS("memory_file")) {
-        if (val == NULL || *val == '\0') {
-            return bad_value(n, val);
-        }
-        settings.memory_file = val;
-        return 0;
-    } else if (IS("memory_file_size")) {
-        return subopt_uint(n, val, 1, 1u << 24, &settings.memory_file_mb);
-    } else if (IS("tier_policy")) {
-        return subopt_policy(val);
-    } else if (IS("item_lock_power")) {
-        return subopt_uint(n, val, 1, 20, &c->lock_power);
     }
-#undef IS
     fprintf(stderr, "Illegal suboption \"%s%s%s\"\n", item,
             val ? "=" : "", val ? val : "");
     return -1;
