@@ -17,6 +17,7 @@
 #include "storage/slabs.h"
 #include "storage/item.h"
 #include "storage/lru.h"
+#include "storage/persist.h"
 #include "storage/tier.h"
 
 #include <pthread.h>
@@ -54,6 +55,7 @@ static struct {
     unsigned           largest;
     size_t             page_size;
     size_t             chunk_max;
+    size_t             prefix;          /* bytes before each item */
     struct tier       *tier;
     uint64_t           pages_total;     /* pages taken from the tier */
     /* page mover, under lock */
@@ -99,7 +101,8 @@ table_from_list(const char *list)
 
         /* Sizes must hold a header and grow; the rest of a bad list is
          * ignored rather than carved into overlapping chunks. */
-        if (end == p || v < sizeof(struct item) + 8 || v >= sl.chunk_max ||
+        if (end == p || v < sizeof(struct item) + 8 + sl.prefix ||
+            v >= sl.chunk_max ||
             (id > 0 && align8(v) <= sl.cls[id].size)) {
             break;
         }
@@ -124,6 +127,20 @@ table_from_factor(double factor, unsigned chunk_min)
     return id;
 }
 
+/* PMEM chunks carry the commit prefix; the page table starts empty. */
+static int
+pmem_init(struct tier *tier)
+{
+    char err[256];
+
+    if (persist_init(tier, err, sizeof(err)) != 0) {
+        fprintf(stderr, "slabs: memory file: %s\n", err);
+        return -1;
+    }
+    sl.prefix = PERSIST_PREFIX;
+    return 0;
+}
+
 int
 slabs_init(const struct cache_options *opts, struct tier *tier)
 {
@@ -139,6 +156,9 @@ slabs_init(const struct cache_options *opts, struct tier *tier)
         fprintf(stderr, "slabs: bad chunk max or factor\n");
         return -1;
     }
+    if (tier->id == TIER_PMEM && pmem_init(tier) != 0) {
+        return -1;
+    }
     pthread_mutex_init(&sl.lock, NULL);
     pthread_cond_init(&sl.cond, NULL);
     pthread_cond_init(&sl.done, NULL);
@@ -147,6 +167,14 @@ slabs_init(const struct cache_options *opts, struct tier *tier)
                                                      opts->chunk_min);
     sl.largest = n + 1;
     set_class(sl.largest, sl.chunk_max);
+    if (sl.cls[1].size < sl.prefix + sizeof(struct item) + 8) {
+        /* A chunk must hold the prefix and a header, or carving it would
+         * write into the next one. */
+        fprintf(stderr, "slabs: chunks of %zu bytes cannot hold an item in "
+                "the memory file\n", sl.cls[1].size);
+        persist_destroy();
+        return -1;
+    }
     if (opts->verbose > 1) {
         for (unsigned i = 1; i <= sl.largest; i++) {
             fprintf(stderr, "slab class %3u: chunk size %9zu perslab %7u\n",
@@ -166,6 +194,9 @@ slabs_destroy(void)
         }
         free(sl.cls[i].pages);
     }
+    if (sl.prefix != 0) {
+        persist_destroy();
+    }
     tier_destroy(&sl.tier);
     pthread_mutex_destroy(&sl.lock);
     pthread_cond_destroy(&sl.cond);
@@ -176,11 +207,11 @@ slabs_destroy(void)
 unsigned
 slabs_clsid(size_t size)
 {
-    if (size == 0 || size > sl.chunk_max) {
+    if (size == 0 || size + sl.prefix > sl.chunk_max) {
         return 0;
     }
     for (unsigned i = 1; i <= sl.largest; i++) {
-        if (size <= sl.cls[i].size) {
+        if (size + sl.prefix <= sl.cls[i].size) {
             return i;
         }
     }
@@ -190,7 +221,7 @@ slabs_clsid(size_t size)
 size_t
 slabs_size(unsigned id)
 {
-    return id >= 1 && id <= sl.largest ? sl.cls[id].size : 0;
+    return id >= 1 && id <= sl.largest ? sl.cls[id].size - sl.prefix : 0;
 }
 
 unsigned
@@ -202,7 +233,20 @@ slabs_largest(void)
 size_t
 slabs_chunk_max(void)
 {
-    return sl.chunk_max;
+    return sl.chunk_max - sl.prefix;
+}
+
+struct tier *
+slabs_tier(void)
+{
+    return sl.tier;
+}
+
+/* The item in chunk i of a page of class c. */
+static struct item *
+chunk_item(const struct slab_class *c, char *page, unsigned i)
+{
+    return (struct item *)(page + (size_t)i * c->size + sl.prefix);
 }
 
 /* ---- pages and chunks: slabs lock held -------------------------------- */
@@ -269,11 +313,20 @@ carve(unsigned id, char *page)
     struct slab_class *c = &sl.cls[id];
 
     for (unsigned i = 0; i < c->perslab; i++) {
-        struct item *it = (struct item *)(page + (size_t)i * c->size);
+        struct item *it = chunk_item(c, page, i);
 
+        if (sl.prefix != 0) {
+            memset(persist_prefix_of(it), 0, sl.prefix);
+        }
         it->clsid = (uint8_t)id;
         it->tier = sl.tier->id;
         push_free(c, it);
+    }
+    if (sl.prefix != 0) {
+        /* Every commit word of the new cut is 0 in the file before the
+         * page table says how the page is cut. */
+        tier_persist(sl.tier, page, sl.page_size);
+        persist_page_set(page, id);
     }
 }
 
@@ -497,7 +550,7 @@ move_begin(struct slab_class *c)
     sl.move_start = page;
     sl.move_end = page + (size_t)c->perslab * c->size;
     for (unsigned i = 0; i < c->perslab; i++) {
-        struct item *it = (struct item *)(page + (size_t)i * c->size);
+        struct item *it = chunk_item(c, page, i);
 
         if (item_flags(it) & ITEM_SLABBED) {
             unlink_free(c, it);
@@ -575,12 +628,12 @@ move_drain(struct slab_class *c, char *page)
         unsigned busy = 0, live = 0;
 
         for (unsigned i = 0; i < c->perslab; i++) {
-            struct item *it = (struct item *)(page + (size_t)i * c->size);
+            struct item *it = chunk_item(c, page, i);
 
             pthread_mutex_lock(&sl.lock);
             live += !(item_flags(it) & ITEM_SLABBED);
             pthread_mutex_unlock(&sl.lock);
-            busy += (unsigned)evacuate_chunk(it, c->size,
+            busy += (unsigned)evacuate_chunk(it, c->size - sl.prefix,
                                              pass >= FORCE_PASS);
         }
         if (live == 0) {
@@ -600,6 +653,9 @@ move_end(struct slab_class *c, char *page, int dst)
 {
     c->pages[0] = pop_page(c);
     sl.move_start = sl.move_end = NULL;
+    if (sl.prefix != 0 && dst == 0) {
+        persist_page_set(page, 0);
+    }
     if (dst == 0 && sl.tier->used > sl.tier->limit) {
         tier_page_free(sl.tier, page);
         sl.pages_total--;

@@ -30,13 +30,19 @@ struct tier;
  * 0, or -1 with a message on stderr. */
 int  slabs_init(const struct cache_options *opts, struct tier *tier);
 
+/* The tier slabs takes pages from (storage-internal: tests reach the PMEM
+ * simulator through it).  Owned by slabs. */
+struct tier *slabs_tier(void);
+
 /* Stop the mover and give every page back to the tier. */
 void slabs_destroy(void);
 
 /* The class whose chunks hold `size` bytes; 0 if none is large enough. */
 unsigned slabs_clsid(size_t size);
 
-/* Chunk size of a class, the largest class id, and its chunk size. */
+/* Bytes an item may take in a class's chunks (the chunk size less the
+ * tier's per-chunk prefix: 0 in DRAM, 16 in PMEM), the largest class id,
+ * and the item bytes of its chunks. */
 size_t   slabs_size(unsigned id);
 unsigned slabs_largest(void);
 size_t   slabs_chunk_max(void);

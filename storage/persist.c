@@ -1,0 +1,175 @@
+/*
+ * persist.c: commit words, item checksums and the page table of the PMEM
+ * tier (persist.h).  Every store that recovery will trust goes through
+ * tier_persist() in the order doc/PERSISTENCE.md gives.
+ */
+#include "storage/persist.h"
+#include "storage/crc.h"
+#include "storage/sblock.h"
+
+#include <stdio.h>
+
+_Static_assert(PERSIST_TABLE_OFF == SBLOCK_SIZE, "table follows the copies");
+#include <string.h>
+
+/* The flags recovery needs to parse an item; the rest are volatile. */
+#define CRC_FLAGS (ITEM_CAS | ITEM_CFLAGS | ITEM_CHUNKED | ITEM_KEY_BINARY)
+
+_Static_assert(sizeof(struct persist_prefix) == PERSIST_PREFIX,
+               "the prefix is 16 bytes");
+
+static struct {
+    struct tier    *tier;
+    unsigned char  *table;      /* one byte per page, in the reserve */
+    size_t          npages;
+    uint64_t        seq;        /* the -C counter */
+} pe;
+
+int
+persist_init(struct tier *t, char *err, size_t errlen)
+{
+    char *base = tier_pmem_base(t);
+    size_t npages = tier_pmem_npages(t);
+    size_t room = (size_t)((char *)tier_pmem_page(t, 0) - base);
+
+    if (room < PERSIST_TABLE_OFF + npages) {
+        snprintf(err, errlen, "the reserve of %zu bytes cannot hold the "
+                 "superblock and a page table of %zu pages", room, npages);
+        return -1;
+    }
+    memset(&pe, 0, sizeof(pe));
+    pe.tier = t;
+    pe.table = (unsigned char *)base + PERSIST_TABLE_OFF;
+    pe.npages = npages;
+    /* Nothing in an older file is recovered yet: every page is free. */
+    memset(pe.table, 0, npages);
+    tier_persist(t, pe.table, npages);
+    return 0;
+}
+
+void
+persist_destroy(void)
+{
+    memset(&pe, 0, sizeof(pe));
+}
+
+void
+persist_page_set(const void *page, unsigned clsid)
+{
+    size_t i = tier_pmem_index(pe.tier, page);
+
+    if (i >= pe.npages) {
+        return;
+    }
+    pe.table[i] = (unsigned char)clsid;
+    tier_persist(pe.tier, &pe.table[i], 1);
+}
+
+unsigned
+persist_page_get(size_t index)
+{
+    return index < pe.npages ? pe.table[index] : 0;
+}
+
+/* Bytes of data[] before the value: CAS slot, key, NUL, client flags. */
+static size_t
+meta_len(const struct item *it)
+{
+    uint16_t f = item_flags(it);
+
+    return ((f & ITEM_CAS) ? sizeof(uint64_t) : 0) + it->nkey + 1 +
+           ((f & ITEM_CFLAGS) ? sizeof(uint32_t) : 0);
+}
+
+uint32_t
+persist_crc(const struct item *it)
+{
+    uint32_t nbytes = it->nbytes;
+    uint16_t flags = (uint16_t)(item_flags(it) & CRC_FLAGS);
+    uint8_t small[2] = { (uint8_t)(it->clsid & ITEM_CLSID_MASK), it->nkey };
+    uint32_t crc = crc_32c(0, &nbytes, sizeof(nbytes));
+    struct iovec iov;
+    size_t off = 0;
+
+    crc = crc_32c(crc, &flags, sizeof(flags));
+    crc = crc_32c(crc, small, sizeof(small));
+    crc = crc_32c(crc, it->data, meta_len(it));
+    while (item_value_iov(it, off, &iov, 1) == 1) {
+        crc = crc_32c(crc, iov.iov_base, iov.iov_len);
+        off += iov.iov_len;
+    }
+    return crc;
+}
+
+uint64_t
+persist_next_seq(const struct item *it)
+{
+    if (item_flags(it) & ITEM_CAS) {
+        return item_cas(it);
+    }
+    return __atomic_add_fetch(&pe.seq, 1, __ATOMIC_RELAXED);
+}
+
+/* The head's own bytes: the prefix, header and meta, then the value or,
+ * for a chunked item, the pointer to its first piece. */
+static size_t
+head_len(const struct item *it)
+{
+    size_t tail = (item_flags(it) & ITEM_CHUNKED) ? sizeof(void *)
+                                                   : it->nbytes;
+
+    return PERSIST_PREFIX + sizeof(struct item) + meta_len(it) + tail;
+}
+
+void
+persist_prepare(struct item *it)
+{
+    struct persist_prefix *p = persist_prefix_of(it);
+
+    p->crc = persist_crc(it);
+    p->reserved = 0;
+    tier_persist(pe.tier, p, head_len(it));
+    if (item_flags(it) & ITEM_CHUNKED) {
+        struct iovec iov;
+        size_t off = 0;
+
+        while (item_value_iov(it, off, &iov, 1) == 1) {
+            tier_persist(pe.tier, iov.iov_base, iov.iov_len);
+            off += iov.iov_len;
+        }
+    }
+}
+
+void
+persist_publish(struct item *it, uint64_t seq)
+{
+    struct persist_prefix *p = persist_prefix_of(it);
+
+    __atomic_store_n(&p->commit, seq << 1 | 1, __ATOMIC_RELEASE);
+    tier_persist(pe.tier, &p->commit, sizeof(p->commit));
+}
+
+void
+persist_commit(struct item *it)
+{
+    persist_prepare(it);
+    persist_publish(it, persist_next_seq(it));
+}
+
+void
+persist_kill(struct item *it)
+{
+    struct persist_prefix *p = persist_prefix_of(it);
+
+    if (__atomic_load_n(&p->commit, __ATOMIC_RELAXED) == 0) {
+        return;
+    }
+    __atomic_store_n(&p->commit, 0, __ATOMIC_RELEASE);
+    tier_persist(pe.tier, &p->commit, sizeof(p->commit));
+}
+
+void
+persist_exptime(struct item *it)
+{
+    tier_persist(pe.tier, &it->exptime, sizeof(it->exptime));
+}

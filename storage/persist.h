@@ -1,0 +1,96 @@
+/*
+ * persist.h: the write side of item durability in the PMEM tier.
+ *
+ * Every chunk of a PMEM page starts with a 16-byte prefix; the item follows
+ * it.  The prefix's commit word says whether the item is live:
+ *
+ *   | commit (8) | crc32c (4) | reserved (4) | item header (48) | ... |
+ *
+ *   commit = seq << 1 | 1    live; seq = the item's CAS, or a counter
+ *                            when CAS is off (-C)
+ *   commit = 0               free or dead
+ *
+ * The reserve page of the file holds, after the two superblock copies, the
+ * page table: one byte per page, 0 = free, else the page's slab class.
+ * doc/PERSISTENCE.md gives the commit order these calls implement.
+ *
+ * Chunked items (values over the slab chunk limit): the pieces carry the
+ * prefix too, with commit word 0 always; their data is persisted before
+ * the head item's commit word, and the head's CRC covers the whole value.
+ *
+ * Locking: the item calls run under the item's lock (or with the only
+ * reference); persist_page_set() under the slabs lock.  All calls are only
+ * for items and pages of the PMEM tier (it->tier == TIER_PMEM).
+ */
+#ifndef MCPM_STORAGE_PERSIST_H
+#define MCPM_STORAGE_PERSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/item.h"
+#include "storage/tier.h"
+
+#define PERSIST_PREFIX 16       /* bytes in front of an item in PMEM */
+#define PERSIST_TABLE_OFF 8192  /* the page table: after both superblocks */
+
+struct persist_prefix {
+    uint64_t    commit;
+    uint32_t    crc;
+    uint32_t    reserved;
+};
+
+/*
+ * Take the PMEM tier `t` (not owned: slabs owns it), find the page table
+ * after the superblock copies and clear it (every page free), persisted.
+ * -1 with a message in err if the reserve cannot hold one byte per page.
+ * Call once before serving; not thread-safe.
+ */
+int persist_init(struct tier *t, char *err, size_t errlen);
+
+/* Forget the tier (it is being destroyed). */
+void persist_destroy(void);
+
+/* The prefix in front of a PMEM item or chunk piece. */
+static inline struct persist_prefix *
+persist_prefix_of(const void *it)
+{
+    return (struct persist_prefix *)((char *)(uintptr_t)it - PERSIST_PREFIX);
+}
+
+/* The page table byte of the page at `page`: set it to clsid (0 = free)
+ * and persist it.  The caller has made the page's chunk prefixes zero and
+ * durable first. */
+void persist_page_set(const void *page, unsigned clsid);
+
+/* The page table entry of page index i (tests); 0 when out of range. */
+unsigned persist_page_get(size_t index);
+
+/* CRC-32C of what recovery checks: nbytes, the layout flags, the class,
+ * nkey, the CAS slot, key, client flags and value (not exptime/time). */
+uint32_t persist_crc(const struct item *it);
+
+/* The seq a commit of `it` uses now: its CAS, or the next counter value
+ * when the item keeps no CAS. */
+uint64_t persist_next_seq(const struct item *it);
+
+/* Steps 1-2: store the CRC, persist prefix .. end of item (and its chunk
+ * pieces).  The commit word stays 0. */
+void persist_prepare(struct item *it);
+
+/* Step 3: store seq << 1 | 1 in the commit word with one 8-byte store and
+ * persist those 8 bytes. */
+void persist_publish(struct item *it, uint64_t seq);
+
+/* persist_prepare + persist_publish with persist_next_seq: the new item is
+ * durable and live; link it afterwards. */
+void persist_commit(struct item *it);
+
+/* Dead: commit word 0, persisted.  Before unlinking and replying. */
+void persist_kill(struct item *it);
+
+/* After one aligned store to it->exptime: persist those 4 bytes. */
+void persist_exptime(struct item *it);
+
+#endif
