@@ -17,6 +17,7 @@
 #include "storage/item.h"
 #include "storage/locks.h"
 #include "storage/lru.h"
+#include "storage/persist.h"
 #include "storage/slabs.h"
 #include "storage/sblock.h"
 #include "storage/tier.h"
@@ -73,8 +74,11 @@ pmem_tier_open(const struct cache_options *opts)
         .path = opts->memory_file,
         .size = opts->memory_file_size,
         .page_size = opts->page_size,
-        .reserve = SBLOCK_SIZE,
+        /* The superblock copies, then the page table (a byte a page). */
+        .reserve = SBLOCK_SIZE +
+                   opts->memory_file_size / opts->page_size,
         .create = true,
+        .strict = opts->pmem_strict,
     };
     char err[512];
     struct tier *t = tier_pmem_open(&po, err, sizeof(err));
@@ -97,7 +101,8 @@ pmem_superblock(const struct cache_options *opts, struct tier *t)
     unsigned n = slabs_largest();
     struct sblock_params p = {
         .file_size = tier_pmem_mapped_len(t),
-        .reserve = SBLOCK_SIZE,
+        .reserve = (uint64_t)((char *)tier_pmem_page(t, 0) -
+                              (char *)tier_pmem_base(t)),
         .page_size = (uint32_t)opts->page_size,
         .chunk_max = (uint32_t)slabs_chunk_max(),
         .nclasses = n,
@@ -263,6 +268,17 @@ find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
     return it;
 }
 
+/* A new TTL for a live item: one aligned 4-byte store, durable before the
+ * reply when the item is in the memory file (exptime is outside the CRC). */
+static void
+set_exptime(struct item *it, rel_time_t exptime)
+{
+    __atomic_store_n(&it->exptime, exptime, __ATOMIC_RELAXED);
+    if (it->tier == TIER_PMEM) {
+        persist_exptime(it);
+    }
+}
+
 /* Take a reader's reference, or refuse (a miss, as memcached) before the
  * 16-bit count could wrap. */
 static bool
@@ -311,7 +327,7 @@ cache_touch(const char *key, size_t nkey, uint32_t hv, rel_time_t exptime,
     locks_lock(hv);
     it = fetch_live(key, nkey, hv, st);
     if (it != NULL) {
-        it->exptime = exptime;
+        set_exptime(it, exptime);
         lru_bump(it);
     }
     locks_unlock(hv);
@@ -361,11 +377,16 @@ cas_for(uint64_t wanted)
     return wanted != 0 ? wanted : next_cas();
 }
 
-/* Link `it` in place of `old` (may be NULL) with cas_for(wanted). */
+/* Link `it` in place of `old` (may be NULL) with cas_for(wanted).  In the
+ * memory file the new item is committed before the old one dies (in
+ * lru_unlink), so a crash leaves one or both live, never neither. */
 static void
 link_new(struct item *old, struct item *it, uint32_t hv, uint64_t wanted)
 {
     item_set_cas(it, cas_for(wanted));
+    if (it->tier == TIER_PMEM) {
+        persist_commit(it);
+    }
     if (old != NULL) {
         lru_unlink(old, hv);
     }
@@ -409,7 +430,7 @@ static void
 mget_apply(struct item *it, struct cache_mget *a)
 {
     if (a->touch) {
-        it->exptime = a->exptime;
+        set_exptime(it, a->exptime);
     }
     if (a->created) {
         a->win = true;
@@ -633,6 +654,31 @@ cache_store(struct item *it, enum cache_op op, uint64_t req_cas)
 
 /* ---- deletes ---------------------------------------------------------- */
 
+/* md I in the memory file: a stale copy takes the item's place, since
+ * the cas the commit covers changes. */
+static enum cache_status
+mdelete_stale_copy(struct item *it, const struct cache_mdelete *a,
+                   uint32_t hv)
+{
+    struct item *n;
+
+    /* Our reference keeps `it` whole while the allocation may evict. */
+    item_ref_incr(it);
+    n = item_alloc(item_key(it), item_nkey(it), item_client_flags(it),
+                   a->touch ? a->exptime : it->exptime, item_vlen(it),
+                   ca.opts->use_cas);
+    if (n != NULL) {
+        item_value_move(n, 0, it, 0, it->nbytes);
+        item_flags_set(n, (uint16_t)(ITEM_STALE | (item_flags(it) &
+                       (ITEM_FETCHED | ITEM_KEY_BINARY))));
+        link_new(it, n, hv, a->new_cas);
+        item_time_store(n, item_time(it));
+        item_release(n);
+    }
+    item_release(it);
+    return n != NULL ? CACHE_DELETED : CACHE_NO_MEMORY;
+}
+
 /* md I: keep the item, stale, with a new cas and no token handed out. */
 static void
 mdelete_stale(struct item *it, const struct cache_mdelete *a)
@@ -681,7 +727,9 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
     } else {
         a->clsid = item_clsid(it);
         st = CACHE_DELETED;
-        if (a->invalidate) {
+        if (a->invalidate && it->tier == TIER_PMEM) {
+            st = mdelete_stale_copy(it, a, hv);
+        } else if (a->invalidate) {
             mdelete_stale(it, a);
         } else if (a->tombstone) {
             st = mdelete_tombstone(it, a, hv);
@@ -762,36 +810,56 @@ delta_finish(struct item *it, struct cache_mdelta *a)
     /* T updates the TTL of a counter that existed; one that N created
      * keeps N's TTL, as memcached. */
     if (a->touch && !a->created) {
-        it->exptime = a->exptime;
+        set_exptime(it, a->exptime);
     }
     a->cas = item_cas(it);
     a->exptime_after = it->exptime;
     a->clsid = item_clsid(it);
 }
 
+/* A new item holding `num` padded with spaces to `vlen` bytes. */
+static struct item *
+number_item(const struct item *it, const char *num, size_t len, size_t vlen)
+{
+    struct item *n = item_alloc(item_key(it), item_nkey(it),
+                                item_client_flags(it), item_exptime(it),
+                                (uint32_t)vlen, ca.opts->use_cas);
+
+    if (n != NULL) {
+        memset(item_value(n), ' ', vlen);
+        memcpy(item_value(n), num, len);
+        memcpy(item_value(n) + vlen, "\r\n", 2);
+    }
+    return n;
+}
+
 /* Write the new number: in place (padded with spaces) when it fits and
- * nobody else holds the item, else as a new item. */
+ * nobody else holds the item, else as a new item.  In the memory file it
+ * is never changed in place (a torn number would be live): a copy padded
+ * as the in-place write would be replaces it, so replies stay the same. */
 static enum cache_status
 write_number(struct item *it, uint64_t v, uint32_t hv, struct cache_mdelta *a)
 {
     char num[INCR_MAX_LEN];
     int len = snprintf(num, sizeof(num), "%llu", (unsigned long long)v);
+    bool fits = (uint32_t)len + 2 <= it->nbytes &&
+                __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 2;
     struct item *n;
 
-    if ((uint32_t)len + 2 <= it->nbytes &&
-        __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 2) {
+    if (fits && it->tier != TIER_PMEM) {
         memset(item_value(it) + len, ' ', it->nbytes - 2 - (size_t)len);
         memcpy(item_value(it), num, (size_t)len);
         item_set_cas(it, cas_for(0));
         delta_finish(it, a);
         return CACHE_OK;
     }
-    n = small_item(item_key(it), item_nkey(it), item_client_flags(it),
-                   item_exptime(it), num, (size_t)len);
+    n = number_item(it, num, (size_t)len,
+                    fits ? it->nbytes - 2 : (size_t)len);
     if (n == NULL) {
         return CACHE_NO_MEMORY;
     }
-    link_new(it, n, hv, 0);
+    /* E is the new item's cas from the start, so the commit covers it. */
+    link_new(it, n, hv, a->new_cas);
     delta_finish(n, a);
     item_release(n);
     return CACHE_OK;

@@ -43,6 +43,8 @@ struct cache_options {
     const char *memory_file;        /* the PMEM tier's file (-e, -o
                                        memory_file), or NULL */
     size_t      memory_file_size;   /* its size in bytes */
+    bool        pmem_strict;        /* the file under the power-loss
+                                       simulator (tests; see tier.h) */
     size_t      page_size;          /* 1 MiB */
     size_t      item_size_max;      /* -I, bytes */
     size_t      slab_chunk_max;     /* largest chunk; above it items chunk */

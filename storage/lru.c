@@ -18,6 +18,7 @@
 #include "storage/assoc.h"
 #include "storage/hash.h"
 #include "storage/locks.h"
+#include "storage/persist.h"
 #include "storage/slabs.h"
 
 #include <errno.h>
@@ -238,6 +239,9 @@ lru_link(struct item *it, uint32_t hv)
 static void
 unlink_nolock(struct item *it, uint32_t hv)
 {
+    if (it->tier == TIER_PMEM) {
+        persist_kill(it);
+    }
     item_flags_clear(it, ITEM_LINKED);
     assoc_delete(item_key(it), item_nkey(it), hv);
     list_remove(list_of(it), it);
@@ -252,6 +256,10 @@ lru_unlink(struct item *it, uint32_t hv)
 
     if (!(item_flags(it) & ITEM_LINKED)) {
         return;
+    }
+    /* Dead in the file before it is gone from the table. */
+    if (it->tier == TIER_PMEM) {
+        persist_kill(it);
     }
     l = list_of(it);
     pthread_mutex_lock(&l->lock);
@@ -742,6 +750,10 @@ rescue(struct item *it, uint32_t hv)
     item_flags_store(n, (uint16_t)(item_flags(it) & ~ITEM_LINKED));
     n->nkey = it->nkey;
     n->clsid = it->clsid;
+    /* The copy is live in the file before the original dies. */
+    if (n->tier == TIER_PMEM) {
+        persist_commit(n);
+    }
     lru_unlink(it, hv);
     link_in_place(n, hv);
     item_release(n);
