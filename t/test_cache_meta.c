@@ -5,6 +5,7 @@
 #include "storage/cache.h"
 #include "storage/hash.h"
 #include "storage/item.h"
+#include "t/cache_opts.h"
 #include "t/tap.h"
 
 #include <string.h>
@@ -14,14 +15,7 @@ static struct cache_options opts;
 static void
 defaults(struct cache_options *o)
 {
-    cache_options_defaults(o);
-    /* No background threads unless a test turns one on. */
-    o->hash_expand = false;
-    o->lru_crawler = false;
-    o->crawler_sleep_us = 0;
-    o->slab_reassign = false;
-    o->slab_automove = 0;
-    o->automove_freeratio = 0;
+    test_cache_options(o);
 }
 
 static uint32_t

@@ -8,6 +8,7 @@
 #include "storage/lru.h"
 #include "storage/slabs.h"
 #include "storage/tier.h"
+#include "t/cache_opts.h"
 #include "t/tap.h"
 
 #include <stdio.h>
@@ -18,14 +19,7 @@
 static void
 defaults(struct cache_options *o)
 {
-    cache_options_defaults(o);
-    /* No background threads unless a test turns one on. */
-    o->hash_expand = false;
-    o->lru_crawler = false;
-    o->crawler_sleep_us = 0;
-    o->slab_reassign = false;
-    o->slab_automove = 0;
-    o->automove_freeratio = 0;
+    test_cache_options(o);
     o->slab_reassign = true;
     o->automove_window = 30;
 }
