@@ -642,6 +642,33 @@ opt_port(const char *val, int *out)
     return 0;
 }
 
+static int
+opt_udp(const char *val)
+{
+    if (opt_port(val, &settings.udpport) != 0) {
+        return -1;
+    }
+    if (settings.udpport != 0) {
+        fprintf(stderr, "UDP is not supported by memcached-pm: use -U 0\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* -a: the unix socket's mode, in octal. */
+static int
+opt_unix_mask(const char *val)
+{
+    char *end;
+    long mode = strtol(val, &end, 8);
+
+    if (*val == '\0' || *end != '\0' || mode < 0 || mode > 0777) {
+        return bad_value("-a", val);
+    }
+    settings.access = (int)mode;
+    return 0;
+}
+
 /* Appends to -l as memcached does when it is repeated. */
 static int
 opt_listen(const char *val)
@@ -670,26 +697,9 @@ opt_one(int ch, char *arg)
 
     switch (ch) {
     case 'p': return opt_port(arg, &settings.port);
-    case 'U':
-        if (opt_port(arg, &settings.udpport) != 0) {
-            return -1;
-        }
-        if (settings.udpport != 0) {
-            fprintf(stderr, "UDP is not supported by memcached-pm: use "
-                    "-U 0\n");
-            return -1;
-        }
-        return 0;
+    case 'U': return opt_udp(arg);
     case 's': settings.socketpath = arg; return 0;
-    case 'a': {
-        char *end;
-        long mode = strtol(arg, &end, 8);
-        if (*arg == '\0' || *end != '\0' || mode < 0 || mode > 0777) {
-            return bad_value("-a", arg);
-        }
-        settings.access = (int)mode;
-        return 0;
-    }
+    case 'a': return opt_unix_mask(arg);
     case 'l': return opt_listen(arg);
     case 'd': settings.daemonize = true; return 0;
     case 'P': settings.pidfile = arg; return 0;
