@@ -346,15 +346,11 @@ lru_bump(struct item *it)
         item_flags_set(it, ITEM_FETCHED);
         return;
     }
+    /* A second hit marks the item active, wherever it is; no LRU lock is
+     * taken on a GET.  The maintainer moves active items when they reach
+     * a tail: HOT and WARM ones to WARM, COLD ones back to WARM. */
     item_time_store(it, clock_now());
-    if ((it->clsid >> ITEM_LRU_SHIFT) != ITEM_LRU_COLD) {
-        item_flags_set(it, ITEM_ACTIVE);
-        return;
-    }
-    if (item_flags(it) & ITEM_LINKED) {
-        move_between(it, ITEM_LRU_WARM);
-        COUNT(item_clsid(it), moves_to_warm, 1);
-    }
+    item_flags_set(it, ITEM_ACTIVE);
 }
 
 /* ---- the tail pull ---------------------------------------------------- */
@@ -424,6 +420,29 @@ relink_nested(struct lru_list *l, struct item *it, unsigned to)
     }
 }
 
+/*
+ * An active item at the COLD tail goes back to WARM.  The WARM list lock
+ * ranks below COLD's (nested locks are taken in list order), so it is only
+ * tried: when busy, the item waits for the next pass.  Returns 1 if moved.
+ */
+static int
+rescue_active(unsigned id, struct lru_list *l, struct item *it)
+{
+    struct lru_list *warm = &lru.lists[id][ITEM_LRU_WARM];
+
+    if (!(item_flags(it) & ITEM_ACTIVE) ||
+        pthread_mutex_trylock(&warm->lock) != 0) {
+        return 0;
+    }
+    item_flags_clear(it, ITEM_ACTIVE);
+    list_remove(l, it);
+    set_lru(it, ITEM_LRU_WARM);
+    list_push_head(warm, it);
+    pthread_mutex_unlock(&warm->lock);
+    COUNT(id, moves_to_warm, 1);
+    return 1;
+}
+
 /* Deal with one locked, referenced tail item; returns 1 if it moved or
  * left, 0 if the pull should stop here. */
 static int
@@ -447,6 +466,9 @@ pull_one(unsigned id, unsigned cur, struct item *it, uint32_t hv,
         relink_nested(l, it, ITEM_LRU_COLD);
         return 1;
     case PULL_MAINT:
+        if (cur == ITEM_LRU_COLD) {
+            return rescue_active(id, l, it);
+        }
         if (cur != ITEM_LRU_HOT && cur != ITEM_LRU_WARM) {
             return 0;
         }
@@ -622,6 +644,7 @@ lru_juggle(unsigned id)
         int n = pull_tail(id, ITEM_LRU_HOT, PULL_MAINT, total, cold_age);
 
         n += pull_tail(id, ITEM_LRU_WARM, PULL_MAINT, total, cold_age);
+        n += pull_tail(id, ITEM_LRU_COLD, PULL_MAINT, total, cold_age);
         if (n <= 0) {
             break;
         }

@@ -95,11 +95,14 @@ test_segments(void)
     is_int(get(0), ITEM_LRU_COLD, "oldest items are COLD");
     is_int(get(99), ITEM_LRU_HOT, "active head item not at the tail yet");
     l = get(0);                         /* second hit in COLD */
-    is_int(l, ITEM_LRU_WARM, "an ACTIVE COLD hit moves to WARM");
+    is_int(l, ITEM_LRU_COLD, "a COLD hit only marks the item active");
     lru_item_stats(1, &is);
-    is_int(is.moves_to_warm, 1, "moves_to_warm counted");
-    get(0);                             /* ACTIVE in WARM */
-    lru_juggle(1);
+    is_int(is.moves_to_warm, 0, "no move on the request path");
+    lru_juggle(1);                      /* k0 is the COLD tail */
+    lru_item_stats(1, &is);
+    is_int(is.moves_to_warm, 1, "the maintainer moves it: moves_to_warm");
+    is_int(get(0), ITEM_LRU_WARM, "an active COLD tail item goes to WARM");
+    lru_juggle(1);                      /* k0 active again, WARM's tail */
     lru_item_stats(1, &is);
     is_int(is.moves_within_lru, 1, "ACTIVE WARM tail reshuffled");
     is_int(get(0), ITEM_LRU_WARM, "still WARM");
