@@ -147,6 +147,9 @@ memory_init(struct cache_options *opts)
         slabs_destroy();
         return -1;
     }
+    if (pmem) {
+        persist_set_sblock(&ca.sb);
+    }
     return 0;
 }
 
@@ -225,6 +228,13 @@ void
 cache_shutdown(void)
 {
     stop_threads();
+    /* Nothing writes any more: the file is consistent as it stands. */
+    if (ca.sb.tier != NULL) {
+        persist_set_sblock(NULL);
+        ca.sb.clean = true;
+        sblock_commit(&ca.sb);
+        ca.sb.tier = NULL;
+    }
     lru_destroy();
     slabs_destroy();
     assoc_destroy();
@@ -361,10 +371,17 @@ cache_release(struct item *it)
 
 /* ---- linking ---------------------------------------------------------- */
 
+/* With a memory file, no CAS leaves here before the superblock's mark
+ * covers it, so a restart never hands it out again. */
 static uint64_t
 next_cas(void)
 {
-    return __atomic_add_fetch(&ca.cas_id, 1, __ATOMIC_RELAXED);
+    uint64_t cas = __atomic_add_fetch(&ca.cas_id, 1, __ATOMIC_RELAXED);
+
+    if (ca.sb.tier != NULL) {
+        sblock_reserve_seq(&ca.sb, cas);
+    }
+    return cas;
 }
 
 /* The cas unique a new value gets: the client's (meta E) or the next. */
@@ -374,7 +391,13 @@ cas_for(uint64_t wanted)
     if (!ca.opts->use_cas) {
         return 0;
     }
-    return wanted != 0 ? wanted : next_cas();
+    if (wanted == 0) {
+        return next_cas();
+    }
+    if (ca.sb.tier != NULL) {
+        sblock_reserve_seq(&ca.sb, wanted);
+    }
+    return wanted;
 }
 
 /* Link `it` in place of `old` (may be NULL) with cas_for(wanted).  In the
@@ -954,6 +977,12 @@ cache_delta(const char *key, size_t nkey, uint32_t hv, bool incr,
 void
 cache_flush(rel_time_t when)
 {
+    /* Durable before the reply, as wall-clock seconds: rel_time_t does
+     * not survive a restart. */
+    if (ca.sb.tier != NULL) {
+        sblock_set_flush(&ca.sb, when == 0 ? 0 : (int64_t)when +
+                         (int64_t)clock_process_started());
+    }
     lru_set_flush(when);
     if (when != 0 && when <= clock_now()) {
         lru_flush_recent(when);

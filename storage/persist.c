@@ -23,6 +23,7 @@ static struct {
     unsigned char  *table;      /* one byte per page, in the reserve */
     size_t          npages;
     uint64_t        seq;        /* the -C counter */
+    struct sblock  *sb;         /* its high-water mark, when set */
 } pe;
 
 int
@@ -45,6 +46,12 @@ persist_init(struct tier *t, char *err, size_t errlen)
     memset(pe.table, 0, npages);
     tier_persist(t, pe.table, npages);
     return 0;
+}
+
+void
+persist_set_sblock(struct sblock *sb)
+{
+    pe.sb = sb;
 }
 
 void
@@ -107,7 +114,12 @@ persist_next_seq(const struct item *it)
     if (item_flags(it) & ITEM_CAS) {
         return item_cas(it);
     }
-    return __atomic_add_fetch(&pe.seq, 1, __ATOMIC_RELAXED);
+    uint64_t seq = __atomic_add_fetch(&pe.seq, 1, __ATOMIC_RELAXED);
+
+    if (pe.sb != NULL) {
+        sblock_reserve_seq(pe.sb, seq);
+    }
+    return seq;
 }
 
 /* The head's own bytes: the prefix, header and meta, then the value or,

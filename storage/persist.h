@@ -49,6 +49,13 @@ struct persist_prefix {
  */
 int persist_init(struct tier *t, char *err, size_t errlen);
 
+struct sblock;
+
+/* From now on, raise the superblock's cas_hwm (sblock_reserve_seq) before
+ * a -C sequence number is handed out.  sb stays the caller's; NULL stops
+ * it.  Call after persist_init, before serving. */
+void persist_set_sblock(struct sblock *sb);
+
 /* Forget the tier (it is being destroyed). */
 void persist_destroy(void);
 

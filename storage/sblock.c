@@ -10,6 +10,7 @@
 #include "storage/crc.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -146,6 +147,38 @@ sblock_commit(struct sblock *sb)
 {
     write_copy(sb, sb->generation + 1);
     sb->generation++;
+}
+
+/* Serialises the commits made while serving (one superblock a process). */
+static pthread_mutex_t sblock_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void
+sblock_reserve_seq(struct sblock *sb, uint64_t seq)
+{
+    if (seq <= __atomic_load_n(&sb->cas_hwm, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    pthread_mutex_lock(&sblock_lock);
+    if (seq > sb->cas_hwm) {
+        /* Commit a copy first: the fast path above must not see the new
+         * mark before it is durable. */
+        struct sblock next = *sb;
+
+        next.cas_hwm = seq + SBLOCK_SEQ_BLOCK;
+        sblock_commit(&next);
+        sb->generation = next.generation;
+        __atomic_store_n(&sb->cas_hwm, next.cas_hwm, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&sblock_lock);
+}
+
+void
+sblock_set_flush(struct sblock *sb, int64_t wall)
+{
+    pthread_mutex_lock(&sblock_lock);
+    sb->flush_time = wall;
+    sblock_commit(sb);
+    pthread_mutex_unlock(&sblock_lock);
 }
 
 /* How one copy looks: absent, from another version, torn, or good. */

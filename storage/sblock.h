@@ -97,4 +97,22 @@ int sblock_load(struct tier *t, void *base, const struct sblock_params *p,
  */
 void sblock_commit(struct sblock *sb);
 
+/* How far a raise of cas_hwm reaches past the value that needed it. */
+#define SBLOCK_SEQ_BLOCK 65536
+
+/*
+ * Make sure no restart can hand out `seq` again: if it is above cas_hwm,
+ * raise cas_hwm to seq + SBLOCK_SEQ_BLOCK and commit before returning.
+ * Thread-safe (a lock serialises the raise and its commit); a seq at or
+ * below the mark costs one atomic load.  Used for CAS values and for the
+ * -C sequence counter alike.
+ */
+void sblock_reserve_seq(struct sblock *sb, uint64_t seq);
+
+/*
+ * Record a flush_all cut-off (wall-clock seconds) and commit it before
+ * returning.  Thread-safe against sblock_reserve_seq.
+ */
+void sblock_set_flush(struct sblock *sb, int64_t wall);
+
 #endif
