@@ -90,9 +90,41 @@ pmem_tier_open(const struct cache_options *opts)
 }
 
 /*
- * Stamp the file with a fresh superblock describing this layout.  Items are
- * not yet written durably, so nothing in an older file can be trusted: its
- * pages are reused from empty, and the operator is told so.
+ * What an existing file's superblock allows: 0 to go on (*hwm gets the
+ * file's CAS mark, 0 when there is none to keep), -1 to refuse the file.
+ * A file written under other settings, or with no valid superblock copy,
+ * is only discarded when the operator asks (-o memory_file_reinit).
+ */
+static int
+pmem_check_old(const struct cache_options *opts, struct tier *t,
+               const struct sblock_params *p, uint64_t *hwm)
+{
+    struct sblock old;
+    char err[512];
+    int st = sblock_load(t, tier_pmem_base(t), p, &old, err, sizeof(err));
+
+    *hwm = 0;
+    if (st == SBLOCK_INCOMPATIBLE || st == SBLOCK_CORRUPT) {
+        if (!opts->memory_file_reinit) {
+            fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
+            return -1;
+        }
+        fprintf(stderr, "memory file %s: %s; discarding its contents as "
+                "memory_file_reinit asks\n", opts->memory_file, err);
+    } else if (st == SBLOCK_OK) {
+        /* Items are not recovered yet, but CAS values handed out before
+         * must still never come back. */
+        *hwm = old.cas_hwm;
+        fprintf(stderr, "memory file %s: existing contents discarded (items "
+                "are not yet recovered at start-up)\n", opts->memory_file);
+    }
+    return 0;
+}
+
+/*
+ * Stamp the file with a fresh superblock describing this layout, after
+ * checking what an existing file holds (pmem_check_old).  Items in an
+ * older file are not recovered yet: its pages are reused from empty.
  */
 static int
 pmem_superblock(const struct cache_options *opts, struct tier *t)
@@ -105,23 +137,29 @@ pmem_superblock(const struct cache_options *opts, struct tier *t)
                               (char *)tier_pmem_base(t)),
         .page_size = (uint32_t)opts->page_size,
         .chunk_max = (uint32_t)slabs_chunk_max(),
+        .item_max = (uint32_t)opts->item_size_max,
         .nclasses = n,
         .class_sizes = sizes,
         .use_cas = opts->use_cas,
     };
+    uint64_t hwm = 0;
     char err[512];
 
     for (unsigned i = 0; i < n; i++) {
         sizes[i] = (uint32_t)slabs_size(i + 1);
     }
-    if (!tier_pmem_created(t)) {
-        fprintf(stderr, "memory file %s: existing contents discarded (items "
-                "are not yet recovered at start-up)\n", opts->memory_file);
+    if (!tier_pmem_created(t) && pmem_check_old(opts, t, &p, &hwm) != 0) {
+        return -1;
     }
     if (sblock_init_new(&ca.sb, t, tier_pmem_base(t), &p, err,
                         sizeof(err)) != SBLOCK_OK) {
         fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
         return -1;
+    }
+    if (hwm != 0) {
+        ca.sb.cas_hwm = hwm;
+        sblock_commit(&ca.sb);
+        ca.cas_id = hwm > ca.cas_id ? hwm : ca.cas_id;
     }
     return 0;
 }

@@ -45,6 +45,9 @@ struct cache_options {
     size_t      memory_file_size;   /* its size in bytes */
     bool        pmem_strict;        /* the file under the power-loss
                                        simulator (tests; see tier.h) */
+    bool        memory_file_reinit; /* discard a file written under other
+                                       settings, or corrupt, rather than
+                                       refuse to start */
     size_t      page_size;          /* 1 MiB */
     size_t      item_size_max;      /* -I, bytes */
     size_t      slab_chunk_max;     /* largest chunk; above it items chunk */

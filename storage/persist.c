@@ -52,6 +52,9 @@ void
 persist_set_sblock(struct sblock *sb)
 {
     pe.sb = sb;
+    if (sb != NULL && sb->cas_hwm > pe.seq) {
+        pe.seq = sb->cas_hwm;
+    }
 }
 
 void

@@ -52,8 +52,9 @@ int persist_init(struct tier *t, char *err, size_t errlen);
 struct sblock;
 
 /* From now on, raise the superblock's cas_hwm (sblock_reserve_seq) before
- * a -C sequence number is handed out.  sb stays the caller's; NULL stops
- * it.  Call after persist_init, before serving. */
+ * a -C sequence number is handed out, and hand out only numbers above the
+ * mark sb holds now.  sb stays the caller's; NULL stops it.  Call after
+ * persist_init, before serving. */
 void persist_set_sblock(struct sblock *sb);
 
 /* Forget the tier (it is being destroyed). */

@@ -34,7 +34,8 @@ struct sblock_disk {
     uint32_t    classes_crc;
     uint32_t    chunk_max;
     uint32_t    flags;          /* SBLOCK_F_* */
-    uint8_t     pad[48];
+    uint32_t    item_max;
+    uint8_t     pad[44];
     uint32_t    crc;            /* crc_32c of everything above */
 };
 
@@ -69,6 +70,7 @@ to_disk(const struct sblock *sb, uint64_t generation, struct sblock_disk *d)
     d->nclasses = sb->nclasses;
     d->classes_crc = sb->classes_crc;
     d->chunk_max = sb->chunk_max;
+    d->item_max = sb->item_max;
     d->flags = (sb->use_cas ? SBLOCK_F_CAS : 0) |
                (sb->clean ? SBLOCK_F_CLEAN : 0);
     d->crc = disk_crc(d);
@@ -82,6 +84,7 @@ from_disk(const struct sblock_disk *d, struct sblock *sb)
     sb->file_size = d->file_size;
     sb->reserve = d->reserve;
     sb->chunk_max = d->chunk_max;
+    sb->item_max = d->item_max;
     sb->nclasses = d->nclasses;
     sb->classes_crc = d->classes_crc;
     sb->use_cas = (d->flags & SBLOCK_F_CAS) != 0;
@@ -99,6 +102,7 @@ from_params(const struct sblock_params *p, struct sblock *sb)
     sb->file_size = p->file_size;
     sb->reserve = p->reserve;
     sb->chunk_max = p->chunk_max;
+    sb->item_max = p->item_max;
     sb->nclasses = p->nclasses;
     sb->classes_crc = crc_32c(0, p->class_sizes,
                               p->nclasses * sizeof(*p->class_sizes));
@@ -229,6 +233,10 @@ compare(const struct sblock *f, const struct sblock *now, char *err,
     if (f->chunk_max != now->chunk_max) {
         return say_differs(err, errlen, "slab_chunk_max", f->chunk_max,
                            now->chunk_max);
+    }
+    if (f->item_max != now->item_max) {
+        return say_differs(err, errlen, "item size limit (-I)", f->item_max,
+                           now->item_max);
     }
     if (f->nclasses != now->nclasses) {
         return say_differs(err, errlen, "number of slab classes",

@@ -41,6 +41,7 @@ struct sblock_params {
     uint64_t        reserve;        /* bytes before the first page */
     uint32_t        page_size;
     uint32_t        chunk_max;      /* -o slab_chunk_max */
+    uint32_t        item_max;       /* -I: no larger item may come back */
     uint32_t        nclasses;
     const uint32_t *class_sizes;    /* nclasses chunk sizes */
     bool            use_cas;        /* -C off changes the item header */
@@ -53,6 +54,7 @@ struct sblock {
     uint64_t        file_size;
     uint64_t        reserve;
     uint32_t        chunk_max;
+    uint32_t        item_max;
     uint32_t        nclasses;
     uint32_t        classes_crc;    /* crc_32c of the class sizes */
     bool            use_cas;

@@ -75,16 +75,29 @@ put(const char *k, const char *v)
     return cas;
 }
 
-static bool
-start(bool use_cas)
+static void
+set_opts(bool use_cas, bool reinit)
 {
     test_cache_options(&opts);
+    opts.memory_file_reinit = reinit;
     opts.tier_policy = CACHE_TIER_PMEM;
     opts.memory_file = path;
     opts.memory_file_size = 16 * MB;
     opts.pmem_strict = true;
     opts.use_cas = use_cas;
+}
+
+static bool
+start_opts(bool use_cas, bool reinit)
+{
+    set_opts(use_cas, reinit);
     return cache_init(&opts, 2) == 0;
+}
+
+static bool
+start(bool use_cas)
+{
+    return start_opts(use_cas, false);
 }
 
 static void
@@ -130,13 +143,14 @@ test_clean_shutdown(void)
     ok(sb.clean, "a clean shutdown is recorded");
 }
 
-/* -C: the sequence numbers of commits are covered the same way. */
+/* -C: the sequence numbers of commits are covered the same way (the
+ * file was written with CAS: only memory_file_reinit takes it). */
 static void
 test_seq_hwm(void)
 {
     struct sblock sb;
 
-    if (!ok(start(false), "cache with -C on the same file")) {
+    if (!ok(start_opts(false, true), "-C with memory_file_reinit")) {
         return;
     }
     ok(file_sblock(&sb) && sb.cas_hwm == 0, "fresh file, no mark yet");
@@ -144,6 +158,89 @@ test_seq_hwm(void)
     ok(file_sblock(&sb) && sb.cas_hwm >= 1 &&
        sb.cas_hwm <= 1 + SBLOCK_SEQ_BLOCK, "first -C commit raised it");
     cache_shutdown();
+}
+
+/* A restart on the same file hands out only CAS values above the last. */
+static void
+test_cas_after_restart(void)
+{
+    uint64_t before, after;
+
+    if (!ok(start(true), "restart on the file")) {
+        return;
+    }
+    before = put("x", "1");
+    cache_shutdown();
+    if (!ok(start(true), "and again")) {
+        return;
+    }
+    after = put("y", "2");
+    ok(before > 0 && after > before, "CAS after the restart is higher");
+    cache_shutdown();
+}
+
+/* The same under -C for the sequence counter: the mark only grows. */
+static void
+test_cas_after_restart_seq(void)
+{
+    struct sblock a, b;
+
+    ok(file_sblock(&a), "mark before a -C restart");
+    if (!ok(start(false), "-C restart")) {
+        return;
+    }
+    put("z", "1");
+    cache_shutdown();
+    ok(file_sblock(&b) && b.cas_hwm > a.cas_hwm,
+       "the first -C commit after it raised the mark above the old one");
+}
+
+/* Another CAS setting is another item layout: refused, unless asked to
+ * discard the file. */
+static void
+test_incompatible(void)
+{
+    struct sblock sb;
+
+    ok(!start(false), "a file written with CAS is refused under -C");
+    ok(file_sblock(&sb) && sb.use_cas, "and left as it was");
+    if (!ok(start_opts(false, true), "memory_file_reinit discards it")) {
+        return;
+    }
+    cache_shutdown();
+    ok(file_sblock(&sb) && !sb.use_cas, "the file now says -C");
+}
+
+/* Both superblock copies torn: corrupt, refused the same way. */
+static void
+test_corrupt(void)
+{
+    int fd = open(path, O_RDWR);
+    bool wrote = fd >= 0 && pwrite(fd, "XX", 2, 40) == 2 &&
+                 pwrite(fd, "XX", 2, 4096 + 40) == 2;
+
+    if (fd >= 0) {
+        close(fd);
+    }
+    ok(wrote, "both superblock copies damaged");
+    ok(!start(false), "a corrupt superblock is refused");
+    if (ok(start_opts(false, true), "memory_file_reinit discards it")) {
+        cache_shutdown();
+    }
+}
+
+/* -I does not change the classes, but items above the new limit could
+ * come back: refused too. */
+static void
+test_item_max(void)
+{
+    set_opts(false, false);
+    opts.item_size_max = 2 * MB;
+    ok(cache_init(&opts, 2) != 0, "a file written under another -I is "
+       "refused");
+    if (ok(start(false), "the old -I still takes it")) {
+        cache_shutdown();
+    }
 }
 
 int
@@ -161,6 +258,12 @@ main(void)
     test_flush_time();
     test_clean_shutdown();
     test_seq_hwm();
+    test_cas_after_restart_seq();
+    unlink(path);
+    test_cas_after_restart();
+    test_incompatible();
+    test_corrupt();
+    test_item_max();
     unlink(path);
     return done_testing();
 }

@@ -2,7 +2,8 @@
 
 A file under /dev/shm (tmpfs) stands in for a file on a DAX filesystem; it
 is mapped with libpmem just the same.  Items are not yet recovered after a
-restart: these tests check placement, sizing and the refusals.
+restart (the file's pages start empty again): these tests check placement,
+sizing, the refusals, and what a restart keeps (the CAS mark).
 """
 
 import os
@@ -103,3 +104,48 @@ def test_dram_policy_with_a_file_is_refused(run, memfile):
     assert "tier_policy=dram keeps no items in the memory file" in \
         r.stderr.decode()
     assert not os.path.exists(memfile)
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["-I", "2m"], "item size limit (-I)"),
+    (["-n", "64"], "number of slab classes"),
+    (["-C"], "CAS setting"),
+])
+def test_restart_under_other_settings_is_refused(server_factory, run,
+                                                 memfile, flags, field):
+    s = server_factory("-e", memfile, "-m", "8")
+    with s.conn() as c:
+        c.call(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
+    s.assert_clean_stop()
+    r = run("-p", "0", "-e", memfile, "-m", "8", *flags)
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert field in err and "-o memory_file_reinit" in err, err
+    # Asked to, it discards the file and starts empty.
+    s = server_factory("-e", memfile, "-m", "8", *flags,
+                       "-o", "memory_file_reinit")
+    with s.conn() as c:
+        c.call(b"get k\r\n", b"END\r\n")
+    assert "discarding its contents" in s.stderr()
+
+
+def gets_cas(c, key):
+    c.send(b"gets %s\r\n" % key)
+    line = c.readline()
+    assert line.startswith(b"VALUE "), line
+    c.readline()
+    assert c.readline() == b"END\r\n"
+    return int(line.split()[4])
+
+
+def test_cas_never_reused_after_restart(server_factory, memfile):
+    s = server_factory("-e", memfile, "-m", "8")
+    with s.conn() as c:
+        for i in range(50):
+            c.call(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
+        before = gets_cas(c, b"k")
+    s.assert_clean_stop()
+    s = server_factory("-e", memfile, "-m", "8")
+    with s.conn() as c:
+        c.call(b"set k 0 0 1\r\ny\r\n", b"STORED\r\n")
+        assert gets_cas(c, b"k") > before
