@@ -520,6 +520,7 @@ struct grow {
     _Atomic uint64_t live;
     _Atomic uint64_t lookups, misses, ghosts;
     atomic_bool saw_expanding;
+    _Atomic unsigned readers;       /* readers running: the inserter waits */
 };
 
 static void
@@ -540,6 +541,11 @@ grow_inserter(void *arg)
     struct grow *g = arg;
     uint32_t i, hv;
 
+    /* Start inserting only once both readers run, so that a loaded
+     * machine cannot finish the growth before they look at it. */
+    while (atomic_load(&g->readers) < 2) {
+        sched_yield();
+    }
     for (i = 0; i < g->n; i++) {
         hv = g->hvs[i];
         locks_lock(hv);
@@ -595,19 +601,26 @@ grow_reader(void *arg)
     uint64_t n_done = 0, e;
     uint32_t n;
 
-    while (!atomic_load(&g->done)) {
+    atomic_fetch_add(&g->readers, 1);
+    /* Keep reading until the inserter is done and no expansion is left
+     * running, so the readers overlap the last move on a loaded machine
+     * too (the overlap is what the test is for). */
+    for (;;) {
+        bool done = atomic_load(&g->done);
+
+        stats(NULL, NULL, &e);
+        if (e) {
+            atomic_store(&g->saw_expanding, true);
+        } else if (done) {
+            break;
+        }
         n = atomic_load(&g->inserted);
         if (n == 0) {
             sched_yield();
             continue;
         }
         grow_lookup_one(g, pick(n, &seed));
-        if (++n_done % 256 == 0) {
-            stats(NULL, NULL, &e);
-            if (e) {
-                atomic_store(&g->saw_expanding, true);
-            }
-        }
+        n_done++;
     }
     atomic_fetch_add(&g->lookups, n_done);
     return NULL;
