@@ -271,13 +271,6 @@ lru_unlink(struct item *it, uint32_t hv)
     item_release(it);
 }
 
-void
-lru_replace(struct item *old, struct item *new_it, uint32_t hv)
-{
-    lru_unlink(old, hv);
-    lru_link(new_it, hv);
-}
-
 /* ---- liveness --------------------------------------------------------- */
 
 void

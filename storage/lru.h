@@ -40,8 +40,6 @@ void lru_link(struct item *it, uint32_t hv);
  * may be freed).  Caller holds lock(hv). */
 void lru_unlink(struct item *it, uint32_t hv);
 
-/* Swap old for new_it in hash table and LRU.  Caller holds lock(hv). */
-void lru_replace(struct item *old, struct item *new_it, uint32_t hv);
 
 /* A hit: FETCHED, then ACTIVE; an ACTIVE hit in COLD moves the item to
  * WARM at once, under the two list locks in turn.  Caller holds lock(hv). */

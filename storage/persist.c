@@ -75,12 +75,6 @@ persist_page_set(const void *page, unsigned clsid)
     tier_persist(pe.tier, &pe.table[i], 1);
 }
 
-unsigned
-persist_page_get(size_t index)
-{
-    return index < pe.npages ? pe.table[index] : 0;
-}
-
 /* Bytes of data[] before the value: CAS slot, key, NUL, client flags. */
 static size_t
 meta_len(const struct item *it)

@@ -72,9 +72,6 @@ persist_prefix_of(const void *it)
  * durable first. */
 void persist_page_set(const void *page, unsigned clsid);
 
-/* The page table entry of page index i (tests); 0 when out of range. */
-unsigned persist_page_get(size_t index);
-
 /* CRC-32C of what recovery checks: nbytes, the layout flags, the class,
  * nkey, the CAS slot, key, client flags and value (not exptime/time). */
 uint32_t persist_crc(const struct item *it);

@@ -149,3 +149,11 @@ def test_cas_never_reused_after_restart(server_factory, memfile):
     with s.conn() as c:
         c.call(b"set k 0 0 1\r\ny\r\n", b"STORED\r\n")
         assert gets_cas(c, b"k") > before
+
+
+def test_v_says_whether_the_file_is_pmem(server_factory, memfile):
+    # tmpfs is not persistent memory: libpmem says so and msync is used.
+    s = server_factory("-v", "-o", "memory_file=%s,memory_file_size=8"
+                       % memfile)
+    assert ("memory file %s: not persistent memory (msync)" % memfile) in \
+        s.stderr()
