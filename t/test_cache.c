@@ -9,7 +9,7 @@
 #include "storage/locks.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
-#include "t/cache_opts.h"
+#include "t/cache_test.h"
 #include "t/tap.h"
 
 #include <pthread.h>
@@ -29,12 +29,6 @@ defaults(struct cache_options *o)
     o->lru_crawler = true;
 }
 
-static uint32_t
-hv_of(const char *k)
-{
-    return hash_murmur3(k, strlen(k));
-}
-
 static void
 fill(struct item *it, const char *val)
 {
@@ -51,7 +45,7 @@ put(const char *k, const char *v, uint32_t flags, rel_time_t exp,
     enum cache_op op, uint64_t cas)
 {
     enum cache_status st;
-    struct item *it = cache_alloc(k, strlen(k), hv_of(k), flags, exp,
+    struct item *it = cache_alloc(k, strlen(k), test_hv(k), flags, exp,
                                   (uint32_t)strlen(v), &st);
 
     if (it == NULL) {
@@ -63,29 +57,11 @@ put(const char *k, const char *v, uint32_t flags, rel_time_t exp,
     return st;
 }
 
-/* The value of k ("" when missing), in a static buffer. */
-static const char *
-val(const char *k)
-{
-    static char buf[256];
-    enum cache_status st;
-    struct item *it = cache_get(k, strlen(k), hv_of(k), &st);
-    size_t n;
-
-    if (it == NULL) {
-        return "";
-    }
-    n = item_value_copy(it, buf, sizeof(buf) - 1);
-    buf[n >= 2 ? n - 2 : 0] = '\0';
-    cache_release(it);
-    return buf;
-}
-
 static uint64_t
 cas_of(const char *k)
 {
     enum cache_status st;
-    struct item *it = cache_get(k, strlen(k), hv_of(k), &st);
+    struct item *it = cache_get(k, strlen(k), test_hv(k), &st);
     uint64_t c;
 
     if (it == NULL) {
@@ -102,16 +78,16 @@ test_store_table(void)
     is_int(put("a", "1", 0, 0, CACHE_SET, 0), CACHE_STORED, "set new");
     is_int(cas_of("a"), 2, "first cas handed out is 2");
     is_int(put("a", "2", 0, 0, CACHE_SET, 0), CACHE_STORED, "set over");
-    is_str(val("a"), "2", "set replaces");
+    is_str(test_val("a"), "2", "set replaces");
     is_int(put("a", "3", 0, 0, CACHE_ADD, 0), CACHE_NOT_STORED,
            "add on hit");
-    is_str(val("a"), "2", "add kept the old value");
+    is_str(test_val("a"), "2", "add kept the old value");
     is_int(put("b", "1", 0, 0, CACHE_ADD, 0), CACHE_STORED, "add on miss");
     is_int(put("c", "1", 0, 0, CACHE_REPLACE, 0), CACHE_NOT_STORED,
            "replace on miss");
     is_int(put("b", "9", 0, 0, CACHE_REPLACE, 0), CACHE_STORED,
            "replace on hit");
-    is_str(val("b"), "9", "replaced");
+    is_str(test_val("b"), "9", "replaced");
     is_int(put("c", "x", 0, 0, CACHE_APPEND, 0), CACHE_NOT_STORED,
            "append on miss");
     is_int(put("c", "x", 0, 0, CACHE_PREPEND, 0), CACHE_NOT_STORED,
@@ -120,10 +96,10 @@ test_store_table(void)
     is_int(put("c", "end", 0, 0, CACHE_APPEND, 0), CACHE_STORED, "append");
     is_int(put("c", "top", 0, 0, CACHE_PREPEND, 0), CACHE_STORED,
            "prepend");
-    is_str(val("c"), "topmidend", "append and prepend data");
+    is_str(test_val("c"), "topmidend", "append and prepend data");
     {
         enum cache_status st;
-        struct item *it = cache_get("c", 1, hv_of("c"), &st);
+        struct item *it = cache_get("c", 1, test_hv("c"), &st);
 
         is_int(item_client_flags(it), 7, "append keeps the old flags");
         cache_release(it);
@@ -134,7 +110,7 @@ test_store_table(void)
            "cas mismatch");
     is_int(put("b", "cas", 0, 0, CACHE_CAS, cas_of("b")), CACHE_STORED,
            "cas match");
-    is_str(val("b"), "cas", "cas stored");
+    is_str(test_val("b"), "cas", "cas stored");
 }
 
 static void
@@ -148,15 +124,15 @@ test_cas_and_delete(void)
     put("d", "2", 0, 0, CACHE_SET, 0);
     c2 = cas_of("d");
     ok(c2 > c1, "every store gets a new cas");
-    is_int(cache_delete("d", 1, hv_of("d"), c1, NULL), CACHE_EXISTS,
+    is_int(cache_delete("d", 1, test_hv("d"), c1, NULL), CACHE_EXISTS,
            "delete with a stale cas");
     cls = 0;
-    is_int(cache_delete("d", 1, hv_of("d"), c2, &cls), CACHE_DELETED,
+    is_int(cache_delete("d", 1, test_hv("d"), c2, &cls), CACHE_DELETED,
            "delete with the cas");
     is_int(cls, 1, "delete reports the class");
-    is_int(cache_delete("d", 1, hv_of("d"), 0, NULL), CACHE_NOT_FOUND,
+    is_int(cache_delete("d", 1, test_hv("d"), 0, NULL), CACHE_NOT_FOUND,
            "delete again");
-    is_str(val("d"), "", "deleted");
+    is_str(test_val("d"), "", "deleted");
 }
 
 static enum cache_status
@@ -164,7 +140,7 @@ delta(const char *k, bool incr, uint64_t d, uint64_t *v)
 {
     unsigned cls;
 
-    return cache_delta(k, strlen(k), hv_of(k), incr, d, v, &cls);
+    return cache_delta(k, strlen(k), test_hv(k), incr, d, v, &cls);
 }
 
 static void
@@ -179,14 +155,14 @@ test_delta(void)
     ok(cas_of("n") != c, "incr gives a new cas");
     is_int(delta("n", false, 100, &v), CACHE_OK, "decr");
     is_int(v, 0, "decr floors at 0");
-    is_str(val("n"), "0 ", "in place, padded with a space");
+    is_str(test_val("n"), "0 ", "in place, padded with a space");
     put("w", "18446744073709551615", 0, 0, CACHE_SET, 0);
     is_int(delta("w", true, 2, &v), CACHE_OK, "incr near 2^64");
     is_int(v, 1, "incr wraps");
-    is_str(val("w"), "1                   ", "wrapped value padded");
+    is_str(test_val("w"), "1                   ", "wrapped value padded");
     put("s", "9", 0, 0, CACHE_SET, 0);
     delta("s", true, 1, &v);
-    is_str(val("s"), "10", "longer result: a new item");
+    is_str(test_val("s"), "10", "longer result: a new item");
     put("x", "abc", 0, 0, CACHE_SET, 0);
     is_int(delta("x", true, 1, &v), CACHE_NON_NUMERIC, "non-numeric");
     put("x", "12abc", 0, 0, CACHE_SET, 0);
@@ -199,10 +175,10 @@ test_delta(void)
     {
         /* A reader holding the item forces a copy instead. */
         enum cache_status st;
-        struct item *it = cache_get("n", 1, hv_of("n"), &st);
+        struct item *it = cache_get("n", 1, test_hv("n"), &st);
 
         delta("n", true, 7, &v);
-        is_str(val("n"), "7", "copy when another reference exists");
+        is_str(test_val("n"), "7", "copy when another reference exists");
         is_mem(item_value(it), 2, "0 ", "reader's bytes unchanged");
         cache_release(it);
     }
@@ -215,22 +191,22 @@ test_expiry_and_flush(void)
     struct item *it;
 
     put("e", "1", 0, clock_now() - 1, CACHE_SET, 0);
-    it = cache_get("e", 1, hv_of("e"), &st);
+    it = cache_get("e", 1, test_hv("e"), &st);
     ok(it == NULL && st == CACHE_EXPIRED, "expired on read");
-    it = cache_get("e", 1, hv_of("e"), &st);
+    it = cache_get("e", 1, test_hv("e"), &st);
     ok(it == NULL && st == CACHE_MISS, "and unlinked");
     put("t", "1", 0, clock_now() + 100, CACHE_SET, 0);
-    it = cache_touch("t", 1, hv_of("t"), clock_now() - 1, &st);
+    it = cache_touch("t", 1, test_hv("t"), clock_now() - 1, &st);
     ok(it != NULL && item_exptime(it) == clock_now() - 1, "touch");
     cache_release(it);
-    is_str(val("t"), "", "touched into the past");
+    is_str(test_val("t"), "", "touched into the past");
     put("f", "1", 0, 0, CACHE_SET, 0);
     cache_flush(clock_now() - 1);
-    it = cache_get("f", 1, hv_of("f"), &st);
+    it = cache_get("f", 1, test_hv("f"), &st);
     ok(it == NULL, "flushed item gone");
     is_int(put("f", "2", 0, 0, CACHE_ADD, 0), CACHE_STORED,
            "add after flush");
-    is_str(val("f"), "2", "a store after the flush is visible");
+    is_str(test_val("f"), "2", "a store after the flush is visible");
     cache_flush(0);
 }
 
@@ -253,7 +229,7 @@ hold_lock(void *arg)
 static void
 test_flush_busy(void)
 {
-    uint32_t hv = hv_of("fb");
+    uint32_t hv = test_hv("fb");
     pthread_t t;
 
     put("fb", "1", 0, 0, CACHE_SET, 0);
@@ -263,9 +239,9 @@ test_flush_busy(void)
     }
     cache_flush(clock_now() - 1);
     pthread_join(t, NULL);
-    is_str(val("fb"), "", "flush waits for a busy item lock");
+    is_str(test_val("fb"), "", "flush waits for a busy item lock");
     is_int(put("fb", "2", 0, 0, CACHE_SET, 0), CACHE_STORED, "set again");
-    is_str(val("fb"), "2", "and it is visible");
+    is_str(test_val("fb"), "2", "and it is visible");
 }
 
 static int
@@ -285,9 +261,9 @@ test_metadump(void)
     enum cache_status st;
     struct item *it;
 
-    cache_delete("a", 1, hv_of("a"), 0, NULL);
+    cache_delete("a", 1, test_hv("a"), 0, NULL);
     put("a b", "xyz", 0, 0, CACHE_SET, 0);
-    it = cache_get("a b", 3, hv_of("a b"), &st);
+    it = cache_get("a b", 3, test_hv("a b"), &st);
     cls[item_clsid(it)] = true;
     snprintf(want, sizeof(want),
              "key=a%%20b exp=-1 la=%lld cas=%llu fetch=yes cls=%u "
@@ -330,7 +306,7 @@ test_threads(void)
     for (int i = 0; i < NTHREADS; i++) {
         pthread_join(t[i], NULL);
     }
-    is_int(strtoull(val("ctr"), NULL, 10), NTHREADS * NINCR,
+    is_int(strtoull(test_val("ctr"), NULL, 10), NTHREADS * NINCR,
            "4 threads x N incr");
 }
 

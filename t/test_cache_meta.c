@@ -5,7 +5,7 @@
 #include "storage/cache.h"
 #include "storage/hash.h"
 #include "storage/item.h"
-#include "t/cache_opts.h"
+#include "t/cache_test.h"
 #include "t/tap.h"
 
 #include <string.h>
@@ -18,18 +18,12 @@ defaults(struct cache_options *o)
     test_cache_options(o);
 }
 
-static uint32_t
-hv_of(const char *k)
-{
-    return hash_murmur3(k, strlen(k));
-}
-
 /* A filled, unlinked item for cache_store()/cache_mstore(). */
 static struct item *
 mk(const char *k, const char *v, uint32_t flags, rel_time_t exp)
 {
     enum cache_status st;
-    struct item *it = cache_alloc(k, strlen(k), hv_of(k), flags, exp,
+    struct item *it = cache_alloc(k, strlen(k), test_hv(k), flags, exp,
                                   (uint32_t)strlen(v), &st);
     struct iovec iov;
 
@@ -75,33 +69,7 @@ mg(const char *k, struct cache_mget *a)
 {
     enum cache_status st;
 
-    return cache_mget(k, strlen(k), hv_of(k), a, &st);
-}
-
-/* A plain get: unlike mg it never takes the win token. */
-static struct item *
-get(const char *k)
-{
-    enum cache_status st;
-
-    return cache_get(k, strlen(k), hv_of(k), &st);
-}
-
-/* The value of k ("" when missing). */
-static const char *
-val(const char *k)
-{
-    static char buf[256];
-    struct item *it = get(k);
-    size_t n;
-
-    if (it == NULL) {
-        return "";
-    }
-    n = item_value_copy(it, buf, sizeof(buf) - 1);
-    buf[n >= 2 ? n - 2 : 0] = '\0';
-    cache_release(it);
-    return buf;
+    return cache_mget(k, strlen(k), test_hv(k), a, &st);
 }
 
 /* One field of k as a plain get sees it: 'c' cas, 'e' exptime, 'f'
@@ -109,7 +77,7 @@ val(const char *k)
 static int64_t
 peek(const char *k, char what)
 {
-    struct item *it = get(k);
+    struct item *it = test_get(k);
     int64_t v = -1;
 
     if (it == NULL) {
@@ -136,7 +104,7 @@ test_vivify(void)
     enum cache_status st;
     struct item *it;
 
-    it = cache_mget("v", 1, hv_of("v"), &a, &st);
+    it = cache_mget("v", 1, test_hv("v"), &a, &st);
     ok(it != NULL && a.created && a.win, "N on a miss: created, wins");
     ok(!a.token_sent && !a.stale && !a.fetched, "fresh item's state");
     is_int(st, CACHE_MISS, "status says it was a miss");
@@ -160,7 +128,7 @@ test_vivify(void)
     is_int(it != NULL ? item_cas(it) : 0, 9001, "E sets the vivified cas");
     cache_release(it);
     memset(&a, 0, sizeof(a));
-    it = cache_mget("nope", 4, hv_of("nope"), &a, &st);
+    it = cache_mget("nope", 4, test_hv("nope"), &a, &st);
     ok(it == NULL && st == CACHE_MISS && !a.created, "miss without N");
 }
 
@@ -230,8 +198,8 @@ test_md_invalidate(void)
 
     put("s", "old", 0, 0);
     c0 = (uint64_t)peek("s", 'c');
-    is_int(cache_mdelete("s", 1, hv_of("s"), &d), CACHE_DELETED, "md I");
-    is_str(val("s"), "old", "the value stays");
+    is_int(cache_mdelete("s", 1, test_hv("s"), &d), CACHE_DELETED, "md I");
+    is_str(test_val("s"), "old", "the value stays");
     ok((uint64_t)peek("s", 'c') > c0, "with a new cas");
     is_int(peek("s", 'e'), now + 30, "and T's exptime");
     it = mg("s", &a);
@@ -243,7 +211,7 @@ test_md_invalidate(void)
 
     d.touch = false;
     d.new_cas = 4242;
-    cache_mdelete("s", 1, hv_of("s"), &d);
+    cache_mdelete("s", 1, test_hv("s"), &d);
     is_int(peek("s", 'c'), 4242, "md I E sets the cas");
     is_int(peek("s", 'z'), 0, "md I clears the token");
     is_int(peek("s", 'e'), now + 30, "no T: exptime kept");
@@ -269,7 +237,7 @@ test_ms_invalidate(void)
     c = (uint64_t)peek("i", 'c');
     a.compare_cas = c - 1;
     is_int(mput("i", "v0", 0, &a), CACHE_STORED, "lower cas with I");
-    is_str(val("i"), "v0", "stored");
+    is_str(test_val("i"), "v0", "stored");
     is_int(peek("i", 'e'), now + 100, "old exptime kept");
     is_int(peek("i", 's'), 1, "stale");
     is_int(peek("i", 'z'), 1, "token sent carried over");
@@ -306,7 +274,7 @@ test_ms_compare(void)
 
     a.op = CACHE_SET;
     is_int(mput("cmp", "y", 0, &a), CACHE_EXISTS, "set C mismatch");
-    is_str(val("cmp"), "a", "unchanged");
+    is_str(test_val("cmp"), "a", "unchanged");
     a.compare_cas = (uint64_t)peek("cmp", 'c');
     is_int(mput("cmp", "y", 0, &a), CACHE_STORED, "set C match");
     ok(a.cas == (uint64_t)peek("cmp", 'c') && a.vlen == 1, "out cas, vlen");
@@ -319,7 +287,7 @@ test_ms_compare(void)
     is_int(mput("cmp", "!", 0, &a), CACHE_EXISTS, "append C mismatch");
     a.compare_cas = (uint64_t)peek("cmp", 'c');
     is_int(mput("cmp", "!!", 0, &a), CACHE_STORED, "append C match");
-    is_str(val("cmp"), "z!!", "appended");
+    is_str(test_val("cmp"), "z!!", "appended");
     ok(a.cas == (uint64_t)peek("cmp", 'c') && a.vlen == 3,
        "out: the combined item");
 }
@@ -333,11 +301,11 @@ test_append_vivify(void)
 
     is_int(mput("av", "one", now + 999, &a), CACHE_STORED,
            "append N on a miss");
-    is_str(val("av"), "one", "value stored as is");
+    is_str(test_val("av"), "one", "value stored as is");
     is_int(peek("av", 'e'), now + 40, "with the vivify exptime");
     a.op = CACHE_PREPEND;
     is_int(mput("av", "zero", 0, &a), CACHE_STORED, "prepend N on a hit");
-    is_str(val("av"), "zeroone", "concatenated");
+    is_str(test_val("av"), "zeroone", "concatenated");
     is_int(peek("av", 'e'), now + 40, "old exptime kept");
     is_int(a.vlen, 7, "out vlen after prepend");
     a.vivify = false;
@@ -361,7 +329,7 @@ test_explicit_cas(void)
     a.new_cas = 31337;
     mput("e", "z", 0, &a);
     is_int(peek("e", 'c'), 31337, "append E");
-    is_str(val("e"), "yz", "appended");
+    is_str(test_val("e"), "yz", "appended");
 }
 
 static void
@@ -373,37 +341,37 @@ test_md(void)
 
     put("t", "hello", 42, now + 50);
     c = (uint64_t)peek("t", 'c');
-    is_int(cache_mdelete("t", 1, hv_of("t"), &d), CACHE_DELETED, "md x");
+    is_int(cache_mdelete("t", 1, test_hv("t"), &d), CACHE_DELETED, "md x");
     is_int(peek("t", 'l'), 0, "empty value");
     is_int(peek("t", 'f'), 42, "client flags kept");
     is_int(peek("t", 'e'), now + 50, "exptime kept");
     ok((uint64_t)peek("t", 'c') > c, "new cas");
     ok(d.clsid != 0, "clsid out");
     d.new_cas = 55555;
-    cache_mdelete("t", 1, hv_of("t"), &d);
+    cache_mdelete("t", 1, test_hv("t"), &d);
     is_int(peek("t", 'c'), 55555, "md x E");
 
     memset(&d, 0, sizeof(d));
     d.compare = true;
     d.compare_cas = 1;
-    is_int(cache_mdelete("t", 1, hv_of("t"), &d), CACHE_EXISTS,
+    is_int(cache_mdelete("t", 1, test_hv("t"), &d), CACHE_EXISTS,
            "md C mismatch");
     d.compare_cas = 55555;
-    is_int(cache_mdelete("t", 1, hv_of("t"), &d), CACHE_DELETED,
+    is_int(cache_mdelete("t", 1, test_hv("t"), &d), CACHE_DELETED,
            "md C match");
     is_int(peek("t", 'l'), -1, "gone");
-    is_int(cache_mdelete("t", 1, hv_of("t"), &d), CACHE_NOT_FOUND,
+    is_int(cache_mdelete("t", 1, test_hv("t"), &d), CACHE_NOT_FOUND,
            "md on a miss");
     d.compare = false;
     d.invalidate = true;
-    is_int(cache_mdelete("t", 1, hv_of("t"), &d), CACHE_NOT_FOUND,
+    is_int(cache_mdelete("t", 1, test_hv("t"), &d), CACHE_NOT_FOUND,
            "md I on a miss");
 }
 
 static enum cache_status
 ma(const char *k, struct cache_mdelta *a)
 {
-    return cache_mdelta(k, strlen(k), hv_of(k), a);
+    return cache_mdelta(k, strlen(k), test_hv(k), a);
 }
 
 static void
@@ -415,7 +383,7 @@ test_ma(void)
 
     is_int(ma("n", &a), CACHE_OK, "ma N on a miss");
     ok(a.created && a.value == 10, "created holding J");
-    is_str(val("n"), "10", "stored as text");
+    is_str(test_val("n"), "10", "stored as text");
     is_int(a.exptime_after, now + 60, "vivify exptime");
     is_int(a.cas, peek("n", 'c'), "out cas");
     ok(a.clsid != 0, "clsid");
@@ -429,7 +397,7 @@ test_ma(void)
     a.compare = true;
     a.compare_cas = 3;
     is_int(ma("n", &a), CACHE_EXISTS, "C mismatch");
-    is_str(val("n"), "0 ", "unchanged");
+    is_str(test_val("n"), "0 ", "unchanged");
     a.compare_cas = (uint64_t)peek("n", 'c');
     a.incr = true;
     a.delta = 5;
@@ -456,7 +424,7 @@ test_refcount_overflow(void)
     struct item *it;
 
     put("busy", "x", 0, 0);
-    it = get("busy");
+    it = test_get("busy");
     for (int i = 0; i < 60000; i++) {
         item_ref_incr(it);
     }
@@ -494,7 +462,7 @@ test_no_cas(void)
     a.op = CACHE_APPEND;
     a.compare_cas = 5;
     is_int(mput("nc", "c", 0, &a), CACHE_STORED, "append ignores C");
-    is_str(val("nc"), "ac", "appended");
+    is_str(test_val("nc"), "ac", "appended");
 }
 
 int

@@ -6,7 +6,7 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/lru.h"
-#include "t/cache_opts.h"
+#include "t/cache_test.h"
 #include "t/tap.h"
 
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include "storage/item.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
-#include "t/cache_opts.h"
+#include "t/cache_test.h"
 #include "t/tap.h"
 
 #include <stdio.h>

@@ -11,6 +11,7 @@
 #include "storage/persist.h"
 #include "storage/slabs.h"
 #include "storage/tier.h"
+#include "t/cache_test.h"
 #include "t/tap.h"
 
 #include <fcntl.h>
@@ -26,25 +27,11 @@ static struct cache_options opts;
 static char path[128];
 static int fd = -1;
 
-static uint32_t
-hv_of(const char *k)
-{
-    return hash_murmur3(k, strlen(k));
-}
-
-static struct item *
-get(const char *k)
-{
-    enum cache_status st;
-
-    return cache_get(k, strlen(k), hv_of(k), &st);
-}
-
 static enum cache_status
 put_len(const char *k, char c, size_t vlen, enum cache_op op)
 {
     enum cache_status st;
-    struct item *it = cache_alloc(k, strlen(k), hv_of(k), 7, 0,
+    struct item *it = cache_alloc(k, strlen(k), test_hv(k), 7, 0,
                                   (uint32_t)vlen, &st);
     struct iovec iov;
     size_t off = 0;
@@ -67,7 +54,7 @@ static enum cache_status
 put(const char *k, const char *v, enum cache_op op)
 {
     enum cache_status st;
-    struct item *it = cache_alloc(k, strlen(k), hv_of(k), 0, 0,
+    struct item *it = cache_alloc(k, strlen(k), test_hv(k), 0, 0,
                                   (uint32_t)strlen(v), &st);
 
     if (it == NULL) {
@@ -143,14 +130,14 @@ test_store_and_replace(void)
     struct item *a1, *a2;
 
     is_int(put("a", "hello", CACHE_SET), CACHE_STORED, "set a");
-    a1 = get("a");
+    a1 = test_get("a");
     if (!ok(a1 != NULL, "a is there")) {
         return;
     }
     ok(item_cas(a1) != 0, "a has a cas");
     check_live(a1, "new item", 0);
     is_int(put("a", "world", CACHE_SET), CACHE_STORED, "replace a");
-    a2 = get("a");
+    a2 = test_get("a");
     ok(a2 != NULL && a2 != a1, "the new value is a new item");
     check_live(a2, "replacing item", 0);
     is_int(file_commit(a1), 0, "replaced item: commit word 0 in the file");
@@ -166,15 +153,15 @@ test_delete_and_touch(void)
     rel_time_t exp = clock_now() + 1000, got = 0;
 
     put("b", "doomed", CACHE_SET);
-    b = get("b");
+    b = test_get("b");
     check_live(b, "b", 0);
-    is_int(cache_delete("b", 1, hv_of("b"), 0, NULL), CACHE_DELETED,
+    is_int(cache_delete("b", 1, test_hv("b"), 0, NULL), CACHE_DELETED,
            "delete b");
     is_int(file_commit(b), 0, "deleted item: commit word 0 in the file");
     cache_release(b);
 
     put("c", "touchme", CACHE_SET);
-    b = cache_touch("c", 1, hv_of("c"), exp, &st);
+    b = cache_touch("c", 1, test_hv("c"), exp, &st);
     if (!ok(b != NULL, "touch c")) {
         return;
     }
@@ -197,11 +184,11 @@ test_incr_and_invalidate(void)
     char buf[8] = "";
 
     put("n", "41", CACHE_SET);
-    n1 = get("n");
-    is_int(cache_delta("n", 1, hv_of("n"), true, 1, &v, &cls), CACHE_OK,
+    n1 = test_get("n");
+    is_int(cache_delta("n", 1, test_hv("n"), true, 1, &v, &cls), CACHE_OK,
            "incr n");
     is_int(v, 42, "incr result");
-    n2 = get("n");
+    n2 = test_get("n");
     ok(n2 != NULL && n2 != n1, "incr copies on write");
     item_value_copy(n2, buf, 2);
     is_mem(buf, 2, "42", "the copy holds the new number");
@@ -212,18 +199,18 @@ test_incr_and_invalidate(void)
 
     /* The copy is padded as memcached's in-place write would be. */
     put("p", "100", CACHE_SET);
-    is_int(cache_delta("p", 1, hv_of("p"), false, 95, &v, &cls), CACHE_OK,
+    is_int(cache_delta("p", 1, test_hv("p"), false, 95, &v, &cls), CACHE_OK,
            "decr p");
-    n1 = get("p");
+    n1 = test_get("p");
     is_int(item_vlen(n1), 3, "the copy keeps the old length");
     item_value_copy(n1, buf, 3);
     is_mem(buf, 3, "5  ", "padded with spaces");
     check_live(n1, "decremented item", 0);
     cache_release(n1);
-    n2 = get("n");
+    n2 = test_get("n");
 
-    is_int(cache_mdelete("n", 1, hv_of("n"), &md), CACHE_DELETED, "md I");
-    n1 = get("n");
+    is_int(cache_mdelete("n", 1, test_hv("n"), &md), CACHE_DELETED, "md I");
+    n1 = test_get("n");
     ok(n1 != NULL && n1 != n2, "md I copies on write");
     check_live(n1, "invalidated item", 0);
     is_int(file_commit(n2), 0, "the pre-invalidate item is dead");
@@ -241,7 +228,7 @@ test_chunked(void)
 
     is_int(put_len("big", 'x', vlen, CACHE_SET), CACHE_STORED,
            "a chunked item");
-    big = get("big");
+    big = test_get("big");
     if (!ok(big != NULL, "big is there")) {
         return;
     }
@@ -254,7 +241,7 @@ test_chunked(void)
     is_int(file_table((struct item *)ch), slabs_largest(),
            "the piece's page belongs to the largest class");
     cache_release(big);
-    is_int(cache_delete("big", 3, hv_of("big"), 0, NULL), CACHE_DELETED,
+    is_int(cache_delete("big", 3, test_hv("big"), 0, NULL), CACHE_DELETED,
            "delete big");
 }
 
@@ -289,7 +276,7 @@ test_mover(void)
         snprintf(key, sizeof(key), "mv%d", i);
         put_len(key, 'm', 1000, CACHE_SET);
     }
-    it = get("mv0");
+    it = test_get("mv0");
     cls = item_clsid(it);
     cache_release(it);
     for (size_t i = 0; i < npages; i++) {
@@ -306,7 +293,7 @@ test_mover(void)
     is_int(freed, 1, "the moved page is free in the file's table");
     for (int i = 0; i < 1200; i++) {
         snprintf(key, sizeof(key), "mv%d", i);
-        it = get(key);
+        it = test_get(key);
         if (it != NULL) {
             live++;
             bad += file_commit(it) != (item_cas(it) << 1 | 1) ||
@@ -327,8 +314,8 @@ test_crash(void)
     struct item *d, *e;
 
     put("d", "durable", CACHE_SET);
-    d = get("d");
-    e = cache_alloc("e", 1, hv_of("e"), 0, 0, 4, &st);
+    d = test_get("d");
+    e = cache_alloc("e", 1, test_hv("e"), 0, 0, 4, &st);
     if (!ok(d != NULL && e != NULL, "d stored, e allocated")) {
         return;
     }

@@ -12,7 +12,7 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/sblock.h"
-#include "t/cache_opts.h"
+#include "t/cache_test.h"
 #include "t/tap.h"
 
 #include <fcntl.h>
