@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -384,6 +385,17 @@ def binary(request):
     if not os.access(path, os.X_OK):
         pytest.fail("server binary %s is missing (set MCPM_BIN)" % path)
     return path
+
+
+@pytest.fixture
+def memfile():
+    """A PMEM-tier memory file path under /dev/shm (tmpfs stands in for a
+    DAX filesystem), unique per test; the file is removed after the test,
+    so servers restarted on it within the test see their own file."""
+    path = "/dev/shm/mcpm-pmem-test-%s.pm" % uuid.uuid4().hex
+    yield path
+    if os.path.exists(path):
+        os.unlink(path)
 
 
 @pytest.fixture

@@ -7,21 +7,12 @@ sizing, the refusals, and what a restart keeps (the CAS mark).
 """
 
 import os
-import uuid
 
 import pytest
 
 pytestmark = pytest.mark.mcpm
 
 MB = 1024 * 1024
-
-
-@pytest.fixture
-def memfile():
-    path = "/dev/shm/mcpm-pmem-test-%s.pm" % uuid.uuid4().hex
-    yield path
-    if os.path.exists(path):
-        os.unlink(path)
 
 
 def test_items_live_in_the_memory_file(server_factory, memfile):
