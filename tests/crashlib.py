@@ -1,0 +1,472 @@
+"""Self-checking values and the crash-consistency driver of the PMEM tier.
+
+Used by tests/test_restart.py (the values), tests/test_crash.py and
+bench/crash.sh (the driver).  Nothing here depends on pytest: a violation
+raises CrashError with a message that names the seed, the crash point and
+the key, so the same run can be replayed.
+
+Values.  make_value(key, client, version, size) is deterministic; when the
+size allows, it starts with "key|c<client>|v<version>|n<size>|<crc32>|"
+and the CRC-32 covers that head and the body, so a torn or mixed value is
+recognised without knowing what was written (check_value).
+
+The crash model.  Each client thread owns a disjoint key set and runs one
+request at a time, so for every key it knows the last acknowledged state
+and, at most for one key, the operation in flight (sent, reply not read).
+After a SIGKILL and a restart on the same file every key must hold its
+acknowledged state or the in-flight one: an acknowledged write is never
+lost, an acknowledged delete never undone, and nothing else may appear.
+The state found becomes the acknowledged state of the next crash point,
+so the history of the file carries across all of them.
+"""
+
+import json
+import os
+import random
+import socket
+import threading
+import time
+import zlib
+
+ABSENT = None
+CLIENTS = 4
+DATA_KEYS = 100
+COUNTER_KEYS = 6
+KILL_MIN = 0.2
+KILL_MAX = 1.5
+IO_TIMEOUT = 10.0
+
+
+class CrashError(AssertionError):
+    """A recovered state the crash model does not allow."""
+
+
+class TornValue(ValueError):
+    """A value whose self-description or checksum does not hold."""
+
+
+# --------------------------------------------------------------------------
+# self-checking values
+# --------------------------------------------------------------------------
+
+def _body(key, version, n):
+    seed = (zlib.crc32(key) << 32) ^ (version * 0x9E3779B97F4A7C15)
+    return random.Random(seed).randbytes(n)
+
+
+def _head(key, client, version, size):
+    return b"%s|c%d|v%d|n%d|" % (key, client, version, size)
+
+
+def make_value(key, client, version, size):
+    """The value `client` writes as `version` of `key`, `size` bytes.
+    Too short for its head, it is plain deterministic bytes."""
+    head = _head(key, client, version, size)
+    if size < len(head) + 9:
+        return _body(key, version, size)
+    body = _body(key, version, size - len(head) - 9)
+    crc = zlib.crc32(body, zlib.crc32(head))
+    return head + b"%08x|" % crc + body
+
+
+def check_value(key, value):
+    """(client, version) of a self-describing value of `key`; raises
+    TornValue if its head, length or checksum is wrong."""
+    parts = value.split(b"|", 5)
+    if len(parts) != 6 or parts[0] != key:
+        raise TornValue("no head for %r: %r" % (key, value[:60]))
+    try:
+        client = int(parts[1][1:])
+        version = int(parts[2][1:])
+        size = int(parts[3][1:])
+        crc = int(parts[4], 16)
+    except ValueError:
+        raise TornValue("bad head for %r: %r" % (key, value[:60]))
+    if size != len(value):
+        raise TornValue("%r: %d bytes, head says %d" % (key, len(value), size))
+    head = value[:len(value) - len(parts[5]) - 9]
+    if zlib.crc32(parts[5], zlib.crc32(head)) != crc:
+        raise TornValue("%r: checksum mismatch (v%d)" % (key, version))
+    return client, version
+
+
+def crash_size(key, version):
+    """Size of a version in the crash test: mostly small, a few spanning
+    many cache lines and pages (10-120 KB)."""
+    r = random.Random(zlib.crc32(key) * 7919 + version)
+    if r.random() < 0.03:
+        return r.randint(10000, 120000)
+    return r.randint(40, 3000)
+
+
+def crash_flags(version):
+    return (version * 2654435761) & 0xFFFFFFFF
+
+
+# --------------------------------------------------------------------------
+# a small blocking client
+# --------------------------------------------------------------------------
+
+class Closed(OSError):
+    """The server closed the connection (it was killed)."""
+
+
+class Client:
+    def __init__(self, port, timeout=IO_TIMEOUT):
+        self.sock = socket.create_connection(("127.0.0.1", port),
+                                             timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self):
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise Closed("connection closed")
+        self.buf += chunk
+
+    def readline(self):
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line, self.buf = self.buf[:i + 2], self.buf[i + 2:]
+                return line
+            self._fill()
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def call(self, req):
+        self.send(req)
+        return self.readline()
+
+    def gets(self, keys):
+        """{key: (flags, cas, data)} for the keys found."""
+        self.send(b"gets " + b" ".join(keys) + b"\r\n")
+        found = {}
+        while True:
+            line = self.readline()
+            if line == b"END\r\n":
+                return found
+            parts = line.split()
+            if parts[0] != b"VALUE" or len(parts) != 5:
+                raise CrashError("bad gets reply %r" % line)
+            data = self.read_exact(int(parts[3]) + 2)[:-2]
+            found[parts[1]] = (int(parts[2]), int(parts[4]), data)
+
+    def stats(self):
+        self.send(b"stats\r\n")
+        out = {}
+        while True:
+            line = self.readline()
+            if line == b"END\r\n":
+                return out
+            parts = line.decode().split()
+            out[parts[1]] = parts[2] if len(parts) > 2 else ""
+
+
+# --------------------------------------------------------------------------
+# one client's keys and history
+# --------------------------------------------------------------------------
+
+class ClientState:
+    """What one client knows: acked[key] is the last acknowledged state
+    (ABSENT, a data version, or a counter's integer), inflight is
+    (key, state it would leave) for the request whose reply was not read."""
+
+    def __init__(self, cid):
+        self.cid = cid
+        self.data = [b"c%dk%d" % (cid, i) for i in range(DATA_KEYS)]
+        self.counters = [b"c%dn%d" % (cid, i) for i in range(COUNTER_KEYS)]
+        self.acked = {k: ABSENT for k in self.data + self.counters}
+        self.inflight = None
+        self.next_version = 1
+        self.ops_acked = 0
+        self.error = None
+
+    def keys(self):
+        return self.data + self.counters
+
+
+class Worker(threading.Thread):
+    """Runs random requests on one client's keys until the server dies."""
+
+    def __init__(self, port, state, rng):
+        super().__init__(daemon=True)
+        self.port = port
+        self.st = state
+        self.rng = rng
+        self.ready = threading.Event()
+
+    def run(self):
+        try:
+            conn = Client(self.port)
+        except OSError as e:
+            self.st.error = "connect: %s" % e
+            self.ready.set()
+            return
+        self.ready.set()
+        try:
+            while True:
+                self._one(conn)
+        except (OSError, socket.timeout):
+            pass                # the kill: the request in flight stays so
+        except CrashError as e:
+            self.st.error = str(e)
+        finally:
+            conn.close()
+
+    def _one(self, conn):
+        r = self.rng.random()
+        if r < 0.15:
+            self._counter(conn, self.rng.choice(self.st.counters))
+            return
+        key = self.rng.choice(self.st.data)
+        if r < 0.55:
+            self._store(conn, key, b"set")
+        elif r < 0.70:
+            self._store(conn, key, b"replace")
+        elif r < 0.78:
+            self._store(conn, key, b"add")
+        else:
+            self._delete(conn, key)
+
+    def _expect(self, req, reply, want):
+        if reply != want:
+            raise CrashError("client %d: %r got %r, model expects %r"
+                             % (self.st.cid, req[:80], reply, want))
+
+    def _ack(self, key, state):
+        self.st.acked[key] = state
+        self.st.inflight = None
+        self.st.ops_acked += 1
+
+    def _store(self, conn, key, cmd):
+        st = self.st
+        old = st.acked[key]
+        version = st.next_version
+        st.next_version += 1
+        value = make_value(key, st.cid, version, crash_size(key, version))
+        applies = (cmd == b"set" or (cmd == b"replace") == (old is not ABSENT))
+        req = b"%s %s %d 0 %d\r\n" % (cmd, key, crash_flags(version),
+                                       len(value))
+        st.inflight = (key, version if applies else old)
+        reply = conn.call(req + value + b"\r\n")
+        self._expect(req, reply, b"STORED\r\n" if applies
+                     else b"NOT_STORED\r\n")
+        self._ack(key, version if applies else old)
+
+    def _delete(self, conn, key):
+        old = self.st.acked[key]
+        req = b"delete %s\r\n" % key
+        self.st.inflight = (key, ABSENT)
+        reply = conn.call(req)
+        self._expect(req, reply, b"NOT_FOUND\r\n" if old is ABSENT
+                     else b"DELETED\r\n")
+        self._ack(key, ABSENT)
+
+    def _counter(self, conn, key):
+        old = self.st.acked[key]
+        if old is ABSENT:
+            n = self.rng.randint(0, 1 << 40)
+            req = b"set %s 0 0 %d\r\n%d\r\n" % (key, len(b"%d" % n), n)
+            self.st.inflight = (key, n)
+            self._expect(req, conn.call(req), b"STORED\r\n")
+            self._ack(key, n)
+            return
+        delta = self.rng.randint(1, 1000)
+        req = b"incr %s %d\r\n" % (key, delta)
+        self.st.inflight = (key, old + delta)
+        self._expect(req, conn.call(req), b"%d\r\n" % (old + delta))
+        self._ack(key, old + delta)
+
+
+# --------------------------------------------------------------------------
+# checking a recovered file against the model
+# --------------------------------------------------------------------------
+
+def _observed(st, key, found):
+    """The state a key was found in; raises TornValue on a bad value."""
+    if key not in found:
+        return ABSENT
+    flags, _cas, data = found[key]
+    if key in st.counters:
+        if not data.isdigit():
+            raise TornValue("counter %r holds %r" % (key, data[:40]))
+        return int(data)
+    cid, version = check_value(key, data)
+    want = make_value(key, cid, version, crash_size(key, version))
+    if cid != st.cid or data != want or flags != crash_flags(version):
+        raise TornValue("%r: v%d of client %d differs from what was "
+                        "written (flags %d)" % (key, version, cid, flags))
+    return version
+
+
+def _describe(state):
+    return "absent" if state is ABSENT else "%r" % state
+
+
+def _verdict(key, acked, inflight, got):
+    if got is ABSENT and acked is not ABSENT:
+        return "lost write"
+    if acked is ABSENT and got is not ABSENT:
+        return "resurrected or invented"
+    return "wrong version"
+
+
+def check_client(conn, st, tally):
+    """Check one client's keys; returns a list of violations and makes the
+    found states the acknowledged ones."""
+    problems = []
+    keys = st.keys()
+    found = {}
+    for i in range(0, len(keys), 50):
+        found.update(conn.gets(keys[i:i + 50]))
+    inflight = st.inflight
+    for key in keys:
+        acked = st.acked[key]
+        try:
+            got = _observed(st, key, found)
+        except TornValue as e:
+            problems.append("torn: %s" % e)
+            tally["torn_values"] += 1
+            continue
+        allowed = [acked]
+        if inflight is not None and inflight[0] == key:
+            allowed.append(inflight[1])
+        tally["keys_checked"] += 1
+        if got not in allowed:
+            tally["lost_writes"] += 1
+            problems.append("%s: %r is %s; acked %s, in flight %s" % (
+                _verdict(key, acked, inflight, got), key, _describe(got),
+                _describe(acked), _describe(allowed[1]) if len(allowed) > 1
+                else "nothing"))
+        elif len(allowed) > 1 and acked != inflight[1]:
+            tally["inflight_applied" if got == inflight[1]
+                  else "inflight_dropped"] += 1
+        if got is not ABSENT:
+            tally["live"] += 1
+        st.acked[key] = got
+    st.inflight = None
+    return problems
+
+
+def check_all(port, clients, tally):
+    """Check every client's keys on a restarted server."""
+    tally["live"] = 0
+    problems = []
+    conn = Client(port)
+    try:
+        for st in clients:
+            problems += check_client(conn, st, tally)
+    finally:
+        conn.close()
+    return problems
+
+
+def new_tally():
+    return dict(points=0, keys_checked=0, ops_acked=0, lost_writes=0,
+                torn_values=0, torn_dropped=0, inflight_applied=0,
+                inflight_dropped=0, live=0, seconds=0.0)
+
+
+# --------------------------------------------------------------------------
+# the crash driver
+# --------------------------------------------------------------------------
+
+def _stat(st, name):
+    if name not in st:
+        raise CrashError("stats has no %s" % name)
+    return st[name]
+
+
+def check_recovery_stats(st, live, checksummed):
+    """The recovery figures of a restart that found `live` items."""
+    problems = []
+    want = {"recovery_checksummed": str(checksummed),
+            "recovery_dropped_torn": "0",
+            "recovery_items": str(live),
+            "curr_items": str(live)}
+    for name, value in want.items():
+        try:
+            got = _stat(st, name)
+        except CrashError as e:
+            problems.append(str(e))
+            continue
+        if got != value:
+            problems.append("stats %s is %s, expected %s" % (name, got, value))
+    return problems
+
+
+def run_epoch(server, clients, rng, point):
+    """Let the clients run on `server`, then SIGKILL it at a random moment
+    in [KILL_MIN, KILL_MAX] seconds.  Returns the kill delay."""
+    workers = []
+    for st in clients:
+        w = Worker(server.port, st, random.Random(rng.getrandbits(64)))
+        workers.append(w)
+        w.start()
+    for w in workers:
+        w.ready.wait(IO_TIMEOUT)
+    delay = rng.uniform(KILL_MIN, KILL_MAX)
+    time.sleep(delay)
+    server.proc.kill()
+    server.proc.wait()
+    for w in workers:
+        w.join(IO_TIMEOUT * 2)
+        if w.is_alive():
+            raise CrashError("point %d: client thread still running after "
+                             "the kill" % point)
+    errors = [st.error for st in clients if st.error]
+    if errors:
+        raise CrashError("point %d: %s" % (point, "; ".join(errors)))
+    return delay
+
+
+def run_crash_points(start, points, seed, tally, log=None):
+    """Run `points` crash points on one memory file.
+
+    start(strict) starts a server on the file (strict: under the
+    power-loss simulator) and returns an object with .port, .proc and
+    .stats().  The servers alternate strict, not strict, ... so every
+    other kill is a power cut and the others a process crash.  Returns the
+    clients (their states after the last check) and the last server."""
+    rng = random.Random(seed)
+    clients = [ClientState(cid) for cid in range(CLIENTS)]
+    began = time.monotonic()
+    server = start(True)
+    for point in range(points):
+        strict = point % 2 == 0
+        delay = run_epoch(server, clients, rng, point)
+        tally["ops_acked"] = sum(st.ops_acked for st in clients)
+        server = start(not strict)
+        where = ("seed %d, point %d (killed %s run after %.3f s)"
+                 % (seed, point, "strict" if strict else "non-strict", delay))
+        problems = check_all(server.port, clients, tally)
+        st = server.stats()
+        problems += check_recovery_stats(st, tally["live"], 1)
+        tally["torn_dropped"] += int(st.get("recovery_dropped_torn", 0))
+        tally["points"] = point + 1
+        tally["seconds"] = time.monotonic() - began
+        if log:
+            log("%s: %d live, %d ops acked" % (where, tally["live"],
+                                               tally["ops_acked"]))
+        if problems:
+            raise CrashError("%s:\n  %s" % (where, "\n  ".join(problems[:30])))
+    return clients, server
+
+
+def write_summary(tally):
+    """Leave the tally where bench/crash.sh asked for it (if it did)."""
+    path = os.environ.get("MCPM_CRASH_SUMMARY")
+    if path:
+        with open(path, "w") as f:
+            json.dump(tally, f)
