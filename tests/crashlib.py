@@ -219,25 +219,25 @@ class Worker(threading.Thread):
                 self._one(conn)
         except (OSError, socket.timeout):
             pass                # the kill: the request in flight stays so
-        except CrashError as e:
-            self.st.error = str(e)
+        except Exception as e:          # a wrong reply: the model fails
+            self.st.error = "%s: %s" % (type(e).__name__, e)
         finally:
             conn.close()
 
     def _one(self, conn):
         r = self.rng.random()
         if r < 0.15:
-            self._counter(conn, self.rng.choice(self.st.counters))
+            self._op_counter(conn, self.rng.choice(self.st.counters))
             return
         key = self.rng.choice(self.st.data)
         if r < 0.55:
-            self._store(conn, key, b"set")
+            self._op_store(conn, key, b"set")
         elif r < 0.70:
-            self._store(conn, key, b"replace")
+            self._op_store(conn, key, b"replace")
         elif r < 0.78:
-            self._store(conn, key, b"add")
+            self._op_store(conn, key, b"add")
         else:
-            self._delete(conn, key)
+            self._op_delete(conn, key)
 
     def _expect(self, req, reply, want):
         if reply != want:
@@ -249,7 +249,7 @@ class Worker(threading.Thread):
         self.st.inflight = None
         self.st.ops_acked += 1
 
-    def _store(self, conn, key, cmd):
+    def _op_store(self, conn, key, cmd):
         st = self.st
         old = st.acked[key]
         version = st.next_version
@@ -264,7 +264,7 @@ class Worker(threading.Thread):
                      else b"NOT_STORED\r\n")
         self._ack(key, version if applies else old)
 
-    def _delete(self, conn, key):
+    def _op_delete(self, conn, key):
         old = self.st.acked[key]
         req = b"delete %s\r\n" % key
         self.st.inflight = (key, ABSENT)
@@ -273,7 +273,7 @@ class Worker(threading.Thread):
                      else b"DELETED\r\n")
         self._ack(key, ABSENT)
 
-    def _counter(self, conn, key):
+    def _op_counter(self, conn, key):
         old = self.st.acked[key]
         if old is ABSENT:
             n = self.rng.randint(0, 1 << 40)
@@ -338,6 +338,7 @@ def check_client(conn, st, tally):
         except TornValue as e:
             problems.append("torn: %s" % e)
             tally["torn_values"] += 1
+            tally["live"] += 1          # served, so counted by the server
             continue
         allowed = [acked]
         if inflight is not None and inflight[0] == key:
