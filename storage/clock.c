@@ -23,16 +23,18 @@
 static _Atomic rel_time_t now_rel;
 static _Atomic int64_t started;         /* wall time of rel 0 */
 static struct timespec mono_start;      /* written by clock_init() only */
+static struct timespec mono_base;       /* when rel was rel_base */
+static rel_time_t rel_base = CLOCK_START;
 
 static int64_t
-mono_elapsed(void)
+mono_since(const struct timespec *from)
 {
     struct timespec ts;
     int64_t sec;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    sec = (int64_t)ts.tv_sec - (int64_t)mono_start.tv_sec;
-    if (ts.tv_nsec < mono_start.tv_nsec) {
+    sec = (int64_t)ts.tv_sec - (int64_t)from->tv_sec;
+    if (ts.tv_nsec < from->tv_nsec) {
         sec--;
     }
     return sec < 0 ? 0 : sec;
@@ -42,14 +44,37 @@ void
 clock_init(void)
 {
     clock_gettime(CLOCK_MONOTONIC, &mono_start);
+    mono_base = mono_start;
+    rel_base = CLOCK_START;
     atomic_store(&now_rel, CLOCK_START);
     atomic_store(&started, (int64_t)time(NULL) - CLOCK_START);
+}
+
+/*
+ * Rel 0 becomes `epoch`: now is the wall-clock seconds since then.  A
+ * wall clock set back before epoch + CLOCK_START leaves now at
+ * CLOCK_START, as if the file were new.
+ */
+void
+clock_adopt_epoch(int64_t epoch)
+{
+    int64_t rel = (int64_t)time(NULL) - epoch;
+
+    if (rel < CLOCK_START) {
+        rel = CLOCK_START;
+    } else if (rel > (int64_t)UINT32_MAX / 2) {
+        rel = (int64_t)UINT32_MAX / 2;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &mono_base);
+    rel_base = (rel_time_t)rel;
+    atomic_store(&now_rel, rel_base);
+    atomic_store(&started, (int64_t)time(NULL) - rel);
 }
 
 void
 clock_tick(void)
 {
-    rel_time_t rel = (rel_time_t)(CLOCK_START + mono_elapsed());
+    rel_time_t rel = (rel_time_t)(rel_base + mono_since(&mono_base));
     int64_t want = (int64_t)time(NULL) - rel;
     int64_t have = atomic_load_explicit(&started, memory_order_relaxed);
 
@@ -57,6 +82,12 @@ clock_tick(void)
     if (want > have + 1 || want < have - 1) {
         atomic_store_explicit(&started, want, memory_order_relaxed);
     }
+}
+
+rel_time_t
+clock_uptime(void)
+{
+    return (rel_time_t)(CLOCK_START + mono_since(&mono_start));
 }
 
 rel_time_t

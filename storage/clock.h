@@ -19,11 +19,20 @@ typedef uint32_t rel_time_t;
 /* Start the clock: now becomes a small positive rel_time_t. */
 void clock_init(void);
 
+/* With a memory file, items carry times from earlier runs: count rel time
+ * from the file's epoch (wall-clock seconds of its rel 0) instead.  Call
+ * after clock_init(), before serving. */
+void clock_adopt_epoch(int64_t epoch);
+
 /* Refresh now from the system clock; called once a second. */
 void clock_tick(void);
 
-/* Seconds since start, plus the start offset. */
+/* Seconds since start (or since the adopted epoch), plus the start
+ * offset. */
 rel_time_t clock_now(void);
+
+/* Seconds the process has run, plus the start offset ("uptime"). */
+rel_time_t clock_uptime(void);
 
 /* Wall-clock time of rel_time_t 0, for "time" in stats and absolute TTLs. */
 time_t clock_process_started(void);

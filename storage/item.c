@@ -44,13 +44,19 @@ value_off(const struct item *it)
            ((item_flags(it) & ITEM_CFLAGS) ? sizeof(uint32_t) : 0);
 }
 
-static struct item_chunk *
-first_chunk(const struct item *it)
+struct item_chunk *
+item_first_chunk(const struct item *it)
 {
     struct item_chunk *ch;
 
     memcpy(&ch, it->data + value_off(it), sizeof(ch));
     return ch;
+}
+
+void
+item_set_first_chunk(struct item *it, struct item_chunk *ch)
+{
+    memcpy(it->data + value_off(it), &ch, sizeof(ch));
 }
 
 const char *
@@ -163,7 +169,7 @@ item_size(size_t nkey, uint32_t client_flags, uint32_t vlen, bool use_cas)
 static size_t
 chunked_iov(const struct item *it, size_t off, struct iovec *iov, size_t max)
 {
-    const struct item_chunk *ch = first_chunk(it);
+    const struct item_chunk *ch = item_first_chunk(it);
     size_t n = 0;
 
     while (ch != NULL && off >= ch->used) {
@@ -271,8 +277,8 @@ item_release(struct item *it)
 
 /* Bytes the header of a chunked item takes: everything but the value,
  * which is replaced by the chunk pointer. */
-static size_t
-header_size(const struct item *it)
+size_t
+item_header_size(const struct item *it)
 {
     return sizeof(struct item) + value_off(it) + sizeof(struct item_chunk *);
 }
@@ -293,9 +299,9 @@ item_free(struct item *it)
 {
     assert(!(item_flags(it) & ITEM_LINKED));
     if (item_flags(it) & ITEM_CHUNKED) {
-        struct item_chunk *ch = first_chunk(it);
+        struct item_chunk *ch = item_first_chunk(it);
         unsigned hid = ch != NULL ? ch->orig_clsid : 0;
-        size_t hsize = header_size(it);
+        size_t hsize = item_header_size(it);
 
         free_chunks(ch);
         slabs_free(it, hsize, hid);
@@ -398,7 +404,7 @@ alloc_chunked(const char *key, size_t nkey, uint32_t client_flags,
         return NULL;
     }
     ch->orig_clsid = (uint8_t)hid;
-    memcpy(it->data + value_off(it), &ch, sizeof(ch));
+    item_set_first_chunk(it, ch);
     it->clsid = (uint8_t)slabs_largest();
     return it;
 }

@@ -209,6 +209,13 @@ void     item_set_cas(struct item *it, uint64_t cas);
 /* The contiguous value of an unchunked item (vlen + 2 bytes). */
 char    *item_value(struct item *it);
 
+/* A chunked item's chain: its first piece, setting it (recovery rebuilds
+ * chains), and the bytes the head itself takes (all but the value, which
+ * the pointer to the chain replaces). */
+struct item_chunk *item_first_chunk(const struct item *it);
+void     item_set_first_chunk(struct item *it, struct item_chunk *ch);
+size_t   item_header_size(const struct item *it);
+
 /* Copy src's value bytes [soff, soff + len) to dst's value at doff,
  * chunked or not on either side. */
 void     item_value_move(struct item *dst, size_t doff,

@@ -12,9 +12,6 @@
 _Static_assert(PERSIST_TABLE_OFF == SBLOCK_SIZE, "table follows the copies");
 #include <string.h>
 
-/* The flags recovery needs to parse an item; the rest are volatile. */
-#define CRC_FLAGS (ITEM_CAS | ITEM_CFLAGS | ITEM_CHUNKED | ITEM_KEY_BINARY)
-
 _Static_assert(sizeof(struct persist_prefix) == PERSIST_PREFIX,
                "the prefix is 16 bytes");
 
@@ -22,7 +19,7 @@ static struct {
     struct tier    *tier;
     unsigned char  *table;      /* one byte per page, in the reserve */
     size_t          npages;
-    uint64_t        seq;        /* the -C counter */
+    uint64_t        seq;        /* the last seq handed out */
     struct sblock  *sb;         /* its high-water mark, when set */
 } pe;
 
@@ -42,10 +39,21 @@ persist_init(struct tier *t, char *err, size_t errlen)
     pe.tier = t;
     pe.table = (unsigned char *)base + PERSIST_TABLE_OFF;
     pe.npages = npages;
-    /* Nothing in an older file is recovered yet: every page is free. */
-    memset(pe.table, 0, npages);
-    tier_persist(t, pe.table, npages);
     return 0;
+}
+
+void
+persist_clear_table(void)
+{
+    memset(pe.table, 0, pe.npages);
+    tier_persist(pe.tier, pe.table, pe.npages);
+}
+
+const unsigned char *
+persist_table(size_t *npages)
+{
+    *npages = pe.npages;
+    return pe.table;
 }
 
 void
@@ -89,7 +97,7 @@ uint32_t
 persist_crc(const struct item *it)
 {
     uint32_t nbytes = it->nbytes;
-    uint16_t flags = (uint16_t)(item_flags(it) & CRC_FLAGS);
+    uint16_t flags = (uint16_t)(item_flags(it) & PERSIST_FLAGS);
     uint8_t small[2] = { (uint8_t)(it->clsid & ITEM_CLSID_MASK), it->nkey };
     uint32_t crc = crc_32c(0, &nbytes, sizeof(nbytes));
     struct iovec iov;
@@ -106,11 +114,8 @@ persist_crc(const struct item *it)
 }
 
 uint64_t
-persist_next_seq(const struct item *it)
+persist_next_seq(void)
 {
-    if (item_flags(it) & ITEM_CAS) {
-        return item_cas(it);
-    }
     uint64_t seq = __atomic_add_fetch(&pe.seq, 1, __ATOMIC_RELAXED);
 
     if (pe.sb != NULL) {
@@ -130,23 +135,34 @@ head_len(const struct item *it)
     return PERSIST_PREFIX + sizeof(struct item) + meta_len(it) + tail;
 }
 
+/* Tag each piece of a chunked item with the head's seq and its index, and
+ * persist it whole: prefix, chunk header and data. */
+static void
+prepare_pieces(const struct item *it, uint64_t seq)
+{
+    struct item_chunk *ch = item_first_chunk(it);
+
+    for (uint32_t i = 0; ch != NULL; ch = ch->next, i++) {
+        struct persist_prefix *p = persist_prefix_of(ch);
+
+        p->commit = seq << 1;
+        p->crc = i;
+        p->reserved = 0;
+        tier_persist(pe.tier, p, PERSIST_PREFIX + sizeof(*ch) + ch->used);
+    }
+}
+
 void
-persist_prepare(struct item *it)
+persist_prepare(struct item *it, uint64_t seq)
 {
     struct persist_prefix *p = persist_prefix_of(it);
 
+    if (item_flags(it) & ITEM_CHUNKED) {
+        prepare_pieces(it, seq);
+    }
     p->crc = persist_crc(it);
     p->reserved = 0;
     tier_persist(pe.tier, p, head_len(it));
-    if (item_flags(it) & ITEM_CHUNKED) {
-        struct iovec iov;
-        size_t off = 0;
-
-        while (item_value_iov(it, off, &iov, 1) == 1) {
-            tier_persist(pe.tier, iov.iov_base, iov.iov_len);
-            off += iov.iov_len;
-        }
-    }
 }
 
 void
@@ -161,8 +177,10 @@ persist_publish(struct item *it, uint64_t seq)
 void
 persist_commit(struct item *it)
 {
-    persist_prepare(it);
-    persist_publish(it, persist_next_seq(it));
+    uint64_t seq = persist_next_seq();
+
+    persist_prepare(it, seq);
+    persist_publish(it, seq);
 }
 
 void

@@ -6,8 +6,10 @@
  *
  *   | commit (8) | crc32c (4) | reserved (4) | item header (48) | ... |
  *
- *   commit = seq << 1 | 1    live; seq = the item's CAS, or a counter
- *                            when CAS is off (-C)
+ *   commit = seq << 1 | 1    a live item; seq counts commits, so of two
+ *                            live copies of a key the higher seq is newer
+ *   commit = seq << 1        a piece of the chunked item committed with
+ *                            seq; crc holds the piece's index in the chain
  *   commit = 0               free or dead
  *
  * The reserve page of the file holds, after the two superblock copies, the
@@ -15,8 +17,12 @@
  * doc/PERSISTENCE.md gives the commit order these calls implement.
  *
  * Chunked items (values over the slab chunk limit): the pieces carry the
- * prefix too, with commit word 0 always; their data is persisted before
- * the head item's commit word, and the head's CRC covers the whole value.
+ * prefix too, tagged with their head's seq and their index, so recovery
+ * can put a chain together without trusting a pointer; they are persisted
+ * before the head item's commit word, whose CRC covers the whole value.
+ *
+ * seq never repeats across restarts: it is reserved against the
+ * superblock's high-water mark (sblock_reserve_seq) before it is used.
  *
  * Locking: the item calls run under the item's lock (or with the only
  * reference); persist_page_set() under the slabs lock.  All calls are only
@@ -42,19 +48,27 @@ struct persist_prefix {
 };
 
 /*
- * Take the PMEM tier `t` (not owned: slabs owns it), find the page table
- * after the superblock copies and clear it (every page free), persisted.
- * -1 with a message in err if the reserve cannot hold one byte per page.
- * Call once before serving; not thread-safe.
+ * Take the PMEM tier `t` (not owned: slabs owns it) and find the page
+ * table after the superblock copies; nothing is written.  -1 with a
+ * message in err if the reserve cannot hold one byte per page.  Call once
+ * before serving; not thread-safe.
  */
 int persist_init(struct tier *t, char *err, size_t errlen);
+
+/* Every page free: clear the page table, persisted (a new or discarded
+ * file). */
+void persist_clear_table(void);
+
+/* The page table: one byte per page, 0 free, else the page's class; and
+ * its length.  For recovery, which reads it before serving. */
+const unsigned char *persist_table(size_t *npages);
 
 struct sblock;
 
 /* From now on, raise the superblock's cas_hwm (sblock_reserve_seq) before
- * a -C sequence number is handed out, and hand out only numbers above the
- * mark sb holds now.  sb stays the caller's; NULL stops it.  Call after
- * persist_init, before serving. */
+ * a seq is handed out, and hand out only numbers above the mark sb holds
+ * now.  sb stays the caller's; NULL stops it.  Call after persist_init,
+ * before serving. */
 void persist_set_sblock(struct sblock *sb);
 
 /* Forget the tier (it is being destroyed). */
@@ -72,24 +86,28 @@ persist_prefix_of(const void *it)
  * durable first. */
 void persist_page_set(const void *page, unsigned clsid);
 
-/* CRC-32C of what recovery checks: nbytes, the layout flags, the class,
+/* The flags the CRC covers and recovery keeps; the others are volatile. */
+#define PERSIST_FLAGS (ITEM_CAS | ITEM_CFLAGS | ITEM_CHUNKED | \
+                       ITEM_KEY_BINARY | ITEM_STALE)
+
+/* CRC-32C of what recovery checks: nbytes, PERSIST_FLAGS, the class,
  * nkey, the CAS slot, key, client flags and value (not exptime/time). */
 uint32_t persist_crc(const struct item *it);
 
-/* The seq a commit of `it` uses now: its CAS, or the next counter value
- * when the item keeps no CAS. */
-uint64_t persist_next_seq(const struct item *it);
+/* The next seq, reserved in the superblock first. */
+uint64_t persist_next_seq(void);
 
-/* Steps 1-2: store the CRC, persist prefix .. end of item (and its chunk
- * pieces).  The commit word stays 0. */
-void persist_prepare(struct item *it);
+/* Steps 1-2: store the CRC, tag the chunk pieces with seq, persist prefix
+ * .. end of item and the pieces.  The commit word stays as it is. */
+void persist_prepare(struct item *it, uint64_t seq);
 
 /* Step 3: store seq << 1 | 1 in the commit word with one 8-byte store and
  * persist those 8 bytes. */
 void persist_publish(struct item *it, uint64_t seq);
 
 /* persist_prepare + persist_publish with persist_next_seq: the new item is
- * durable and live; link it afterwards. */
+ * durable and live; link it afterwards.  Set it->time first: recovery
+ * judges flush_all by it. */
 void persist_commit(struct item *it);
 
 /* Dead: commit word 0, persisted.  Before unlinking and replying. */

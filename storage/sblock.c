@@ -29,13 +29,14 @@ struct sblock_disk {
     uint64_t    reserve;
     uint64_t    cas_hwm;
     int64_t     flush_time;
+    int64_t     epoch;
     uint32_t    page_size;
     uint32_t    nclasses;
     uint32_t    classes_crc;
     uint32_t    chunk_max;
     uint32_t    flags;          /* SBLOCK_F_* */
     uint32_t    item_max;
-    uint8_t     pad[44];
+    uint8_t     pad[36];
     uint32_t    crc;            /* crc_32c of everything above */
 };
 
@@ -66,6 +67,7 @@ to_disk(const struct sblock *sb, uint64_t generation, struct sblock_disk *d)
     d->reserve = sb->reserve;
     d->cas_hwm = sb->cas_hwm;
     d->flush_time = sb->flush_time;
+    d->epoch = sb->epoch;
     d->page_size = sb->page_size;
     d->nclasses = sb->nclasses;
     d->classes_crc = sb->classes_crc;
@@ -90,6 +92,7 @@ from_disk(const struct sblock_disk *d, struct sblock *sb)
     sb->use_cas = (d->flags & SBLOCK_F_CAS) != 0;
     sb->cas_hwm = d->cas_hwm;
     sb->flush_time = d->flush_time;
+    sb->epoch = d->epoch;
     sb->clean = (d->flags & SBLOCK_F_CLEAN) != 0;
     sb->generation = d->generation;
 }

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SBLOCK_VERSION  1
+#define SBLOCK_VERSION  2
 #define SBLOCK_SIZE     8192    /* the reserve must be at least this */
 #define SBLOCK_REINIT   "-o memory_file_reinit"
 
@@ -61,6 +61,8 @@ struct sblock {
     /* State: the caller changes these, then sblock_commit()s them. */
     uint64_t        cas_hwm;        /* no CAS at or below it may be reused */
     int64_t         flush_time;     /* wall-clock seconds; 0 = none */
+    int64_t         epoch;          /* wall-clock seconds of rel_time_t 0:
+                                       the items' times count from it */
     bool            clean;          /* the last shutdown was clean */
     /* Bookkeeping. */
     uint64_t        generation;     /* of the copy last loaded/committed */
