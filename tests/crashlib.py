@@ -10,9 +10,10 @@ size allows, it starts with "key|c<client>|v<version>|n<size>|<crc32>|"
 and the CRC-32 covers that head and the body, so a torn or mixed value is
 recognised without knowing what was written (check_value).
 
-The crash model.  Each client thread owns a disjoint key set and runs one
-request at a time, so for every key it knows the last acknowledged state
-and, at most for one key, the operation in flight (sent, reply not read).
+The crash model.  Each client thread owns a disjoint key set and sends
+pipelined batches with at most one request per key, so for every key it
+knows the last acknowledged state and the request in flight, if any (sent,
+reply not read).
 After a SIGKILL and a restart on the same file every key must hold its
 acknowledged state or the in-flight one: an acknowledged write is never
 lost, an acknowledged delete never undone, and nothing else may appear.
@@ -23,7 +24,9 @@ so the history of the file carries across all of them.
 import json
 import os
 import random
+import signal
 import socket
+import subprocess
 import threading
 import time
 import zlib
@@ -34,6 +37,7 @@ DATA_KEYS = 100
 COUNTER_KEYS = 6
 KILL_MIN = 0.2
 KILL_MAX = 1.5
+MAX_BATCH = 6
 IO_TIMEOUT = 10.0
 
 
@@ -179,15 +183,15 @@ class Client:
 
 class ClientState:
     """What one client knows: acked[key] is the last acknowledged state
-    (ABSENT, a data version, or a counter's integer), inflight is
-    (key, state it would leave) for the request whose reply was not read."""
+    (ABSENT, a data version, or a counter's integer); inflight[key] is
+    the state a request whose reply was not read would leave."""
 
     def __init__(self, cid):
         self.cid = cid
         self.data = [b"c%dk%d" % (cid, i) for i in range(DATA_KEYS)]
         self.counters = [b"c%dn%d" % (cid, i) for i in range(COUNTER_KEYS)]
         self.acked = {k: ABSENT for k in self.data + self.counters}
-        self.inflight = None
+        self.inflight = {}
         self.next_version = 1
         self.ops_acked = 0
         self.error = None
@@ -197,7 +201,11 @@ class ClientState:
 
 
 class Worker(threading.Thread):
-    """Runs random requests on one client's keys until the server dies."""
+    """Runs random requests on one client's keys until the server dies.
+
+    Requests go in pipelined batches of 1..MAX_BATCH on distinct keys, so
+    the server has work queued when the kill comes and some requests die
+    half done; each reply is acknowledged as it is read."""
 
     def __init__(self, port, state, rng):
         super().__init__(daemon=True)
@@ -216,77 +224,73 @@ class Worker(threading.Thread):
         self.ready.set()
         try:
             while True:
-                self._one(conn)
+                self._batch(conn)
         except (OSError, socket.timeout):
-            pass                # the kill: the request in flight stays so
+            pass                # the kill: the requests in flight stay so
         except Exception as e:          # a wrong reply: the model fails
             self.st.error = "%s: %s" % (type(e).__name__, e)
         finally:
             conn.close()
 
-    def _one(self, conn):
+    def _batch(self, conn):
+        st = self.st
+        n = self.rng.randint(1, MAX_BATCH)
+        keys = self.rng.sample(st.data, n)
+        keys += self.rng.sample(st.counters, self.rng.randint(0, 1))
+        ops = [self._op(key) for key in keys]
+        for key, _req, _want, state in ops:
+            st.inflight[key] = state
+        conn.send(b"".join(op[1] for op in ops))
+        for key, req, want, state in ops:
+            reply = conn.readline()
+            if reply != want:
+                raise CrashError("client %d: %r got %r, model expects %r"
+                                 % (st.cid, req[:80], reply, want))
+            st.acked[key] = state
+            del st.inflight[key]
+            st.ops_acked += 1
+
+    def _op(self, key):
+        """(key, request, expected reply, state it leaves) of a random
+        request on `key`, judged by its acknowledged state."""
+        if key in self.st.counters:
+            return self._op_counter(key)
         r = self.rng.random()
-        if r < 0.15:
-            self._op_counter(conn, self.rng.choice(self.st.counters))
-            return
-        key = self.rng.choice(self.st.data)
-        if r < 0.55:
-            self._op_store(conn, key, b"set")
-        elif r < 0.70:
-            self._op_store(conn, key, b"replace")
-        elif r < 0.78:
-            self._op_store(conn, key, b"add")
-        else:
-            self._op_delete(conn, key)
+        if r < 0.50:
+            return self._op_store(key, b"set")
+        if r < 0.68:
+            return self._op_store(key, b"replace")
+        if r < 0.76:
+            return self._op_store(key, b"add")
+        return self._op_delete(key)
 
-    def _expect(self, req, reply, want):
-        if reply != want:
-            raise CrashError("client %d: %r got %r, model expects %r"
-                             % (self.st.cid, req[:80], reply, want))
-
-    def _ack(self, key, state):
-        self.st.acked[key] = state
-        self.st.inflight = None
-        self.st.ops_acked += 1
-
-    def _op_store(self, conn, key, cmd):
+    def _op_store(self, key, cmd):
         st = self.st
         old = st.acked[key]
         version = st.next_version
         st.next_version += 1
         value = make_value(key, st.cid, version, crash_size(key, version))
         applies = (cmd == b"set" or (cmd == b"replace") == (old is not ABSENT))
-        req = b"%s %s %d 0 %d\r\n" % (cmd, key, crash_flags(version),
-                                       len(value))
-        st.inflight = (key, version if applies else old)
-        reply = conn.call(req + value + b"\r\n")
-        self._expect(req, reply, b"STORED\r\n" if applies
-                     else b"NOT_STORED\r\n")
-        self._ack(key, version if applies else old)
+        req = b"%s %s %d 0 %d\r\n%s\r\n" % (cmd, key, crash_flags(version),
+                                             len(value), value)
+        if applies:
+            return key, req, b"STORED\r\n", version
+        return key, req, b"NOT_STORED\r\n", old
 
-    def _op_delete(self, conn, key):
-        old = self.st.acked[key]
-        req = b"delete %s\r\n" % key
-        self.st.inflight = (key, ABSENT)
-        reply = conn.call(req)
-        self._expect(req, reply, b"NOT_FOUND\r\n" if old is ABSENT
-                     else b"DELETED\r\n")
-        self._ack(key, ABSENT)
+    def _op_delete(self, key):
+        want = (b"NOT_FOUND\r\n" if self.st.acked[key] is ABSENT
+                else b"DELETED\r\n")
+        return key, b"delete %s\r\n" % key, want, ABSENT
 
-    def _op_counter(self, conn, key):
+    def _op_counter(self, key):
         old = self.st.acked[key]
         if old is ABSENT:
             n = self.rng.randint(0, 1 << 40)
             req = b"set %s 0 0 %d\r\n%d\r\n" % (key, len(b"%d" % n), n)
-            self.st.inflight = (key, n)
-            self._expect(req, conn.call(req), b"STORED\r\n")
-            self._ack(key, n)
-            return
+            return key, req, b"STORED\r\n", n
         delta = self.rng.randint(1, 1000)
-        req = b"incr %s %d\r\n" % (key, delta)
-        self.st.inflight = (key, old + delta)
-        self._expect(req, conn.call(req), b"%d\r\n" % (old + delta))
-        self._ack(key, old + delta)
+        return (key, b"incr %s %d\r\n" % (key, delta),
+                b"%d\r\n" % (old + delta), old + delta)
 
 
 # --------------------------------------------------------------------------
@@ -314,7 +318,7 @@ def _describe(state):
     return "absent" if state is ABSENT else "%r" % state
 
 
-def _verdict(key, acked, inflight, got):
+def _verdict(acked, got):
     if got is ABSENT and acked is not ABSENT:
         return "lost write"
     if acked is ABSENT and got is not ABSENT:
@@ -341,22 +345,22 @@ def check_client(conn, st, tally):
             tally["live"] += 1          # served, so counted by the server
             continue
         allowed = [acked]
-        if inflight is not None and inflight[0] == key:
-            allowed.append(inflight[1])
+        if key in inflight:
+            allowed.append(inflight[key])
         tally["keys_checked"] += 1
         if got not in allowed:
             tally["lost_writes"] += 1
             problems.append("%s: %r is %s; acked %s, in flight %s" % (
-                _verdict(key, acked, inflight, got), key, _describe(got),
+                _verdict(acked, got), key, _describe(got),
                 _describe(acked), _describe(allowed[1]) if len(allowed) > 1
                 else "nothing"))
-        elif len(allowed) > 1 and acked != inflight[1]:
-            tally["inflight_applied" if got == inflight[1]
+        elif len(allowed) > 1 and acked != allowed[1]:
+            tally["inflight_applied" if got == allowed[1]
                   else "inflight_dropped"] += 1
         if got is not ABSENT:
             tally["live"] += 1
         st.acked[key] = got
-    st.inflight = None
+    st.inflight = {}
     return problems
 
 
@@ -407,6 +411,18 @@ def check_recovery_stats(st, live, checksummed):
     return problems
 
 
+def kill_after(proc, delay):
+    """SIGKILL `proc` `delay` seconds from now, from another process: a
+    kill sent by this one would land only when it holds the GIL, which is
+    just after some client thread has sent a request and let go of it, so
+    the server would almost never be killed in the middle of one."""
+    killer = subprocess.Popen(["/bin/sh", "-c", "sleep %.3f; kill -KILL %d"
+                               % (delay, proc.pid)])
+    killer.wait()
+    proc.wait()
+    return proc.returncode == -signal.SIGKILL
+
+
 def run_epoch(server, clients, rng, point):
     """Let the clients run on `server`, then SIGKILL it at a random moment
     in [KILL_MIN, KILL_MAX] seconds.  Returns the kill delay."""
@@ -418,9 +434,9 @@ def run_epoch(server, clients, rng, point):
     for w in workers:
         w.ready.wait(IO_TIMEOUT)
     delay = rng.uniform(KILL_MIN, KILL_MAX)
-    time.sleep(delay)
-    server.proc.kill()
-    server.proc.wait()
+    if not kill_after(server.proc, delay):
+        raise CrashError("point %d: the server exited with status %s "
+                         "before the kill" % (point, server.proc.returncode))
     for w in workers:
         w.join(IO_TIMEOUT * 2)
         if w.is_alive():

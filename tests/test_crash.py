@@ -45,7 +45,7 @@ def test_sigkill_loses_nothing_acknowledged(server_factory, memfile):
         if tally["live"] != live:
             problems.append("%d keys live after the clean restart, %d "
                             "before" % (tally["live"], live))
-    except crashlib.CrashError as e:
+    except (crashlib.CrashError, pytest.fail.Exception) as e:
         pytest.fail("%s\n(replay: MCPM_CRASH_SEED=%d; tally %s)"
                     % (e, SEED, tally))
     finally:

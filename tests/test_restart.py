@@ -463,7 +463,7 @@ def test_flush_all_before_restart(server_factory, memfile, how):
         # flush_all unlinks at once what was stored in its last second (as
         # memcached does); older items are only marked and must be dropped
         # by recovery
-        time.sleep(2.1)
+        time.sleep(2.5)
         c.call(b"flush_all\r\n", b"OK\r\n")
         load(c, new)
         record_cas(c, new)
@@ -483,8 +483,10 @@ def test_delayed_flush_all_before_restart(server_factory, memfile):
     after = small_items(b"after", 150, 3000)
     with s.conn() as c:
         load(c, old)
-        c.call(b"flush_all 2\r\n", b"OK\r\n")
-        deadline = time.time() + 2
+        # memcached's cut-off is the second before the deadline: these
+        # items read as live for at least another second
+        c.call(b"flush_all 3\r\n", b"OK\r\n")
+        deadline = time.time() + 3
         load(c, during)                 # before the deadline: flushed too
         verify(c, old + during)
         time.sleep(deadline - time.time() + 1.2)
@@ -499,7 +501,7 @@ def test_delayed_flush_all_before_restart(server_factory, memfile):
 
 
 def test_pending_flush_all_survives_restart(server_factory, memfile):
-    """flush_all 3, restart at once: the items are there until the
+    """flush_all 5, restart at once: the items are there until the
     deadline (wall clock) and gone after it."""
     flags = ("-e", memfile, "-m", "64")
     s = server_factory(*flags)
@@ -507,13 +509,15 @@ def test_pending_flush_all_survives_restart(server_factory, memfile):
     with s.conn() as c:
         load(c, old)
         record_cas(c, old)
-        c.call(b"flush_all 3\r\n", b"OK\r\n")
-        deadline = time.time() + 3
+        c.call(b"flush_all 5\r\n", b"OK\r\n")
+        deadline = time.time() + 5
     s.assert_clean_stop()
     s = server_factory(*flags)
     with s.conn() as c:
-        if time.time() < deadline - 1:
-            verify(c, old)
+        # the cut-off is a second before the deadline, on a clock that
+        # ticks once a second: live for sure until deadline - 2
+        assert time.time() < deadline - 2.5, "restart took too long"
+        verify(c, old)
         time.sleep(max(0, deadline - time.time()) + 1.2)
         verify(c, [], [it.key for it in old])
         c.call(b"set fresh 0 0 1\r\nx\r\n", b"STORED\r\n")
