@@ -592,7 +592,10 @@ def test_meta_state_survives_restart(server_factory, memfile):
             assert mg_raw(c, b"mg %s b k v f c t\r\n" % k) == before[k]
         # s1 had its token handed out: the same reply as the next call
         # before the restart would have got; s2 never did: like s1's first
-        assert mg_raw(c, b"mg s1 v c f\r\n") == second
+        got = mg_raw(c, b"mg s1 v c f\r\n")
+        assert got == second, "s1 (stale, token handed out): %r before " \
+            "the restart, %r after" % (second, got)
         got = mg_raw(c, b"mg s2 v c f\r\n")
-        assert strip_cas(got) == strip_cas(first), (got, first)
+        assert strip_cas(got) == strip_cas(first), "s2 (stale, no token " \
+            "yet): %r before the restart (its twin), %r after" % (first, got)
         assert max_new_cas(c) > cas_before
