@@ -115,7 +115,7 @@ stats_process(struct conn *c)
 
     getrusage(RUSAGE_SELF, &ru);
     stat_u64(c, "pid", (uint64_t)getpid());
-    stat_u64(c, "uptime", now);
+    stat_u64(c, "uptime", clock_uptime());
     stat_u64(c, "time", (uint64_t)(clock_process_started() + now));
     stat_str(c, "version", MCPM_VERSION);
     stat_str(c, "libevent", event_get_version());
@@ -190,6 +190,25 @@ stats_commands(struct conn *c, const struct thread_stats *t,
     }
     stat_u64(c, "bytes_read", t->bytes_read);
     stat_u64(c, "bytes_written", t->bytes_written);
+}
+
+/* With a memory file: what start-up read back from it. */
+static void
+stats_recovery(struct conn *c)
+{
+    struct cache_recovery r;
+
+    if (!cache_recovery_stats(&r)) {
+        return;
+    }
+    stat_u64(c, "recovery_items", r.items);
+    stat_u64(c, "recovery_pages", r.pages);
+    stat_u64(c, "recovery_dropped_torn", r.torn);
+    stat_u64(c, "recovery_dropped_expired", r.expired);
+    stat_u64(c, "recovery_dropped_flushed", r.flushed);
+    stat_u64(c, "recovery_dropped_replaced", r.replaced);
+    stat_u64(c, "recovery_checksummed", r.checksummed);
+    stat_fmt(c, "recovery_seconds", "%.6f", r.seconds);
 }
 
 static void
@@ -290,6 +309,7 @@ stats_general(struct conn *c)
     stat_u64(c, "conn_yields", t->conn_yields);
     stats_storage(c, &s);
     stats_items_totals(c, &s);
+    stats_recovery(c);
     conn_out_rsp(c, RSP_END);
     free(t);
 }

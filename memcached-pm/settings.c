@@ -370,6 +370,7 @@ static const struct subopt subopt_table[] = {
     { "memory_file_size", SO_UINT, S(memory_file_mb), 1, 1u << 24,
       NULL, NULL },
     { "memory_file_reinit", SO_ON, C(memory_file_reinit), 0, 0, NULL, NULL },
+    { "memory_file_strict", SO_ON, C(pmem_strict), 0, 0, NULL, NULL },
     { "tier_policy", SO_FUNC, NULL, 0, 0, NULL, subopt_policy },
 };
 
@@ -511,6 +512,8 @@ usage(void)
 "   memory_file=<file>      keep items in this (PMEM) file\n"
 "   memory_file_size=<MB>   item memory in the file (default: as -m)\n"
 "   memory_file_reinit      discard a memory file the settings cannot read\n"
+"   memory_file_strict      power-loss simulator for crash tests: only\n"
+"                           flushed cache lines reach the file\n"
 "   tier_policy=dram|pmem   where items live (pmem with a memory file)\n",
            MCPM_VERSION);
 }

@@ -18,6 +18,7 @@
 #include "storage/locks.h"
 #include "storage/lru.h"
 #include "storage/persist.h"
+#include "storage/recover.h"
 #include "storage/slabs.h"
 #include "storage/sblock.h"
 #include "storage/tier.h"
@@ -36,6 +37,7 @@ static struct {
     uint64_t cas_id;            /* last unique handed out */
     uint64_t total_items;
     struct sblock sb;           /* the memory file's, with the PMEM tier */
+    struct cache_recovery recovery;
 } ca;
 
 /* ---- life cycle ------------------------------------------------------- */
@@ -95,49 +97,17 @@ pmem_tier_open(const struct cache_options *opts)
     return t;
 }
 
-/*
- * What an existing file's superblock allows: 0 to go on (*hwm gets the
- * file's CAS mark, 0 when there is none to keep), -1 to refuse the file.
- * A file written under other settings, or with no valid superblock copy,
- * is only discarded when the operator asks (-o memory_file_reinit).
- */
-static int
-pmem_check_old(const struct cache_options *opts, struct tier *t,
-               const struct sblock_params *p, uint64_t *hwm)
+/* The settings that decide where items sit in the file. */
+static void
+pmem_params(const struct cache_options *opts, struct tier *t,
+            struct sblock_params *p, uint32_t *sizes)
 {
-    struct sblock old;
-    char err[512];
-    int st = sblock_load(t, tier_pmem_base(t), p, &old, err, sizeof(err));
-
-    *hwm = 0;
-    if (st == SBLOCK_INCOMPATIBLE || st == SBLOCK_CORRUPT) {
-        if (!opts->memory_file_reinit) {
-            fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
-            return -1;
-        }
-        fprintf(stderr, "memory file %s: %s; discarding its contents as "
-                "memory_file_reinit asks\n", opts->memory_file, err);
-    } else if (st == SBLOCK_OK) {
-        /* Items are not recovered yet, but CAS values handed out before
-         * must still never come back. */
-        *hwm = old.cas_hwm;
-        fprintf(stderr, "memory file %s: existing contents discarded (items "
-                "are not yet recovered at start-up)\n", opts->memory_file);
-    }
-    return 0;
-}
-
-/*
- * Stamp the file with a fresh superblock describing this layout, after
- * checking what an existing file holds (pmem_check_old).  Items in an
- * older file are not recovered yet: its pages are reused from empty.
- */
-static int
-pmem_superblock(const struct cache_options *opts, struct tier *t)
-{
-    uint32_t sizes[CACHE_MAX_CLASSES];
     unsigned n = slabs_largest();
-    struct sblock_params p = {
+
+    for (unsigned i = 0; i < n; i++) {
+        sizes[i] = (uint32_t)slabs_size(i + 1);
+    }
+    *p = (struct sblock_params) {
         .file_size = tier_pmem_mapped_len(t),
         .reserve = (uint64_t)((char *)tier_pmem_page(t, 0) -
                               (char *)tier_pmem_base(t)),
@@ -148,30 +118,62 @@ pmem_superblock(const struct cache_options *opts, struct tier *t)
         .class_sizes = sizes,
         .use_cas = opts->use_cas,
     };
-    uint64_t hwm = 0;
+}
+
+/* A new (or discarded) file: every page free, then a fresh superblock
+ * whose epoch is this process's rel 0.  The page table is cleared first:
+ * a new superblock over an old table would bring the old pages back. */
+static int
+pmem_new_file(const struct cache_options *opts, struct tier *t,
+              const struct sblock_params *p)
+{
     char err[512];
 
-    for (unsigned i = 0; i < n; i++) {
-        sizes[i] = (uint32_t)slabs_size(i + 1);
-    }
-    if (!tier_pmem_created(t) && pmem_check_old(opts, t, &p, &hwm) != 0) {
-        return -1;
-    }
-    if (sblock_init_new(&ca.sb, t, tier_pmem_base(t), &p, err,
+    persist_clear_table();
+    if (sblock_init_new(&ca.sb, t, tier_pmem_base(t), p, err,
                         sizeof(err)) != SBLOCK_OK) {
         fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
         return -1;
     }
-    if (hwm != 0) {
-        ca.sb.cas_hwm = hwm;
-        sblock_commit(&ca.sb);
-        ca.cas_id = hwm > ca.cas_id ? hwm : ca.cas_id;
-    }
+    ca.sb.epoch = (int64_t)clock_process_started();
+    sblock_commit(&ca.sb);
     return 0;
 }
 
+/*
+ * Open the file's superblock: 1 when the file holds items to recover
+ * (ca.sb loaded), 0 when it starts empty (new, or discarded as
+ * memory_file_reinit asks), -1 to refuse it (another layout or settings,
+ * or no valid superblock copy, without memory_file_reinit).
+ */
+static int
+pmem_superblock(const struct cache_options *opts, struct tier *t)
+{
+    uint32_t sizes[CACHE_MAX_CLASSES];
+    struct sblock_params p;
+    char err[512];
+    int st = SBLOCK_EMPTY;
+
+    pmem_params(opts, t, &p, sizes);
+    if (!tier_pmem_created(t)) {
+        st = sblock_load(t, tier_pmem_base(t), &p, &ca.sb, err, sizeof(err));
+    }
+    if (st == SBLOCK_OK) {
+        return 1;
+    }
+    if (st == SBLOCK_INCOMPATIBLE || st == SBLOCK_CORRUPT) {
+        if (!opts->memory_file_reinit) {
+            fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
+            return -1;
+        }
+        fprintf(stderr, "memory file %s: %s; discarding its contents as "
+                "memory_file_reinit asks\n", opts->memory_file, err);
+    }
+    return pmem_new_file(opts, t, &p);
+}
+
 /* Slabs on the tier the policy names; the tier belongs to slabs once this
- * succeeds. */
+ * succeeds.  1 when the memory file holds items to recover. */
 static int
 memory_init(struct cache_options *opts)
 {
@@ -179,6 +181,7 @@ memory_init(struct cache_options *opts)
     struct tier *t = pmem ? pmem_tier_open(opts)
                           : tier_dram_create(opts->mem_limit,
                                              opts->page_size, opts->prealloc);
+    int old = 0;
 
     if (t == NULL) {
         return -1;
@@ -187,14 +190,62 @@ memory_init(struct cache_options *opts)
         tier_destroy(&t);
         return -1;
     }
-    if (pmem && pmem_superblock(opts, t) != 0) {
+    if (pmem && (old = pmem_superblock(opts, t)) < 0) {
         slabs_destroy();
         return -1;
     }
-    if (pmem) {
-        persist_set_sblock(&ca.sb);
+    return old;
+}
+
+/*
+ * Read the file's items back (recover.h), in the file's time, then mark
+ * the file not clean before anything is served: from here on a crash
+ * must bring the checksum pass back.
+ */
+static int
+pmem_recover(struct cache_options *opts)
+{
+    struct recover_params p = {
+        .check_crc = !ca.sb.clean,
+        .use_cas = opts->use_cas,
+        .hash_bulk_move = opts->hash_bulk_move,
+        .verbose = opts->verbose,
+    };
+
+    if (ca.sb.epoch != 0) {
+        clock_adopt_epoch(ca.sb.epoch);
     }
+    p.now = clock_now();
+    if (ca.sb.flush_time != 0) {
+        int64_t rel = ca.sb.flush_time - (int64_t)clock_process_started();
+
+        p.flush_time = rel < 1 ? 1 : (rel_time_t)rel;
+        lru_set_flush(p.flush_time);
+    }
+    if (recover_run(slabs_tier(), &p, &ca.recovery) != 0) {
+        return -1;
+    }
+    if (opts->verbose > 0) {
+        fprintf(stderr, "memory file %s: recovered %llu items from %llu "
+                "pages in %.3f s\n", opts->memory_file,
+                (unsigned long long)ca.recovery.items,
+                (unsigned long long)ca.recovery.pages,
+                ca.recovery.seconds);
+    }
+    ca.sb.clean = false;
+    sblock_commit(&ca.sb);
     return 0;
+}
+
+/* The memory file's superblock rules seq and CAS from now on: no value
+ * at or below its mark is handed out again. */
+static void
+pmem_serve(void)
+{
+    persist_set_sblock(&ca.sb);
+    if (ca.sb.cas_hwm > ca.cas_id) {
+        ca.cas_id = ca.sb.cas_hwm;
+    }
 }
 
 void
@@ -232,6 +283,7 @@ cache_init(struct cache_options *opts, unsigned nworkers)
 {
     unsigned lp = opts->lock_power ? opts->lock_power
                                    : locks_power_for(nworkers);
+    int old;
 
     memset(&ca, 0, sizeof(ca));
     ca.opts = opts;
@@ -246,11 +298,19 @@ cache_init(struct cache_options *opts, unsigned nworkers)
                 "%u, item lock power %u)\n", opts->hashpower, lp);
         goto fail_locks;
     }
-    if (memory_init(opts) != 0) {
+    old = memory_init(opts);
+    if (old < 0) {
         goto fail_assoc;
     }
     if (lru_init(opts) != 0) {
         goto fail_slabs;
+    }
+    if (old > 0 && pmem_recover(opts) != 0) {
+        lru_destroy();
+        goto fail_slabs;
+    }
+    if (ca.sb.tier != NULL) {
+        pmem_serve();
     }
     if (start_threads(opts) != 0) {
         fprintf(stderr, "cache: cannot start storage threads\n");
@@ -452,6 +512,7 @@ link_new(struct item *old, struct item *it, uint32_t hv, uint64_t wanted)
 {
     item_set_cas(it, cas_for(wanted));
     if (it->tier == TIER_PMEM) {
+        item_time_store(it, clock_now());
         persist_commit(it);
     }
     if (old != NULL) {
@@ -510,7 +571,11 @@ mget_apply(struct item *it, struct cache_mget *a)
         a->win = true;
     }
     if (a->win) {
+        /* Durable, so a restart does not hand out a second token. */
         item_flags_set(it, ITEM_TOKEN_SENT);
+        if (it->tier == TIER_PMEM) {
+            persist_flags(it);
+        }
     }
     if (!a->no_bump) {
         lru_bump(it);
@@ -1169,6 +1234,13 @@ cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
             void *ctx)
 {
     return lru_sizes(emit, ctx);
+}
+
+bool
+cache_recovery_stats(struct cache_recovery *out)
+{
+    *out = ca.recovery;
+    return ca.sb.tier != NULL;
 }
 
 void

@@ -363,6 +363,21 @@ bool cache_item_stats(unsigned id, struct cache_item_stats *out);
 bool cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
                  void *ctx);
 
+/* What start-up read back from the memory file (all 0 for a new file). */
+struct cache_recovery {
+    uint64_t    items;          /* recovered and linked */
+    uint64_t    pages;          /* pages the page table gave a class */
+    uint64_t    torn;           /* a header, chain or checksum failed */
+    uint64_t    expired;
+    uint64_t    flushed;
+    uint64_t    replaced;       /* an older live copy of a key */
+    bool        checksummed;    /* the checksum pass ran (not clean) */
+    double      seconds;
+};
+
+/* False when there is no memory file. */
+bool cache_recovery_stats(struct cache_recovery *out);
+
 /* stats reset: zero the counters above that memcached resets. */
 void cache_stats_reset(void);
 

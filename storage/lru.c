@@ -235,6 +235,21 @@ lru_link(struct item *it, uint32_t hv)
     link_in_place(it, hv);
 }
 
+void
+lru_link_recovered(struct item *it)
+{
+    struct lru_list *l;
+
+    set_lru(it, ITEM_LRU_COLD);
+    l = list_of(it);
+    item_flags_set(it, ITEM_LINKED);
+    item_ref_incr(it);
+    pthread_mutex_lock(&l->lock);
+    list_push_head(l, it);
+    pthread_mutex_unlock(&l->lock);
+    histo_add(it, 1);
+}
+
 /* Unlink with the item's list lock already held by the caller. */
 static void
 unlink_nolock(struct item *it, uint32_t hv)

@@ -36,6 +36,11 @@ void *lru_alloc(size_t size, unsigned id, unsigned lru_id);
  * flat mode), ITEM_LINKED and one reference.  Caller holds lock(hv). */
 void lru_link(struct item *it, uint32_t hv);
 
+/* Recovery: put an item read back from the memory file, already in the
+ * hash table, at the head of its class's COLD list (link the oldest
+ * first) with the link's reference.  Before serving. */
+void lru_link_recovered(struct item *it);
+
 /* Undo lru_link() if linked: the link's reference is dropped (the memory
  * may be freed).  Caller holds lock(hv). */
 void lru_unlink(struct item *it, uint32_t hv);

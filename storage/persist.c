@@ -200,3 +200,9 @@ persist_exptime(struct item *it)
 {
     tier_persist(pe.tier, &it->exptime, sizeof(it->exptime));
 }
+
+void
+persist_flags(struct item *it)
+{
+    tier_persist(pe.tier, &it->flags, sizeof(it->flags));
+}

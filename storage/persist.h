@@ -116,4 +116,9 @@ void persist_kill(struct item *it);
 /* After one aligned store to it->exptime: persist those 4 bytes. */
 void persist_exptime(struct item *it);
 
+/* After ITEM_TOKEN_SENT is set in place (an aligned 2-byte store): persist
+ * the flags.  Outside the CRC; recovery keeps that bit and no other
+ * volatile one. */
+void persist_flags(struct item *it);
+
 #endif

@@ -398,6 +398,48 @@ slabs_free(void *ptr, size_t size, unsigned id)
     pthread_mutex_unlock(&sl.lock);
 }
 
+/* ---- recovery --------------------------------------------------------- */
+
+unsigned
+slabs_perslab(unsigned id)
+{
+    return id >= 1 && id <= sl.largest ? sl.cls[id].perslab : 0;
+}
+
+void *
+slabs_chunk(unsigned id, void *page, unsigned i)
+{
+    return chunk_item(&sl.cls[id], page, i);
+}
+
+int
+slabs_recover_page(unsigned id, void *page,
+                   size_t (*keep)(void *chunk, void *ctx), void *ctx)
+{
+    struct slab_class *c = &sl.cls[id];
+    int rc = -1;
+
+    pthread_mutex_lock(&sl.lock);
+    if (id >= 1 && id <= sl.largest && add_page(c, page) == 0) {
+        sl.pages_total++;
+        for (unsigned i = 0; i < c->perslab; i++) {
+            struct item *it = chunk_item(c, page, i);
+            size_t used = keep(it, ctx);
+
+            if (used != 0) {
+                c->requested += used;
+            } else {
+                it->clsid = (uint8_t)id;
+                it->tier = sl.tier->id;
+                push_free(c, it);
+            }
+        }
+        rc = 0;
+    }
+    pthread_mutex_unlock(&sl.lock);
+    return rc;
+}
+
 /* ---- stats and limits ------------------------------------------------- */
 
 bool

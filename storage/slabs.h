@@ -96,6 +96,22 @@ void  slabs_note_eviction(unsigned id);
 void  slabs_mover_stats(struct cache_stats *out);
 void  slabs_stats_reset(void);
 
+/*
+ * Recovery of the PMEM tier, before serving.  slabs_perslab() and
+ * slabs_chunk() name chunk i of a page of class id (the item address, past
+ * the tier's prefix).  slabs_recover_page() gives a page the tier holds
+ * (tier_pmem_claim) to class id as it is, without carving it: each chunk
+ * is offered to keep(), whose answer is the bytes its item asks for
+ * (counted as requested; the chunk stays in use) or 0 (the chunk goes on
+ * the free list).  keep() runs under the slabs lock and takes no lock.
+ * -1 if id is not a class or memory for the page list runs out.
+ */
+unsigned slabs_perslab(unsigned id);
+void    *slabs_chunk(unsigned id, void *page, unsigned i);
+int      slabs_recover_page(unsigned id, void *page,
+                            size_t (*keep)(void *chunk, void *ctx),
+                            void *ctx);
+
 /* Wait until the mover is idle (tests). */
 void  slabs_mover_wait(void);
 

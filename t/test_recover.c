@@ -6,12 +6,20 @@
  * CAS handed out (and the -C sequence), flush_all's cut-off is there in
  * wall-clock seconds before cache_flush returns, and a clean shutdown
  * says so.
+ *
+ * Then the scan itself: items come back after a clean and an unclean
+ * restart; torn, expired, flushed and replaced copies planted in the file
+ * (by writing its bytes directly) stay dropped, and so do chains with a
+ * missing piece.
  */
 #include "storage/cache.h"
 #include "storage/clock.h"
 #include "storage/hash.h"
 #include "storage/item.h"
+#include "storage/persist.h"
 #include "storage/sblock.h"
+#include "storage/slabs.h"
+#include "storage/tier.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 
@@ -82,7 +90,7 @@ set_opts(bool use_cas, bool reinit)
     opts.memory_file_reinit = reinit;
     opts.tier_policy = CACHE_TIER_PMEM;
     opts.memory_file = path;
-    opts.memory_file_size = 16 * MB;
+    opts.memory_file_size = 64 * MB;
     opts.pmem_strict = true;
     opts.use_cas = use_cas;
 }
@@ -243,6 +251,329 @@ test_item_max(void)
     }
 }
 
+
+/* ---- the recovery scan ---------------------------------------------- */
+
+/* Store k with `len` bytes of value: v repeated, flags fl, exptime 0. */
+static uint64_t
+put_full(const char *k, char v, size_t len, uint32_t fl)
+{
+    enum cache_status st;
+    struct item *it = cache_alloc(k, strlen(k), test_hv(k), fl, 0,
+                                  (uint32_t)len, &st);
+    struct iovec iov;
+    size_t off = 0;
+    uint64_t cas = 0;
+
+    if (it == NULL) {
+        return 0;
+    }
+    while (item_value_iov(it, off, &iov, 1) == 1) {
+        memset(iov.iov_base, v, iov.iov_len);
+        off += iov.iov_len;
+    }
+    item_value_iov(it, len, &iov, 1);
+    if (iov.iov_len == 2) {
+        memcpy(iov.iov_base, "\r\n", 2);
+    } else {
+        /* "\r\n" split over two pieces */
+        ((char *)iov.iov_base)[0] = '\r';
+        item_value_iov(it, len + 1, &iov, 1);
+        ((char *)iov.iov_base)[0] = '\n';
+    }
+    if (cache_store(it, CACHE_SET, 0) == CACHE_STORED) {
+        cas = item_cas(it);
+    }
+    cache_release(it);
+    return cas;
+}
+
+/* Does k hold len bytes of v, flags fl and cas (0: any)? */
+static bool
+holds(const char *k, char v, size_t len, uint32_t fl, uint64_t cas)
+{
+    struct item *it = test_get(k);
+    struct iovec iov;
+    size_t off = 0;
+    bool good;
+
+    if (it == NULL) {
+        return false;
+    }
+    good = item_vlen(it) == len && item_client_flags(it) == fl &&
+           (cas == 0 || item_cas(it) == cas) && item_value_crlf_ok(it);
+    while (good && off < len && item_value_iov(it, off, &iov, 1) == 1) {
+        for (size_t i = 0; i < iov.iov_len && off + i < len; i++) {
+            good &= ((char *)iov.iov_base)[i] == v;
+        }
+        off += iov.iov_len;
+    }
+    cache_release(it);
+    return good;
+}
+
+/* Offset in the file of an address in the cache's mapping. */
+static off_t
+file_off(const void *addr)
+{
+    return (off_t)((const char *)addr -
+                   (const char *)tier_pmem_base(slabs_tier()));
+}
+
+/* Where k's item and its prefix sit in the file; -1 if missing. */
+static off_t
+item_off(const char *k)
+{
+    struct item *it = test_get(k);
+    off_t off;
+
+    if (it == NULL) {
+        return -1;
+    }
+    off = file_off(it);
+    cache_release(it);
+    return off;
+}
+
+static bool
+poke(off_t off, const void *bytes, size_t len)
+{
+    int fd = open(path, O_RDWR);
+    bool done = fd >= 0 && pwrite(fd, bytes, len, off) == (ssize_t)len;
+
+    if (fd >= 0) {
+        close(fd);
+    }
+    return done;
+}
+
+static bool
+peek(off_t off, void *bytes, size_t len)
+{
+    int fd = open(path, O_RDONLY);
+    bool done = fd >= 0 && pread(fd, bytes, len, off) == (ssize_t)len;
+
+    if (fd >= 0) {
+        close(fd);
+    }
+    return done;
+}
+
+/* As after a crash: the superblock says the last run did not end
+ * cleanly, so the next start checks every checksum. */
+static bool
+mark_unclean(void)
+{
+    struct tier_pmem_options o = { .path = path, .page_size = MB,
+                                   .reserve = MB };
+    char err[256];
+    struct tier *t = tier_pmem_open(&o, err, sizeof(err));
+    struct sblock sb;
+    uint32_t size = 1;
+    struct sblock_params p = { .page_size = 1, .nclasses = 1,
+                               .class_sizes = &size };
+    int st;
+
+    if (t == NULL) {
+        return false;
+    }
+    st = sblock_load(t, tier_pmem_base(t), &p, &sb, err, sizeof(err));
+    if (st == SBLOCK_OK || st == SBLOCK_INCOMPATIBLE) {
+        sb.clean = false;
+        sblock_commit(&sb);
+    }
+    tier_destroy(&t);
+    return st == SBLOCK_OK || st == SBLOCK_INCOMPATIBLE;
+}
+
+static struct cache_recovery
+restart(bool clean)
+{
+    struct cache_recovery r;
+
+    memset(&r, 0xff, sizeof(r));
+    cache_shutdown();
+    if ((clean || mark_unclean()) && start(true)) {
+        cache_recovery_stats(&r);
+    }
+    return r;
+}
+
+#define BIG (700 * 1024)        /* a chunked value */
+
+static uint64_t cas_a, cas_big;
+
+static void
+test_recover_items(void)
+{
+    struct cache_recovery r;
+    char k[32];
+
+    if (!ok(start_opts(true, true), "a fresh file for the scan tests")) {
+        return;
+    }
+    for (int i = 0; i < 300; i++) {
+        snprintf(k, sizeof(k), "r%d", i);
+        put_full(k, (char)('a' + i % 26), (size_t)(i * 37 % 5000), i);
+    }
+    cas_a = put_full("a", 'A', 10, 7);
+    cas_big = put_full("big", 'B', BIG, 9);
+    put_full("gone", 'g', 5, 0);
+    cache_delete("gone", 4, test_hv("gone"), 0, NULL);
+    put_full("twice", '1', 5, 0);
+    put_full("twice", '2', 6, 0);
+    r = restart(true);
+    is_int(r.items, 303, "clean restart: every live item comes back");
+    is_int(r.checksummed, 0, "the checksum pass is skipped");
+    is_int(r.torn + r.expired + r.flushed + r.replaced, 0, "none dropped");
+    ok(holds("a", 'A', 10, 7, cas_a), "a: value, flags and cas");
+    ok(holds("big", 'B', BIG, 9, cas_big), "the chunked value is whole");
+    ok(holds("r299", 'a' + 299 % 26, 299 * 37 % 5000, 299, 0), "r299");
+    ok(test_get("gone") == NULL, "a deleted item stays deleted");
+    ok(holds("twice", '2', 6, 0, 0), "a replaced item has its new value");
+    ok(put_full("new", 'n', 1, 0) > cas_big, "new CAS values are higher");
+    r = restart(false);
+    is_int(r.items, 304, "unclean restart: the same items");
+    is_int(r.checksummed, 1, "with the checksum pass");
+    ok(holds("big", 'B', BIG, 9, cas_big), "big still whole");
+}
+
+/* A value byte changed in the file: the crc catches it. */
+static void
+test_recover_torn(void)
+{
+    struct cache_recovery r;
+    off_t off = item_off("a");
+    bool poked = off > 0 && poke(off + 48 + 8 + 2 + 4, "Z", 1);
+
+    ok(poked, "a value byte of a changed in the file");
+    r = restart(false);
+    is_int(r.torn, 1, "one torn item");
+    is_int(r.items, 303, "the others come back");
+    ok(test_get("a") == NULL, "the torn item is not served");
+    r = restart(false);
+    is_int(r.torn, 0, "its commit word was cleared: not seen again");
+}
+
+/* Store k twice with len value bytes; the file offset of the first copy's
+ * commit word, that word as it was, and the second copy's.  (The first
+ * copy's chunk is free then: the next store of that class takes it.) */
+static off_t
+replace_twice(const char *k, size_t len, uint64_t *old, uint64_t *newer)
+{
+    off_t o1, o2;
+
+    put_full(k, 'o', len, 0);
+    o1 = item_off(k) - PERSIST_PREFIX;
+    peek(o1, old, sizeof(*old));
+    put_full(k, 'n', len, 0);
+    o2 = item_off(k) - PERSIST_PREFIX;
+    peek(o2, newer, sizeof(*newer));
+    return o1;
+}
+
+/* The old copy of a replaced key made live again: the higher seq wins,
+ * whichever copy the scan meets first. */
+static void
+test_recover_duplicate(void)
+{
+    struct cache_recovery r;
+    uint64_t old1, new1, old2, new2;
+    off_t o1 = replace_twice("dup1", 3, &old1, &new1);
+    off_t o2 = replace_twice("dup2", 3000, &old2, &new2);
+
+    cache_shutdown();
+    old2 = new2 + 4;
+    ok((old1 & 1) && new1 > old1 && poke(o1, &old1, sizeof(old1)),
+       "dup1's replaced copy is live again in the file");
+    ok(poke(o2, &old2, sizeof(old2)), "dup2's, with a seq above its "
+       "newer copy's");
+    if (!ok(start(true), "restart")) {
+        return;
+    }
+    cache_recovery_stats(&r);
+    is_int(r.replaced, 2, "one copy of each dropped");
+    ok(holds("dup1", 'n', 3, 0, 0), "dup1: the newer value wins");
+    ok(holds("dup2", 'o', 3000, 0, 0), "dup2: the copy with the higher seq "
+       "wins");
+}
+
+/* exptime is outside the crc: planted as already expired. */
+static void
+test_recover_expired(void)
+{
+    struct cache_recovery r;
+    rel_time_t one = 1;
+    off_t off = item_off("r5");
+
+    ok(off > 0 && poke(off + offsetof(struct item, exptime), &one,
+                       sizeof(one)), "r5 expired in the file");
+    r = restart(false);
+    is_int(r.expired, 1, "one expired item dropped");
+    ok(test_get("r5") == NULL, "r5 is gone");
+    ok(test_get("r6") != NULL, "r6 is not");
+}
+
+/* A piece of the chunked value renumbered: the chain has a gap, dropped
+ * even after a clean shutdown, when no checksum is read. */
+static void
+test_recover_chain(void)
+{
+    struct cache_recovery r;
+    struct item *big = test_get("big");
+    struct iovec iov;
+    uint32_t bad = 7;
+    off_t off;
+
+    if (!ok(big != NULL, "big is there")) {
+        return;
+    }
+    item_value_iov(big, 0, &iov, 1);
+    off = file_off(iov.iov_base) - (off_t)sizeof(struct item_chunk) -
+          PERSIST_PREFIX + 8;
+    cache_release(big);
+    cache_shutdown();
+    ok(poke(off, &bad, sizeof(bad)), "big's first piece renumbered");
+    if (!ok(start(true), "clean restart")) {
+        return;
+    }
+    cache_recovery_stats(&r);
+    is_int(r.checksummed, 0, "no checksum pass");
+    is_int(r.torn, 1, "the broken chain is dropped");
+    ok(test_get("big") == NULL, "big is not served");
+}
+
+/* flush_all covers everything stored up to its cut-off: at once (the
+ * items may already be gone before the restart), and delayed (still
+ * pending at the restart, applied when its time comes after it). */
+static void
+test_recover_flushed(void)
+{
+    struct cache_recovery r;
+    uint64_t items;
+
+    cache_recovery_stats(&r);
+    items = r.items;
+    cache_flush(clock_now());
+    r = restart(true);
+    ok(r.flushed <= items, "flushed items dropped");
+    is_int(r.items, 0, "none comes back");
+    put_full("late", 'l', 4, 0);
+    cache_flush(clock_now() + 2);
+    r = restart(true);
+    is_int(r.items, 1, "a pending flush_all keeps the item for now");
+    ok(holds("late", 'l', 4, 0, 0), "late is served");
+    cache_shutdown();
+    sleep(3);
+    if (!ok(start(true), "restart after the flush time")) {
+        return;
+    }
+    cache_recovery_stats(&r);
+    is_int(r.flushed, 1, "the flush_all still applies after the restart");
+    ok(test_get("late") == NULL, "late is gone");
+    cache_shutdown();
+}
+
 int
 main(void)
 {
@@ -264,6 +595,13 @@ main(void)
     test_incompatible();
     test_corrupt();
     test_item_max();
+    unlink(path);
+    test_recover_items();
+    test_recover_torn();
+    test_recover_duplicate();
+    test_recover_expired();
+    test_recover_chain();
+    test_recover_flushed();
     unlink(path);
     return done_testing();
 }

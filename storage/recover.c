@@ -1,0 +1,700 @@
+/*
+ * recover.c: reading a memory file's items back (recover.h).
+ *
+ * Phases, each finished before the next starts:
+ *
+ *   1 claim    one thread: every page the page table gives a class is
+ *              claimed in the tier; a byte naming no class is cleared.
+ *   2 scan     threads over the pages: each chunk's commit word sorts it
+ *              into a head (odd: a live item, its header checked against
+ *              its chunk), a piece of a chunked value (even) or free (0).
+ *              Volatile fields (links, refcount, LRU bits) are reset.
+ *   3 pieces   one thread: the pieces sorted by (seq, index).
+ *   4 link     threads over the heads: rebuild a chunked value's chain
+ *              from the pieces with its seq, check the crc, drop expired
+ *              and flushed items, and put the rest in the hash table
+ *              under the item lock, keeping the higher seq of a key.
+ *   5 free     one thread: each page goes to its class; chunks neither
+ *              linked nor claimed by a linked item go on the free lists,
+ *              their commit words zeroed and persisted.
+ *   6 lru      one thread: the linked items into COLD, oldest first.
+ *
+ * A chunk's flags say where it stands between phases: ITEM_LINKED for a
+ * head in the hash table, ITEM_CHUNK for a piece claimed by a head that
+ * passed its checks, 0 for anything else.
+ */
+#include "storage/recover.h"
+#include "storage/assoc.h"
+#include "storage/hash.h"
+#include "storage/item.h"
+#include "storage/locks.h"
+#include "storage/lru.h"
+#include "storage/persist.h"
+#include "storage/slabs.h"
+#include "storage/tier.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KEY_MAX         250
+#define MAX_THREADS     16
+
+struct page_ref {
+    void       *page;
+    unsigned    clsid;
+};
+
+struct piece {
+    uint64_t            seq;
+    uint32_t            index;
+    unsigned            clsid;  /* of the page it sits in */
+    struct item_chunk  *ch;
+};
+
+/* A growable array of fixed-size elements. */
+struct vec {
+    void       *v;
+    size_t      n, cap, size;
+};
+
+/* What one scan/link thread works on and finds. */
+struct worker {
+    struct recovery    *rc;
+    unsigned            id;
+    struct vec          heads;      /* struct item *, with their clsid */
+    struct vec          pieces;     /* struct piece */
+    uint64_t            torn, expired, flushed, replaced;
+    bool                oom;
+};
+
+struct recovery {
+    const struct recover_params *p;
+    struct tier        *tier;
+    struct page_ref    *pages;
+    size_t              npages;
+    unsigned            largest;
+    unsigned            nthreads;
+    struct worker      *w;
+    struct piece       *pieces;     /* all of them, sorted */
+    size_t              npieces;
+    size_t              scanned;    /* pages, for progress */
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static bool
+vec_push(struct vec *a, const void *elem)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 1024;
+        void *nv = realloc(a->v, cap * a->size);
+
+        if (nv == NULL) {
+            return false;
+        }
+        a->v = nv;
+        a->cap = cap;
+    }
+    memcpy((char *)a->v + a->n * a->size, elem, a->size);
+    a->n++;
+    return true;
+}
+
+static uint64_t
+seq_of(const void *chunk)
+{
+    return __atomic_load_n(&persist_prefix_of(chunk)->commit,
+                           __ATOMIC_RELAXED) >> 1;
+}
+
+static double
+now_seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Run fn on every worker, each in a thread of its own but the first. */
+static int
+run_threads(struct recovery *rc, void *(*fn)(void *))
+{
+    pthread_t tid[MAX_THREADS];
+    unsigned started = 1;
+
+    for (; started < rc->nthreads; started++) {
+        if (pthread_create(&tid[started], NULL, fn, &rc->w[started]) != 0) {
+            break;
+        }
+    }
+    fn(&rc->w[0]);
+    for (unsigned i = 1; i < started; i++) {
+        pthread_join(tid[i], NULL);
+    }
+    if (started < rc->nthreads) {
+        /* The workers that never ran leave their share undone: finish it
+         * here rather than fail the start. */
+        for (unsigned i = started; i < rc->nthreads; i++) {
+            fn(&rc->w[i]);
+        }
+    }
+    return 0;
+}
+
+/* ---- 1 claim ------------------------------------------------------------ */
+
+static int
+claim_pages(struct recovery *rc)
+{
+    size_t n;
+    const unsigned char *table = persist_table(&n);
+
+    rc->pages = calloc(n ? n : 1, sizeof(*rc->pages));
+    if (rc->pages == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned id = table[i];
+
+        if (id == 0) {
+            continue;
+        }
+        if (id > rc->largest || !tier_pmem_claim(rc->tier, i)) {
+            /* Only a damaged table names no class: the page is free. */
+            persist_page_set(tier_pmem_page(rc->tier, i), 0);
+            continue;
+        }
+        rc->pages[rc->npages].page = tier_pmem_page(rc->tier, i);
+        rc->pages[rc->npages].clsid = id;
+        rc->npages++;
+    }
+    return 0;
+}
+
+/* ---- 2 scan ------------------------------------------------------------- */
+
+/* Does the head's header describe an item that fits a chunk of class id
+ * with these settings?  Read nothing past the chunk. */
+static bool
+head_fits(const struct item *it, unsigned id, const struct recovery *rc)
+{
+    uint16_t f = (uint16_t)(item_flags(it) & PERSIST_FLAGS);
+    size_t room = slabs_size(id);
+
+    if (it->nkey == 0 || it->nkey > KEY_MAX || it->nbytes < 2 ||
+        ((f & ITEM_CAS) != 0) != rc->p->use_cas) {
+        return false;
+    }
+    if (f & ITEM_CHUNKED) {
+        /* Its clsid is the largest class (its LRU); its own chunk is of
+         * the class its header size picks. */
+        return (it->clsid & ITEM_CLSID_MASK) == rc->largest &&
+               item_header_size(it) <= room &&
+               slabs_clsid(item_header_size(it)) == id;
+    }
+    return (it->clsid & ITEM_CLSID_MASK) == id && item_ntotal(it) <= room;
+}
+
+/* Forget what the last run kept in the header's volatile fields. */
+static void
+reset_head(struct item *it)
+{
+    it->next = it->prev = it->h_next = NULL;
+    it->refcount = 0;
+    item_flags_store(it, (uint16_t)(item_flags(it) &
+                                    (PERSIST_FLAGS | ITEM_TOKEN_SENT)));
+    it->clsid &= ITEM_CLSID_MASK;
+    it->tier = TIER_PMEM;
+}
+
+static bool
+piece_fits(const struct item_chunk *ch, unsigned id)
+{
+    return ch->size == slabs_size(id) - sizeof(*ch) && ch->used > 0 &&
+           ch->used <= ch->size;
+}
+
+static void
+scan_chunk(struct worker *w, void *chunk, unsigned id)
+{
+    uint64_t commit = persist_prefix_of(chunk)->commit;
+    struct item *it = chunk;
+
+    if (commit == 0) {
+        item_flags_store(it, 0);
+    } else if (commit & 1) {
+        if (head_fits(it, id, w->rc)) {
+            reset_head(it);
+            w->oom |= !vec_push(&w->heads, &it);
+        } else {
+            item_flags_store(it, 0);
+            w->torn++;
+        }
+    } else {
+        struct item_chunk *ch = chunk;
+        struct piece pc = {
+            .seq = commit >> 1,
+            .index = persist_prefix_of(chunk)->crc,
+            .clsid = id,
+            .ch = ch,
+        };
+
+        __atomic_store_n(&ch->flags, 0, __ATOMIC_RELAXED);
+        ch->refcount = 0;
+        if (piece_fits(ch, id)) {
+            w->oom |= !vec_push(&w->pieces, &pc);
+        }
+    }
+}
+
+/* Progress on stderr in tenths, for a large file. */
+static void
+note_progress(struct recovery *rc)
+{
+    size_t done = __atomic_add_fetch(&rc->scanned, 1, __ATOMIC_RELAXED);
+
+    if (rc->p->verbose > 0 && rc->npages >= 1024 &&
+        done * 10 / rc->npages != (done - 1) * 10 / rc->npages) {
+        fprintf(stderr, "recovery: scanned %zu of %zu pages\n", done,
+                rc->npages);
+    }
+}
+
+static void *
+scan_thread(void *arg)
+{
+    struct worker *w = arg;
+    struct recovery *rc = w->rc;
+
+    for (size_t i = w->id; i < rc->npages; i += rc->nthreads) {
+        unsigned id = rc->pages[i].clsid;
+        unsigned n = slabs_perslab(id);
+
+        for (unsigned c = 0; c < n; c++) {
+            scan_chunk(w, slabs_chunk(id, rc->pages[i].page, c), id);
+        }
+        note_progress(rc);
+    }
+    return NULL;
+}
+
+/* ---- 3 pieces ----------------------------------------------------------- */
+
+static int
+piece_cmp(const void *a, const void *b)
+{
+    const struct piece *x = a, *y = b;
+
+    if (x->seq != y->seq) {
+        return x->seq < y->seq ? -1 : 1;
+    }
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int
+gather_pieces(struct recovery *rc)
+{
+    size_t n = 0;
+
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        n += rc->w[i].pieces.n;
+    }
+    rc->pieces = malloc((n ? n : 1) * sizeof(*rc->pieces));
+    if (rc->pieces == NULL) {
+        return -1;
+    }
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        struct vec *v = &rc->w[i].pieces;
+
+        if (v->n != 0) {
+            memcpy(rc->pieces + rc->npieces, v->v,
+                   v->n * sizeof(struct piece));
+            rc->npieces += v->n;
+        }
+    }
+    qsort(rc->pieces, rc->npieces, sizeof(*rc->pieces), piece_cmp);
+    return 0;
+}
+
+/* ---- 4 link ------------------------------------------------------------- */
+
+/* The first piece tagged with seq, or NULL. */
+static const struct piece *
+find_pieces(const struct recovery *rc, uint64_t seq)
+{
+    size_t lo = 0, hi = rc->npieces;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (rc->pieces[mid].seq < seq) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < rc->npieces && rc->pieces[lo].seq == seq ? &rc->pieces[lo]
+                                                        : NULL;
+}
+
+/* Claimed pieces go back to unclaimed (the head was dropped). */
+static void
+release_chain(struct item *it)
+{
+    if (!(item_flags(it) & ITEM_CHUNKED)) {
+        return;
+    }
+    for (struct item_chunk *ch = item_first_chunk(it); ch != NULL;
+         ch = ch->next) {
+        __atomic_store_n(&ch->flags, 0, __ATOMIC_RELAXED);
+    }
+}
+
+/* Claim one piece for a chain; false if a head claimed it already. */
+static bool
+claim_piece(struct item_chunk *ch)
+{
+    uint16_t none = 0;
+
+    return __atomic_compare_exchange_n(&ch->flags, &none, ITEM_CHUNK, false,
+                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/*
+ * Put the chain of a chunked head together from the pieces tagged with its
+ * seq: indexes 0..k-1 with no gap, every piece but the last a full chunk of
+ * the largest class, nbytes in all.  False (nothing claimed) otherwise.
+ */
+static bool
+build_chain(const struct recovery *rc, struct item *it, unsigned head_id)
+{
+    const struct piece *pc = find_pieces(rc, seq_of(it));
+    const struct piece *end = rc->pieces + rc->npieces;
+    struct item_chunk *prev = NULL;
+    uint64_t total = 0;
+    uint32_t index = 0;
+
+    item_set_first_chunk(it, NULL);
+    for (; pc != NULL && pc < end && pc->seq == seq_of(it); pc++, index++) {
+        struct item_chunk *ch = pc->ch;
+
+        if (pc->index != index || total >= it->nbytes ||
+            (prev != NULL && (prev->clsid != rc->largest ||
+                              prev->used != prev->size)) ||
+            !claim_piece(ch)) {
+            break;
+        }
+        ch->head = it;
+        ch->prev = prev;
+        ch->next = NULL;
+        ch->clsid = (uint8_t)pc->clsid;
+        ch->tier = TIER_PMEM;
+        if (prev != NULL) {
+            prev->next = ch;
+        } else {
+            ch->orig_clsid = (uint8_t)head_id;
+            item_set_first_chunk(it, ch);
+        }
+        total += ch->used;
+        prev = ch;
+    }
+    if (total != it->nbytes || (pc < end && pc != NULL &&
+                                pc->seq == seq_of(it))) {
+        release_chain(it);
+        return false;
+    }
+    return true;
+}
+
+/* Why a head cannot come back, counted; or true if it can. */
+static bool
+head_ok(struct worker *w, struct item *it, unsigned head_id)
+{
+    const struct recover_params *p = w->rc->p;
+
+    if ((item_flags(it) & ITEM_CHUNKED) && !build_chain(w->rc, it, head_id)) {
+        w->torn++;
+        return false;
+    }
+    if ((p->check_crc && persist_crc(it) != persist_prefix_of(it)->crc) ||
+        !item_value_crlf_ok(it)) {
+        release_chain(it);
+        w->torn++;
+        return false;
+    }
+    if (it->exptime != 0 && it->exptime <= p->now) {
+        release_chain(it);
+        w->expired++;
+        return false;
+    }
+    if (p->flush_time != 0 && p->flush_time <= p->now &&
+        item_time(it) <= p->flush_time) {
+        release_chain(it);
+        w->flushed++;
+        return false;
+    }
+    return true;
+}
+
+/* Into the hash table, unless a newer copy of the key is there. */
+static void
+insert_head(struct worker *w, struct item *it)
+{
+    uint32_t hv = hash_murmur3(item_key(it), it->nkey);
+    struct item *old;
+
+    locks_lock(hv);
+    old = assoc_find(item_key(it), it->nkey, hv);
+    if (old == NULL || seq_of(old) < seq_of(it)) {
+        if (old != NULL) {
+            assoc_delete(item_key(old), old->nkey, hv);
+            item_flags_clear(old, ITEM_LINKED);
+            release_chain(old);
+            w->replaced++;
+        }
+        item_flags_set(it, ITEM_LINKED);
+        assoc_insert(it, hv);
+    } else {
+        release_chain(it);
+        w->replaced++;
+    }
+    locks_unlock(hv);
+}
+
+/* The class of the page a head sits in: its clsid, or for a chunked head
+ * the class its header size picks. */
+static unsigned
+head_class(const struct item *it)
+{
+    if (item_flags(it) & ITEM_CHUNKED) {
+        return slabs_clsid(item_header_size(it));
+    }
+    return it->clsid & ITEM_CLSID_MASK;
+}
+
+static void *
+link_thread(void *arg)
+{
+    struct worker *w = arg;
+    struct item **heads = w->heads.v;
+
+    for (size_t i = 0; i < w->heads.n; i++) {
+        if (head_ok(w, heads[i], head_class(heads[i]))) {
+            insert_head(w, heads[i]);
+        }
+    }
+    return NULL;
+}
+
+/* A hash table that holds n items without growing, if it is larger. */
+static int
+presize_hash(const struct recovery *rc, uint64_t n)
+{
+    uint64_t power, bytes, expanding;
+    unsigned want;
+
+    assoc_stats(&power, &bytes, &expanding);
+    want = (unsigned)power;
+    /* The table grows past 1.5 items a bucket. */
+    while (want < 32 && (((uint64_t)1 << want) * 3) / 2 < n) {
+        want++;
+    }
+    if (want == power) {
+        return 0;
+    }
+    assoc_destroy();
+    return assoc_init(want, rc->p->hash_bulk_move);
+}
+
+/* ---- 5 free ------------------------------------------------------------- */
+
+/* keep() for slabs_recover_page: bytes in use, or 0 after zeroing a stale
+ * commit word (counted in *dirty, so the page gets persisted). */
+static size_t
+keep_chunk(void *chunk, void *ctx)
+{
+    struct persist_prefix *p = persist_prefix_of(chunk);
+    struct item *it = chunk;
+    uint16_t f = item_flags(it);
+
+    if (f & ITEM_LINKED) {
+        return (f & ITEM_CHUNKED) ? item_header_size(it) : item_ntotal(it);
+    }
+    if (f & ITEM_CHUNK) {
+        return sizeof(struct item_chunk) + ((struct item_chunk *)chunk)->used;
+    }
+    if (p->commit != 0) {
+        p->commit = 0;
+        (*(unsigned *)ctx)++;
+    }
+    return 0;
+}
+
+static int
+free_pages(struct recovery *rc)
+{
+    size_t page_size = rc->tier->page_size;
+
+    for (size_t i = 0; i < rc->npages; i++) {
+        unsigned dirty = 0;
+
+        if (slabs_recover_page(rc->pages[i].clsid, rc->pages[i].page,
+                               keep_chunk, &dirty) != 0) {
+            return -1;
+        }
+        if (dirty != 0) {
+            tier_persist(rc->tier, rc->pages[i].page, page_size);
+        }
+    }
+    return 0;
+}
+
+/* ---- 6 lru -------------------------------------------------------------- */
+
+static size_t count[1 << 16];  /* radix buckets; one recovery at a time */
+
+/* The linked heads of every worker, oldest first (a two-pass radix sort on
+ * the 32-bit time), linked into COLD so the newest ends at the head. */
+static int
+link_lrus(struct recovery *rc, uint64_t *linked)
+{
+    size_t n = 0, k = 0;
+    struct item **a, **b;
+
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        n += rc->w[i].heads.n;
+    }
+    a = malloc((n ? n : 1) * sizeof(*a));
+    b = malloc((n ? n : 1) * sizeof(*b));
+    if (a == NULL || b == NULL) {
+        free(a);
+        free(b);
+        return -1;
+    }
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        struct item **h = rc->w[i].heads.v;
+
+        for (size_t j = 0; j < rc->w[i].heads.n; j++) {
+            if (item_flags(h[j]) & ITEM_LINKED) {
+                a[k++] = h[j];
+            }
+        }
+    }
+    for (unsigned shift = 0; shift < 32; shift += 16) {
+        size_t sum = 0;
+
+        memset(count, 0, sizeof(count));
+        for (size_t j = 0; j < k; j++) {
+            count[(item_time(a[j]) >> shift) & 0xffff]++;
+        }
+        for (size_t d = 0; d < (1 << 16); d++) {
+            size_t c = count[d];
+
+            count[d] = sum;
+            sum += c;
+        }
+        for (size_t j = 0; j < k; j++) {
+            b[count[(item_time(a[j]) >> shift) & 0xffff]++] = a[j];
+        }
+        struct item **swap = a;
+
+        a = b;
+        b = swap;
+    }
+    for (size_t j = 0; j < k; j++) {
+        lru_link_recovered(a[j]);
+    }
+    *linked = k;
+    free(a);
+    free(b);
+    return 0;
+}
+
+/* ---- the whole run ------------------------------------------------------ */
+
+static unsigned
+thread_count(const struct recover_params *p)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned n = p->nthreads ? p->nthreads : (cpus > 0 ? (unsigned)cpus : 1);
+
+    return n > MAX_THREADS ? MAX_THREADS : n;
+}
+
+static int
+phases(struct recovery *rc, struct cache_recovery *out)
+{
+    uint64_t nheads = 0;
+
+    if (claim_pages(rc) != 0) {
+        return -1;
+    }
+    run_threads(rc, scan_thread);
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        if (rc->w[i].oom) {
+            return -1;
+        }
+        nheads += rc->w[i].heads.n;
+    }
+    if (gather_pieces(rc) != 0 || presize_hash(rc, nheads) != 0) {
+        return -1;
+    }
+    run_threads(rc, link_thread);
+    if (free_pages(rc) != 0 || link_lrus(rc, &out->items) != 0) {
+        return -1;
+    }
+    out->pages = rc->npages;
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        out->torn += rc->w[i].torn;
+        out->expired += rc->w[i].expired;
+        out->flushed += rc->w[i].flushed;
+        out->replaced += rc->w[i].replaced;
+    }
+    return 0;
+}
+
+int
+recover_run(struct tier *t, const struct recover_params *p,
+            struct cache_recovery *out)
+{
+    struct recovery rc = {
+        .p = p,
+        .tier = t,
+        .largest = slabs_largest(),
+        .nthreads = thread_count(p),
+    };
+    double start = now_seconds();
+    int ret;
+
+    memset(out, 0, sizeof(*out));
+    out->checksummed = p->check_crc;
+    rc.w = calloc(rc.nthreads, sizeof(*rc.w));
+    if (rc.w == NULL) {
+        fprintf(stderr, "recovery: out of memory\n");
+        return -1;
+    }
+    for (unsigned i = 0; i < rc.nthreads; i++) {
+        rc.w[i].rc = &rc;
+        rc.w[i].id = i;
+        rc.w[i].heads.size = sizeof(struct item *);
+        rc.w[i].pieces.size = sizeof(struct piece);
+    }
+    ret = phases(&rc, out);
+    if (ret != 0) {
+        fprintf(stderr, "recovery: out of memory\n");
+    }
+    for (unsigned i = 0; i < rc.nthreads; i++) {
+        free(rc.w[i].heads.v);
+        free(rc.w[i].pieces.v);
+    }
+    free(rc.w);
+    free(rc.pieces);
+    free(rc.pages);
+    out->seconds = now_seconds() - start;
+    return ret;
+}
