@@ -402,7 +402,8 @@ def test_every_clean_shutdown_skips_the_checksum_pass(server_factory,
 
 
 def test_no_cas_restart(server_factory, memfile):
-    flags = ("-e", memfile, "-m", "16", "-C")
+    # memcached-pm's own spelling of the file, this time
+    flags = ("-o", "memory_file=%s,memory_file_size=16" % memfile, "-C")
     s = server_factory(*flags)
     items = [Item(b"k%d" % i, make_value(b"k%d" % i, 0, 1, 50 + i), i)
              for i in range(400)]
