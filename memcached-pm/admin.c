@@ -683,6 +683,52 @@ stats_detail(struct conn *c, struct request *req)
     return PROCESS_OK;
 }
 
+/* ---- stats tiers ------------------------------------------------------ */
+
+static void
+stat_tier(struct conn *c, const char *tier, const char *name, uint64_t v)
+{
+    char key[64];
+
+    snprintf(key, sizeof(key), "%s:%s", tier, name);
+    stat_u64(c, key, v);
+}
+
+/* Per tier: its memory, items, hits (reads that found the item there:
+ * get, gets, gat, mg), evictions, moves between tiers and flushes to the medium; the
+ * durable tier adds what recovery read back. */
+static void
+stats_tiers(struct conn *c)
+{
+    struct cache_tier_stats ts[4];
+    struct thread_stats *t = calloc(1, sizeof(*t));
+    unsigned n = cache_tier_stats(ts, 4);
+
+    if (t == NULL) {
+        conn_out_rsp(c, RSP_SERVER_ERROR_OOM);
+        return;
+    }
+    stats_sum(t);
+    for (unsigned i = 0; i < n; i++) {
+        const char *nm = ts[i].name;
+
+        stat_tier(c, nm, "durable", ts[i].durable);
+        stat_tier(c, nm, "persistent_memory", ts[i].real_pmem);
+        stat_tier(c, nm, "limit_maxbytes", ts[i].limit);
+        stat_tier(c, nm, "total_malloced", ts[i].bytes);
+        stat_tier(c, nm, "curr_items", ts[i].items);
+        stat_tier(c, nm, "bytes", ts[i].item_bytes);
+        stat_tier(c, nm, "hits", ts[i].durable ? t->hits_pmem : t->hits_dram);
+        stat_tier(c, nm, "evictions", ts[i].evictions);
+        stat_tier(c, nm, "promotions", ts[i].promotions);
+        stat_tier(c, nm, "demotions", ts[i].demotions);
+        stat_tier(c, nm, "flushes", ts[i].flushes);
+        stat_tier(c, nm, "flush_bytes", ts[i].flush_bytes);
+    }
+    free(t);
+    conn_out_rsp(c, RSP_END);
+}
+
 /* ---- stats dispatcher ------------------------------------------------- */
 
 enum process_result
@@ -702,6 +748,8 @@ admin_stats(struct conn *c, struct request *req)
         stats_slabs(c);
     } else if (token_eq(sub, "sizes")) {
         stats_sizes(c);
+    } else if (token_eq(sub, "tiers")) {
+        stats_tiers(c);
     } else if (token_eq(sub, "conns")) {
         stats_conns(c);
     } else if (token_eq(sub, "reset")) {

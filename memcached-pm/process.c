@@ -73,6 +73,11 @@ process_count_hit(struct conn *c, bool touch, const struct item *it)
         STAT_INCR(ts->cmd_get);
         STAT_INCR(ss->get_hits);
     }
+    if (item_in_pmem(it)) {
+        STAT_INCR(ts->hits_pmem);
+    } else {
+        STAT_INCR(ts->hits_dram);
+    }
     switch (item_lru(it)) {
     case ITEM_LRU_HOT: STAT_INCR(ss->hits_to_hot); break;
     case ITEM_LRU_WARM: STAT_INCR(ss->hits_to_warm); break;

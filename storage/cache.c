@@ -1236,6 +1236,32 @@ cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
     return lru_sizes(emit, ctx);
 }
 
+/* One tier holds every item for now, so the totals are its figures;
+ * nothing is promoted or demoted between tiers. */
+unsigned
+cache_tier_stats(struct cache_tier_stats *out, unsigned max)
+{
+    struct tier *t = slabs_tier();
+    struct cache_stats s;
+
+    if (max == 0 || t == NULL) {
+        return 0;
+    }
+    cache_stats(&s);
+    memset(out, 0, sizeof(*out));
+    out->name = t->ops->name;
+    out->durable = t->id == TIER_PMEM;
+    out->real_pmem = t->id == TIER_PMEM && tier_pmem_is_pmem(t);
+    out->limit = s.limit_maxbytes;
+    out->bytes = s.total_malloced;
+    out->items = s.curr_items;
+    out->item_bytes = s.bytes;
+    out->evictions = s.evictions;
+    out->flushes = __atomic_load_n(&t->flushes, __ATOMIC_RELAXED);
+    out->flush_bytes = __atomic_load_n(&t->flush_bytes, __ATOMIC_RELAXED);
+    return 1;
+}
+
 bool
 cache_recovery_stats(struct cache_recovery *out)
 {

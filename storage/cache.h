@@ -363,6 +363,24 @@ bool cache_item_stats(unsigned id, struct cache_item_stats *out);
 bool cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
                  void *ctx);
 
+/* One tier's figures ("stats tiers"). */
+struct cache_tier_stats {
+    const char *name;           /* "dram", "pmem", ... */
+    bool        durable;        /* items survive a restart */
+    bool        real_pmem;      /* the mapping is persistent memory */
+    uint64_t    limit;          /* bytes of pages it may hand out */
+    uint64_t    bytes;          /* bytes of pages handed out */
+    uint64_t    items, item_bytes;
+    uint64_t    evictions;
+    uint64_t    promotions;     /* items copied up into DRAM */
+    uint64_t    demotions;      /* items moved down out of DRAM */
+    uint64_t    flushes;        /* persist calls, and the bytes they */
+    uint64_t    flush_bytes;    /* covered */
+};
+
+/* Fill up to max entries, one per tier in use; returns how many. */
+unsigned cache_tier_stats(struct cache_tier_stats *out, unsigned max);
+
 /* What start-up read back from the memory file (all 0 for a new file). */
 struct cache_recovery {
     uint64_t    items;          /* recovered and linked */

@@ -16,6 +16,7 @@
 #include "storage/item.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
+#include "storage/tier.h"
 
 #include <assert.h>
 #include <stddef.h>
@@ -123,6 +124,12 @@ size_t
 item_ntotal(const struct item *it)
 {
     return sizeof(struct item) + value_off(it) + it->nbytes;
+}
+
+bool
+item_in_pmem(const struct item *it)
+{
+    return it->tier == TIER_PMEM;
 }
 
 enum item_lru

@@ -37,6 +37,9 @@ size_t      item_ntotal(const struct item *it);      /* bytes it takes */
 enum item_lru { ITEM_LRU_HOT, ITEM_LRU_WARM, ITEM_LRU_COLD, ITEM_LRU_TEMP };
 enum item_lru item_lru(const struct item *it);
 
+/* Whether the item's memory is in the persistent (PMEM) tier. */
+bool item_in_pmem(const struct item *it);
+
 /* Keys sent base64-encoded (the meta b flag) are stored decoded and marked,
  * so that replies encode them again.  Mark only a fresh item from
  * cache_alloc() that nobody else can see yet. */

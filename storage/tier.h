@@ -45,6 +45,8 @@ struct tier {
     size_t      page_size;
     size_t      limit;          /* bytes; pages beyond it are refused */
     size_t      used;           /* bytes handed out as pages */
+    uint64_t    flushes;        /* persist() calls and bytes: relaxed */
+    uint64_t    flush_bytes;    /* atomics, any thread */
     void       *priv;           /* the implementation's state */
 };
 

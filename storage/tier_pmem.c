@@ -176,6 +176,8 @@ pmem_tier_persist(struct tier *t, const void *addr, size_t len)
     if (len == 0) {
         return;
     }
+    __atomic_add_fetch(&t->flushes, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&t->flush_bytes, len, __ATOMIC_RELAXED);
     if (s->strict) {
         strict_persist(s, addr, len);
     } else {

@@ -1,9 +1,9 @@
 """The PMEM tier as item memory: -o memory_file / -e, tier_policy.
 
 A file under /dev/shm (tmpfs) stands in for a file on a DAX filesystem; it
-is mapped with libpmem just the same.  Items are not yet recovered after a
-restart (the file's pages start empty again): these tests check placement,
-sizing, the refusals, and what a restart keeps (the CAS mark).
+is mapped with libpmem just the same.  These tests check placement,
+sizing, the refusals, the CAS mark across restarts and the per-tier stats;
+tests/test_restart.py and tests/test_crash.py check what comes back.
 """
 
 import os
@@ -148,3 +148,56 @@ def test_v_says_whether_the_file_is_pmem(server_factory, memfile):
                        % memfile)
     assert ("memory file %s: not persistent memory (msync)" % memfile) in \
         s.stderr()
+
+
+def tier_stats(s):
+    return {k: int(v) for k, v in s.stats("tiers").items()}
+
+
+def test_stats_tiers_dram(server_factory):
+    s = server_factory("-o", "tier_policy=dram", "-m", "32")
+    with s.conn() as c:
+        c.call(b"set k 0 0 3\r\nabc\r\n", b"STORED\r\n")
+        c.call(b"get k nope\r\n", b"VALUE k 0 3\r\nabc\r\nEND\r\n")
+        c.call(b"touch k 100\r\n", b"TOUCHED\r\n")
+        c.call(b"gat 100 k\r\n", b"VALUE k 0 3\r\nabc\r\nEND\r\n")
+        st = c.stats()
+        slabs = c.stats("slabs")
+    t = tier_stats(s)
+    assert set(t) == {"dram:" + n for n in (
+        "durable", "persistent_memory", "limit_maxbytes", "total_malloced",
+        "curr_items", "bytes", "hits", "evictions", "promotions",
+        "demotions", "flushes", "flush_bytes")}
+    assert t["dram:durable"] == 0 and t["dram:flushes"] == 0
+    assert t["dram:limit_maxbytes"] == 32 * MB
+    assert t["dram:total_malloced"] == int(slabs["total_malloced"])
+    assert t["dram:curr_items"] == 1 and t["dram:bytes"] == int(st["bytes"])
+    # Reads that found the item: the get and the gat, not the touch.
+    assert t["dram:hits"] == 2
+    assert "recovery_items" not in st       # no memory file, no recovery
+
+
+def test_stats_tiers_pmem_counts_flushes(server_factory, memfile):
+    s = server_factory("-e", memfile, "-m", "16")
+    with s.conn() as c:
+        c.call(b"set k0 0 0 1\r\nx\r\n", b"STORED\r\n")
+        before = tier_stats(s)
+        # A new item: its body, then its commit word.
+        c.call(b"set k1 0 0 1\r\nx\r\n", b"STORED\r\n")
+        t1 = tier_stats(s)
+        # A replace also kills the old copy; a delete and a touch are one
+        # store each.
+        c.call(b"set k1 0 0 2\r\nxy\r\n", b"STORED\r\n")
+        t2 = tier_stats(s)
+        c.call(b"delete k0\r\n", b"DELETED\r\n")
+        c.call(b"touch k1 100\r\n", b"TOUCHED\r\n")
+        t3 = tier_stats(s)
+        c.call(b"get k1\r\n", b"VALUE k1 0 2\r\nxy\r\nEND\r\n")
+    assert t1["pmem:flushes"] - before["pmem:flushes"] == 2
+    assert t2["pmem:flushes"] - t1["pmem:flushes"] == 3
+    assert t3["pmem:flushes"] - t2["pmem:flushes"] == 2
+    assert t3["pmem:flush_bytes"] - t2["pmem:flush_bytes"] == 8 + 4
+    t = tier_stats(s)
+    assert t["pmem:durable"] == 1 and t["pmem:persistent_memory"] == 0
+    assert t["pmem:curr_items"] == 1 and t["pmem:hits"] == 1
+    assert t["pmem:limit_maxbytes"] == 16 * MB
