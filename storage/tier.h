@@ -59,6 +59,23 @@ struct tier {
  */
 struct tier *tier_dram_create(size_t limit, size_t page_size, bool prealloc);
 
+/*
+ * The memkind tier (-o memory_kind=): volatile pages from libmemkind, up
+ * to `limit` bytes, allocated as needed (never preallocated).  spec is
+ * "dax:<dir>" (a heap over a file memkind creates in <dir> and unlinks at
+ * once; any directory works for testing) or "kmem" (MEMKIND_DAX_KMEM,
+ * PMEM exposed as a NUMA node).  Its id is TIER_DRAM: item->tier tells
+ * PMEM items, which carry commit words, and a memkind page is as
+ * volatile as a malloc'd one.  persist() is a no-op.
+ *
+ * Returns NULL with a message in err (errlen bytes) for an unknown spec,
+ * a missing or unusable directory, a machine without KMEM-DAX memory, or
+ * a limit under memkind's 16 MiB minimum.  The caller owns the tier;
+ * tier_destroy() frees the heap with every page still in it.
+ */
+struct tier *tier_memkind_create(const char *spec, size_t limit,
+                                 size_t page_size, char *err, size_t errlen);
+
 #define TIER_PMEM 1
 
 /*
