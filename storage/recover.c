@@ -441,11 +441,11 @@ head_ok(struct worker *w, struct item *it, unsigned head_id)
     return true;
 }
 
-/* Into the hash table, unless a newer copy of the key is there. */
+/* Into the hash table (hv is the key's hash), unless a newer copy of the
+ * key is there. */
 static void
-insert_head(struct worker *w, struct item *it)
+insert_head(struct worker *w, struct item *it, uint32_t hv)
 {
-    uint32_t hv = hash_murmur3(item_key(it), it->nkey);
     struct item *old;
 
     locks_lock(hv);
@@ -477,15 +477,51 @@ head_class(const struct item *it)
     return it->clsid & ITEM_CLSID_MASK;
 }
 
+/*
+ * Every head is a cache miss, and so is its bucket and the first item
+ * chained there: a software pipeline keeps them in flight.  At step i the
+ * head i is prefetched; head i - AHEAD is checked, hashed and its bucket
+ * prefetched; the bucket's first item is prefetched for head i - 2 AHEAD;
+ * head i - 3 AHEAD goes into the table.
+ */
+#define AHEAD   8
+#define RING    32              /* > 3 * AHEAD, a power of two */
+
 static void *
 link_thread(void *arg)
 {
     struct worker *w = arg;
     struct item **heads = w->heads.v;
+    size_t n = w->heads.n;
+    uint32_t hv[RING];
+    bool keep[RING];
 
-    for (size_t i = 0; i < w->heads.n; i++) {
-        if (head_ok(w, heads[i], head_class(heads[i]))) {
-            insert_head(w, heads[i]);
+    for (size_t i = 0; i < n + 3 * AHEAD; i++) {
+        if (i < n) {
+            __builtin_prefetch(heads[i]);
+            __builtin_prefetch((char *)heads[i] + 64);
+        }
+        if (i >= AHEAD && i - AHEAD < n) {
+            size_t j = i - AHEAD;
+            struct item *it = heads[j];
+
+            keep[j % RING] = head_ok(w, it, head_class(it));
+            if (keep[j % RING]) {
+                hv[j % RING] = hash_murmur3(item_key(it), it->nkey);
+                __builtin_prefetch(assoc_bucket_hint(hv[j % RING]));
+            }
+        }
+        if (i >= 2 * AHEAD && i - 2 * AHEAD < n && keep[(i - 2 * AHEAD) %
+                                                        RING]) {
+            struct item *const *b = assoc_bucket_hint(hv[(i - 2 * AHEAD) %
+                                                         RING]);
+
+            __builtin_prefetch(b != NULL ? *b : NULL);
+        }
+        if (i >= 3 * AHEAD && keep[(i - 3 * AHEAD) % RING]) {
+            size_t j = i - 3 * AHEAD;
+
+            insert_head(w, heads[j], hv[j % RING]);
         }
     }
     return NULL;
