@@ -383,6 +383,8 @@ stats_settings_cache(struct conn *c)
     stat_str(c, "num_napi_ids", "(null)");
     stat_str(c, "memory_file",
              settings.memory_file ? settings.memory_file : "(null)");
+    stat_str(c, "memory_kind", settings.cache.memory_kind ?
+             settings.cache.memory_kind : "(null)");
     stat_u64(c, "client_flags_size", 4);
     stat_str(c, "tier_policy", settings.tier_policy);
     stat_u64(c, "memory_file_size", settings.cache.memory_file_size);

@@ -372,6 +372,7 @@ static const struct subopt subopt_table[] = {
     { "memory_file_reinit", SO_ON, C(memory_file_reinit), 0, 0, NULL, NULL },
     { "memory_file_strict", SO_ON, C(pmem_strict), 0, 0, NULL, NULL },
     { "tier_policy", SO_FUNC, NULL, 0, 0, NULL, subopt_policy },
+    { "memory_kind", SO_STRING, C(memory_kind), 0, 0, NULL, NULL },
 };
 
 #undef C
@@ -514,7 +515,8 @@ usage(void)
 "   memory_file_reinit      discard a memory file the settings cannot read\n"
 "   memory_file_strict      power-loss simulator for crash tests: only\n"
 "                           flushed cache lines reach the file\n"
-"   tier_policy=dram|pmem   where items live (pmem with a memory file)\n",
+"   tier_policy=dram|pmem   where items live (pmem with a memory file)\n"
+"   memory_kind=dax:<dir>|kmem  items in volatile PMEM through memkind\n",
            MCPM_VERSION);
 }
 
@@ -758,6 +760,34 @@ opt_one(int ch, char *arg)
 }
 
 /*
+ * -o memory_kind: the DRAM policy's pages come from a memkind heap (sized
+ * by -m, volatile), so it rules out a memory file and the other policies.
+ * The tier itself checks the kind, the directory and the 16 MiB minimum.
+ */
+static int
+settings_memory_kind(void)
+{
+    const char *policy = settings.tier_policy;
+
+    if (settings.memory_file != NULL) {
+        fprintf(stderr, "memory_kind and memory_file cannot be used "
+                "together yet\n");
+        return -1;
+    }
+    if (policy != NULL && strcmp(policy, "dram") != 0) {
+        fprintf(stderr, "memory_kind holds the items of tier_policy=dram: "
+                "it cannot be used with tier_policy=%s\n", policy);
+        return -1;
+    }
+    if (settings.cache.prealloc) {
+        fprintf(stderr, "memory_kind pages are taken as needed: -L "
+                "(preallocation) cannot be used with it\n");
+        return -1;
+    }
+    return 0;
+}
+
+/*
  * The PMEM tier: -e <file> (memcached's spelling: the file holds -m of
  * item memory) or -o memory_file=<file>[,memory_file_size=<MB>].  The file
  * is one page larger than the item memory: its first page holds the
@@ -769,6 +799,9 @@ settings_tiers(void)
     struct cache_options *c = &settings.cache;
     bool pmem;
 
+    if (c->memory_kind != NULL && settings_memory_kind() != 0) {
+        return -1;
+    }
     if (settings.tier_policy == NULL) {
         settings.tier_policy = settings.memory_file ? "pmem" : "dram";
     }

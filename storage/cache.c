@@ -172,15 +172,33 @@ pmem_superblock(const struct cache_options *opts, struct tier *t)
     return pmem_new_file(opts, t, &p);
 }
 
+/* The DRAM policy's tier: malloc, or a memkind heap when memory_kind
+ * names one (volatile too, so the rest of storage sees DRAM). */
+static struct tier *
+dram_tier_open(const struct cache_options *opts)
+{
+    char err[512];
+    struct tier *t;
+
+    if (opts->memory_kind == NULL) {
+        return tier_dram_create(opts->mem_limit, opts->page_size,
+                                opts->prealloc);
+    }
+    t = tier_memkind_create(opts->memory_kind, opts->mem_limit,
+                            opts->page_size, err, sizeof(err));
+    if (t == NULL) {
+        fprintf(stderr, "%s\n", err);
+    }
+    return t;
+}
+
 /* Slabs on the tier the policy names; the tier belongs to slabs once this
  * succeeds.  1 when the memory file holds items to recover. */
 static int
 memory_init(struct cache_options *opts)
 {
     bool pmem = opts->tier_policy == CACHE_TIER_PMEM;
-    struct tier *t = pmem ? pmem_tier_open(opts)
-                          : tier_dram_create(opts->mem_limit,
-                                             opts->page_size, opts->prealloc);
+    struct tier *t = pmem ? pmem_tier_open(opts) : dram_tier_open(opts);
     int old = 0;
 
     if (t == NULL) {

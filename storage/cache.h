@@ -48,6 +48,10 @@ struct cache_options {
     bool        memory_file_reinit; /* discard a file written under other
                                        settings, or corrupt, rather than
                                        refuse to start */
+    const char *memory_kind;        /* -o memory_kind: "dax:<dir>" or
+                                       "kmem", items in a volatile
+                                       memkind heap instead of malloc
+                                       (tier_policy dram), or NULL */
     size_t      page_size;          /* 1 MiB */
     size_t      item_size_max;      /* -I, bytes */
     size_t      slab_chunk_max;     /* largest chunk; above it items chunk */
