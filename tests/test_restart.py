@@ -25,9 +25,10 @@ pytestmark = pytest.mark.mcpm
 MB = 1024 * 1024
 STRICT = ("-o", "memory_file_strict")
 # Seconds a remaining TTL may lie outside the window the wall clock
-# allows: the server's clock ticks once a second, by a timer that may fire
-# late under load.
-TTL_SLACK = 1.5
+# allows: the server's clock counts whole seconds, ticks by a timer that
+# may fire late under load, and a restart re-derives it from the file's
+# epoch (whole seconds again).  Seen: up to 1.6 s after one restart.
+TTL_SLACK = 2.0
 RECOVERY_STATS = ("recovery_items", "recovery_pages",
                   "recovery_dropped_torn", "recovery_dropped_expired",
                   "recovery_dropped_flushed", "recovery_dropped_replaced",
