@@ -336,28 +336,30 @@ item_off(const char *k)
     return off;
 }
 
+/* Write (or read) len bytes of the file at off, behind the cache's back. */
+static bool
+file_io(off_t off, void *bytes, size_t len, bool write)
+{
+    int fd = open(path, write ? O_RDWR : O_RDONLY);
+    ssize_t n = -1;
+
+    if (fd >= 0) {
+        n = write ? pwrite(fd, bytes, len, off) : pread(fd, bytes, len, off);
+        close(fd);
+    }
+    return n == (ssize_t)len;
+}
+
 static bool
 poke(off_t off, const void *bytes, size_t len)
 {
-    int fd = open(path, O_RDWR);
-    bool done = fd >= 0 && pwrite(fd, bytes, len, off) == (ssize_t)len;
-
-    if (fd >= 0) {
-        close(fd);
-    }
-    return done;
+    return file_io(off, (void *)(uintptr_t)bytes, len, true);
 }
 
 static bool
 peek(off_t off, void *bytes, size_t len)
 {
-    int fd = open(path, O_RDONLY);
-    bool done = fd >= 0 && pread(fd, bytes, len, off) == (ssize_t)len;
-
-    if (fd >= 0) {
-        close(fd);
-    }
-    return done;
+    return file_io(off, bytes, len, false);
 }
 
 /* As after a crash: the superblock says the last run did not end
