@@ -184,7 +184,7 @@ static enum process_result
 meta_debug(struct conn *c, const struct meta *m)
 {
     uint32_t hv = hash_murmur3(m->key.p, m->key.len);
-    struct cache_mget a = { .no_bump = true };
+    struct cache_mget a = { .no_bump = true, .peek = true };
     enum cache_status st;
     struct item *it;
     char *p;

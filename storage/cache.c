@@ -636,7 +636,9 @@ cache_mget(const char *key, size_t nkey, uint32_t hv, struct cache_mget *a,
     }
     if (it != NULL) {
         mget_record(it, a);
-        mget_apply(it, a);
+        if (!a->peek) {
+            mget_apply(it, a);
+        }
     }
     locks_unlock(hv);
     return it;

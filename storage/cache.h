@@ -191,6 +191,7 @@ void cache_flush(rel_time_t when);
 struct cache_mget {
     /* in */
     bool        no_bump;        /* u: no LRU bump, no fetched/atime change */
+    bool        peek;           /* me: report only, change nothing */
     bool        touch;          /* T: set exptime */
     rel_time_t  exptime;
     bool        vivify;         /* N: on a miss create an empty item */

@@ -586,6 +586,21 @@ def test_mn_me(conn):
     run(conn, [("me foo\r\n", me)])
 
 
+def test_me_changes_nothing(conn):
+    # me only reports: a stale item's win token is still there for the
+    # next mg, and a fresh item stays unfetched
+    run(conn, [
+        ("ms k 2\r\nv1\r\n", "HD\r\n"),
+        ("md k I\r\n", "HD\r\n"),
+    ])
+    line_re(conn, "me k\r\n", r"ME k exp=-1 la=\d+ cas=\d+ fetch=no "
+            r"cls=1 size=\d+\r\n")
+    run(conn, [
+        ("mg k v\r\n", "VA 2 X W\r\nv1\r\n"),
+        ("mg k v\r\n", "VA 2 Z X\r\nv1\r\n"),
+    ])
+
+
 def test_me_b_prints_stored_key(conn):
     # me prints the key as stored (re-encoded only for an item stored with
     # a base64 key), not as the request spelled it
