@@ -62,6 +62,9 @@ TP_MEM=${TP_MEM:-1024}
 RSS_ITEMS=${RSS_ITEMS:-$d_rss_items}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
+# The restart part pins the servers here; "0,1" lets memcached-pm's
+# parallel recovery scan use both cores (memcached's fixup is one thread).
+RESTART_CPUS=${RESTART_CPUS:-$SERVER_CPU}
 PARTS=${PARTS:-restart,throughput,rss}
 SHM_DIR=${SHM_DIR:-/dev/shm}
 
@@ -81,6 +84,7 @@ environment (defaults in brackets; QUICK=1 changes the starred ones):
   TP_MEM [1024] -m of the throughput servers
   RSS_ITEMS* ["1000000 10000000"] item counts of the DRAM-per-item part
   SERVER_CPU [1]  LOAD_CPU [0]           PARTS [restart,throughput,rss]
+  RESTART_CPUS [SERVER_CPU] cpus of the servers in the restart part
   SHM_DIR [/dev/shm] where the memory files go (tmpfs)
 EOF
 }
@@ -264,6 +268,48 @@ preload() {
     awk -v n="$sets" -v s="$secs" 'BEGIN { printf "%.0f", n / s }'
 }
 
+# settle PORT: brings the hash table to the size the item count asks for.
+# Both servers grow it in the background one doubling at a time, and only
+# an insert starts the next doubling, so a preload that ends mid-growth
+# leaves it too small.  While items > 1.5 x buckets, this waits for the
+# growth in progress, then sets and deletes a scratch key (curr_items is
+# unchanged) to start the next one.  Gives up after two minutes.
+settle() {
+    python3 - "$1" <<'EOF'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+def cmd(line, end):
+    s.sendall(line)
+    data = b""
+    while not data.endswith(end):
+        chunk = s.recv(65536)
+        if not chunk:
+            sys.exit("connection closed")
+        data += chunk
+    return data
+def stats():
+    out = {}
+    for line in cmd(b"stats\r\n", b"END\r\n").decode().splitlines():
+        f = line.split()
+        if len(f) == 3:
+            out[f[1]] = f[2]
+    return out
+deadline = time.time() + 120
+while time.time() < deadline:
+    st = stats()
+    if st.get("hash_is_expanding") == "1":
+        time.sleep(0.05)
+        continue
+    if int(st["curr_items"]) <= 3 * (1 << int(st["hash_power_level"])) // 2:
+        sys.exit(0)
+    cmd(b"set pmem.sh:settle 0 0 1\r\nx\r\n", b"\r\n")
+    cmd(b"delete pmem.sh:settle\r\n", b"\r\n")
+    time.sleep(0.05)
+print("pmem.sh: port %s: hash table still growing" % sys.argv[1],
+      file=sys.stderr)
+EOF
+}
+
 cpu_ns() {
     cat /proc/"$1"/task/*/schedstat 2>/dev/null |
         awk '{ s += $1 } END { printf "%.0f\n", s }'
@@ -372,15 +418,19 @@ restart_summary() {
 }
 
 restart() {
-    local side rate hp round
+    local side rate hp round pin=("${PIN_SERVER[@]}")
     need_shm $((2 * MEM + 256))
     R_BIN[pm]=$MCPM_BIN
     R_BIN[mc]=$MC_BIN
     R_ARGS[pm]="-v -m $MEM -e $SHM/restart-pm"
     R_ARGS[mc]="-v -m $MEM -e $SHM/restart-mc"
+    if [ "${#PIN_SERVER[@]}" -gt 0 ]; then
+        PIN_SERVER=(taskset -c "$RESTART_CPUS")
+    fi
     echo "== restart: $ITEMS items (keys ${ITEM_PREFIX}<n>," \
          "${ITEM_SIZE}-byte values), -m $MEM -t $THREADS," \
-         "memory files on $SHM_DIR, $ROUNDS rounds"
+         "memory files on $SHM_DIR, servers on cpu $RESTART_CPUS," \
+         "$ROUNDS rounds"
     for side in pm mc; do
         R_PORT[$side]=$(free_port)
         # shellcheck disable=SC2086
@@ -388,6 +438,7 @@ restart() {
         R_PID[$side]=$SERVER_PID
         rate=$(preload "${R_PORT[$side]}" "$ITEMS" "$ITEM_PREFIX" \
                "$ITEM_SIZE")
+        settle "${R_PORT[$side]}"
         hp=$(stat "${R_PORT[$side]}" hash_power_level)
         echo "preload $([ "$side" = pm ] && echo memcached-pm ||
              echo memcached): $rate sets/s, curr_items" \
@@ -407,6 +458,7 @@ restart() {
         stop_server "${R_PID[$side]}" TERM
     done
     rm -f "$SHM"/restart-*
+    PIN_SERVER=("${pin[@]}")
 }
 
 # ---- part 2: throughput -------------------------------------------------
@@ -543,7 +595,7 @@ throughput() {
 # ---- part 3: DRAM bytes per item ----------------------------------------
 
 rss_one() {
-    local name=$1 bin=$2 port pid a0 s0 a1 s1 n
+    local name=$1 bin=$2 port pid a0 s0 a1 s1 n hp
     shift 2
     port=$(free_port)
     start_server "$bin" "$port" -m "$MEM" "$@"
@@ -552,10 +604,12 @@ rss_one() {
     s0=$(rss "$pid" RssShmem)
     for n in $RSS_ITEMS; do
         preload "$port" "$n" "$ITEM_PREFIX" "$ITEM_SIZE" >/dev/null
+        settle "$port"
+        hp=$(stat "$port" hash_power_level)
         a1=$(rss "$pid" RssAnon)
         s1=$(rss "$pid" RssShmem)
-        printf '%-18s %9d %10d %10d %10d %10.1f %10.1f\n' "$name" "$n" \
-            "$a0" "$a1" "$s1" \
+        printf '%-18s %9d %3d %10d %10d %10d %10.1f %10.1f\n' "$name" \
+            "$n" "$hp" "$a0" "$a1" "$s1" \
             "$(awk -v a="$a0" -v b="$a1" -v n="$n" \
                'BEGIN { print (b - a) * 1024 / n }')" \
             "$(awk -v a="$s0" -v b="$s1" -v n="$n" \
@@ -569,15 +623,15 @@ rss_part() {
     need_shm $((MEM + 256))
     echo "== DRAM per item: -m $MEM -t $THREADS, items ${ITEM_PREFIX}<n>" \
          "with ${ITEM_SIZE}-byte values, loaded up to each count in turn"
-    printf '%-18s %9s %10s %10s %10s %10s %10s\n' server items anon0_kB \
-        anon_kB shmem_kB anon_B/item shm_B/item
+    printf '%-18s %9s %3s %10s %10s %10s %10s %10s\n' server items hp \
+        anon0_kB anon_kB shmem_kB anon_B/item shm_B/item
     rss_one memcached-pm/pmem "$MCPM_BIN" -e "$SHM/rss-pm" \
         -o tier_policy=pmem
     rss_one memcached-pm/dram "$MCPM_BIN" -o tier_policy=dram
     rss_one memcached/-e "$MC_BIN" -e "$SHM/rss-mc"
     echo "anon: RssAnon (DRAM proper: heap, hash table, connection" \
          "buffers); shmem: RssShmem, the tmpfs file's pages mapped in;" \
-         "B/item: growth since start-up / items"
+         "B/item: growth since start-up / items; hp: hash_power_level"
 }
 
 build_if_missing
