@@ -371,6 +371,8 @@ static const struct subopt subopt_table[] = {
       NULL, NULL },
     { "memory_file_reinit", SO_ON, C(memory_file_reinit), 0, 0, NULL, NULL },
     { "memory_file_strict", SO_ON, C(pmem_strict), 0, 0, NULL, NULL },
+    { "memory_file_crash_after", SO_UINT, C(pmem_crash_after), 1,
+      UINT_MAX, NULL, NULL },
     { "tier_policy", SO_FUNC, NULL, 0, 0, NULL, subopt_policy },
     { "memory_kind", SO_STRING, C(memory_kind), 0, 0, NULL, NULL },
 };
@@ -515,6 +517,8 @@ usage(void)
 "   memory_file_reinit      discard a memory file the settings cannot read\n"
 "   memory_file_strict      power-loss simulator for crash tests: only\n"
 "                           flushed cache lines reach the file\n"
+"   memory_file_crash_after=<n>  with memory_file_strict: a power cut\n"
+"                           (SIGKILL) at the n-th flush once serving\n"
 "   tier_policy=dram|pmem   where items live (pmem with a memory file)\n"
 "   memory_kind=dax:<dir>|kmem  items in volatile PMEM through memkind\n",
            MCPM_VERSION);
@@ -815,6 +819,10 @@ settings_tiers(void)
         fprintf(stderr, "tier_policy=dram keeps no items in the memory file "
                 "%s: drop the file or use tier_policy=pmem\n",
                 settings.memory_file);
+        return -1;
+    }
+    if (c->pmem_crash_after != 0 && !c->pmem_strict) {
+        fprintf(stderr, "memory_file_crash_after needs memory_file_strict\n");
         return -1;
     }
     c->tier_policy = pmem ? CACHE_TIER_PMEM : CACHE_TIER_DRAM;

@@ -260,6 +260,9 @@ pmem_recover(struct cache_options *opts)
 static void
 pmem_serve(void)
 {
+    if (ca.opts->pmem_crash_after != 0) {
+        tier_pmem_crash_after(slabs_tier(), ca.opts->pmem_crash_after);
+    }
     persist_set_sblock(&ca.sb);
     if (ca.sb.cas_hwm > ca.cas_id) {
         ca.cas_id = ca.sb.cas_hwm;

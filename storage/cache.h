@@ -45,6 +45,8 @@ struct cache_options {
     size_t      memory_file_size;   /* its size in bytes */
     bool        pmem_strict;        /* the file under the power-loss
                                        simulator (tests; see tier.h) */
+    unsigned    pmem_crash_after;   /* strict: once serving, die by
+                                       SIGKILL at this persist (tests) */
     bool        memory_file_reinit; /* discard a file written under other
                                        settings, or corrupt, rather than
                                        refuse to start */

@@ -138,6 +138,14 @@ size_t tier_pmem_index(const struct tier *t, const void *addr);
 bool tier_pmem_claim(struct tier *t, size_t index);
 
 /*
+ * Test hook for strict mode: from now on, the n-th persist() call (n > 0)
+ * kills the process with SIGKILL before it copies anything, as a power
+ * cut at that point would.  False (nothing armed) if the tier is not
+ * strict.
+ */
+bool tier_pmem_crash_after(struct tier *t, uint64_t n);
+
+/*
  * Test hook for strict mode: simulate a power cut and restart in-process.
  * Every store not persisted is dropped (the private view is re-read from
  * the file, at the same base address) and all pages become free, as after

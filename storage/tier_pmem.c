@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libpmem.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@ struct pmem_state {
     int         is_pmem;
     bool        created;
     bool        strict;
+    uint64_t    crash_at;   /* strict: the flush count that kills us */
     int         fd;         /* strict: re-read the file on a crash */
     void       *resv;       /* strict: the whole reserved address range */
     size_t      resv_len;
@@ -172,12 +174,17 @@ static void
 pmem_tier_persist(struct tier *t, const void *addr, size_t len)
 {
     struct pmem_state *s = state(t);
+    uint64_t n;
 
     if (len == 0) {
         return;
     }
-    __atomic_add_fetch(&t->flushes, 1, __ATOMIC_RELAXED);
+    n = __atomic_add_fetch(&t->flushes, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&t->flush_bytes, len, __ATOMIC_RELAXED);
+    if (s->crash_at != 0 && n >= s->crash_at) {
+        /* The power goes before this flush: what it covers is lost. */
+        kill(getpid(), SIGKILL);
+    }
     if (s->strict) {
         strict_persist(s, addr, len);
     } else {
@@ -508,6 +515,18 @@ tier_pmem_claim(struct tier *t, size_t index)
     }
     bit_set(s, index);
     t->used += t->page_size;
+    return true;
+}
+
+bool
+tier_pmem_crash_after(struct tier *t, uint64_t n)
+{
+    struct pmem_state *s = state(t);
+
+    if (!s->strict || n == 0) {
+        return false;
+    }
+    s->crash_at = __atomic_load_n(&t->flushes, __ATOMIC_RELAXED) + n;
     return true;
 }
 

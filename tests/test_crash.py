@@ -13,6 +13,7 @@ threads is the machine's).
 """
 
 import os
+import subprocess
 
 import pytest
 
@@ -55,3 +56,108 @@ def test_sigkill_loses_nothing_acknowledged(server_factory, memfile):
     assert tally["points"] == POINTS
     assert tally["lost_writes"] == 0 and tally["torn_values"] == 0
     assert tally["torn_dropped"] == 0
+
+
+# --------------------------------------------------------------------------
+# A power cut at every flush of a scripted sequence
+# --------------------------------------------------------------------------
+
+BIG = b"B" * 600000             # chunked: its pieces are flushed first
+
+# (request, reply, the keys' values after it: None = absent)
+SCRIPT = [
+    (b"set a 0 0 2\r\na1\r\n", b"STORED\r\n", {"a": b"a1"}),
+    (b"set b 0 0 2\r\nb1\r\n", b"STORED\r\n", {"b": b"b1"}),
+    (b"set n 0 0 1\r\n5\r\n", b"STORED\r\n", {"n": b"5"}),
+    (b"set a 0 0 2\r\na2\r\n", b"STORED\r\n", {"a": b"a2"}),
+    (b"delete b\r\n", b"DELETED\r\n", {"b": None}),
+    (b"incr n 10\r\n", b"15\r\n", {"n": b"15"}),
+    (b"append a 0 0 1\r\nx\r\n", b"STORED\r\n", {"a": b"a2x"}),
+    (b"set big 0 0 %d\r\n%s\r\n" % (len(BIG), BIG), b"STORED\r\n",
+     {"big": BIG}),
+    (b"touch a 1000\r\n", b"TOUCHED\r\n", {}),
+    (b"set big 0 0 1\r\ns\r\n", b"STORED\r\n", {"big": b"s"}),
+    (b"add b 0 0 2\r\nb2\r\n", b"STORED\r\n", {"b": b"b2"}),
+]
+KEYS = ("a", "b", "n", "big")
+
+
+def state_after(step):
+    """The keys' values once SCRIPT[:step] has run."""
+    state = dict.fromkeys(KEYS)
+    for _, _, change in SCRIPT[:step]:
+        state.update(change)
+    return state
+
+
+def read_state(server):
+    with server.conn() as c:
+        return {k: c.get_block(b"get %s\r\n" % k.encode()) for k in KEYS}
+
+
+def as_state(blocks):
+    """get replies -> values (None when the key is absent)."""
+    out = {}
+    for k, block in blocks.items():
+        if block == b"END\r\n":
+            out[k] = None
+        else:
+            head, rest = block.split(b"\r\n", 1)
+            out[k] = rest[:int(head.split()[3])]
+    return out
+
+
+def run_until_cut(server):
+    """Run SCRIPT one request at a time; the number of replies read before
+    the server died (or len(SCRIPT) if it never did)."""
+    done = 0
+    try:
+        with server.conn() as c:
+            for req, reply, _ in SCRIPT:
+                c.call(req, reply)
+                done += 1
+    except Exception as e:      # the connection died with the server
+        try:
+            server.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("step %d failed, server alive: %r"
+                                 % (done, e))
+    return done
+
+
+def test_power_cut_at_every_flush(server_factory, memfile):
+    """memory_file_crash_after=N cuts the power before the N-th flush
+    after start-up: N = 1, 2, ... walks the cut through every step of the
+    commit order of set, replace, delete, incr, append, a chunked set,
+    touch and add.  After each cut the restarted server must hold either
+    the state before the request in flight or the one after it."""
+    cuts = replaced = 0
+    for n in range(1, 400):
+        if os.path.exists(memfile):
+            os.unlink(memfile)
+        s = server_factory("-e", memfile, "-m", "16", "-o",
+                           "memory_file_strict,memory_file_crash_after=%d"
+                           % n)
+        done = run_until_cut(s)
+        if done == len(SCRIPT) and s.alive():
+            # No flush left to cut (its clean stop would be the next).
+            s.proc.kill()
+            s.proc.wait()
+            break
+        s.proc.wait(10)
+        assert s.proc.returncode == -9, "cut %d: exit %s" % (
+            n, s.proc.returncode)
+        cuts += 1
+        r = server_factory("-e", memfile, "-m", "16")
+        got = as_state(read_state(r))
+        st = r.stats()
+        ok_states = [state_after(done), state_after(done + 1)]
+        assert got in ok_states, (
+            "cut at flush %d, %d requests acknowledged: got %r, expected "
+            "%r or %r" % (n, done, got, ok_states[0], ok_states[1]))
+        assert st["recovery_dropped_torn"] == "0", "cut %d" % n
+        replaced += int(st["recovery_dropped_replaced"])
+        r.assert_clean_stop()
+    assert cuts > 30, "the script flushed only %d times" % cuts
+    # Some cuts fell between a new copy's commit and the old one's death.
+    assert replaced > 0

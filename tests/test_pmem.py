@@ -82,6 +82,9 @@ def test_file_of_another_size_is_refused(server_factory, run, memfile):
      "tier_policy=capacity is not available yet"),
     (["-o", "tier_policy=disk"], "Invalid value for tier_policy"),
     (["-o", "memory_file_size=abc"], "Invalid value for memory_file_size"),
+    (["-e", "/dev/shm/mcpm-never-created.pm", "-o",
+      "memory_file_crash_after=5"],
+     "memory_file_crash_after needs memory_file_strict"),
 ])
 def test_policy_errors(run, flags, message):
     r = run("-p", "0", *flags)
