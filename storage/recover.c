@@ -34,6 +34,7 @@
 #include "storage/tier.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -446,9 +447,13 @@ head_ok(struct worker *w, struct item *it, unsigned head_id)
 static void
 insert_head(struct worker *w, struct item *it, uint32_t hv)
 {
+    bool alone = w->rc->nthreads == 1;
     struct item *old;
 
-    locks_lock(hv);
+    /* With one thread nothing else touches the table yet. */
+    if (!alone) {
+        locks_lock(hv);
+    }
     old = assoc_find(item_key(it), it->nkey, hv);
     if (old == NULL || seq_of(old) < seq_of(it)) {
         if (old != NULL) {
@@ -463,7 +468,9 @@ insert_head(struct worker *w, struct item *it, uint32_t hv)
         release_chain(it);
         w->replaced++;
     }
-    locks_unlock(hv);
+    if (!alone) {
+        locks_unlock(hv);
+    }
 }
 
 /* The class of the page a head sits in: its clsid, or for a chunked head
@@ -592,15 +599,48 @@ free_pages(struct recovery *rc)
 
 /* ---- 6 lru -------------------------------------------------------------- */
 
+/* A linked head and its time: the sort reads only these, never an item. */
+struct aged {
+    rel_time_t      time;
+    struct item    *it;
+};
+
 static size_t count[1 << 16];  /* radix buckets; one recovery at a time */
 
-/* The linked heads of every worker, oldest first (a two-pass radix sort on
- * the 32-bit time), linked into COLD so the newest ends at the head. */
+/* Sort by time, two passes of 16 bits; the result ends in *a. */
+static void
+sort_aged(struct aged **a, struct aged **b, size_t k)
+{
+    for (unsigned shift = 0; shift < 32; shift += 16) {
+        struct aged *swap;
+        size_t sum = 0;
+
+        memset(count, 0, sizeof(count));
+        for (size_t j = 0; j < k; j++) {
+            count[((*a)[j].time >> shift) & 0xffff]++;
+        }
+        for (size_t d = 0; d < (1 << 16); d++) {
+            size_t c = count[d];
+
+            count[d] = sum;
+            sum += c;
+        }
+        for (size_t j = 0; j < k; j++) {
+            (*b)[count[((*a)[j].time >> shift) & 0xffff]++] = (*a)[j];
+        }
+        swap = *a;
+        *a = *b;
+        *b = swap;
+    }
+}
+
+/* The linked heads of every worker, oldest first, linked into COLD so
+ * the newest ends at the head. */
 static int
 link_lrus(struct recovery *rc, uint64_t *linked)
 {
     size_t n = 0, k = 0;
-    struct item **a, **b;
+    struct aged *a, *b;
 
     for (unsigned i = 0; i < rc->nthreads; i++) {
         n += rc->w[i].heads.n;
@@ -614,36 +654,24 @@ link_lrus(struct recovery *rc, uint64_t *linked)
     }
     for (unsigned i = 0; i < rc->nthreads; i++) {
         struct item **h = rc->w[i].heads.v;
+        size_t nh = rc->w[i].heads.n;
 
-        for (size_t j = 0; j < rc->w[i].heads.n; j++) {
+        for (size_t j = 0; j < nh; j++) {
+            if (j + AHEAD < nh) {
+                __builtin_prefetch(h[j + AHEAD]);
+            }
             if (item_flags(h[j]) & ITEM_LINKED) {
-                a[k++] = h[j];
+                a[k].time = item_time(h[j]);
+                a[k++].it = h[j];
             }
         }
     }
-    for (unsigned shift = 0; shift < 32; shift += 16) {
-        size_t sum = 0;
-
-        memset(count, 0, sizeof(count));
-        for (size_t j = 0; j < k; j++) {
-            count[(item_time(a[j]) >> shift) & 0xffff]++;
-        }
-        for (size_t d = 0; d < (1 << 16); d++) {
-            size_t c = count[d];
-
-            count[d] = sum;
-            sum += c;
-        }
-        for (size_t j = 0; j < k; j++) {
-            b[count[(item_time(a[j]) >> shift) & 0xffff]++] = a[j];
-        }
-        struct item **swap = a;
-
-        a = b;
-        b = swap;
-    }
+    sort_aged(&a, &b, k);
     for (size_t j = 0; j < k; j++) {
-        lru_link_recovered(a[j]);
+        if (j + AHEAD < k) {
+            __builtin_prefetch(a[j + AHEAD].it, 1);
+        }
+        lru_link_recovered(a[j].it);
     }
     *linked = k;
     free(a);
@@ -653,11 +681,18 @@ link_lrus(struct recovery *rc, uint64_t *linked)
 
 /* ---- the whole run ------------------------------------------------------ */
 
+/* One thread per CPU this process may run on (taskset, cgroups). */
 static unsigned
 thread_count(const struct recover_params *p)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned n = p->nthreads ? p->nthreads : (cpus > 0 ? (unsigned)cpus : 1);
+    cpu_set_t set;
+    unsigned cpus = 1;
+    unsigned n;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+        cpus = (unsigned)CPU_COUNT(&set);
+    }
+    n = p->nthreads ? p->nthreads : cpus;
 
     return n > MAX_THREADS ? MAX_THREADS : n;
 }
