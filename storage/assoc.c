@@ -36,6 +36,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <time.h>
 
@@ -100,6 +101,31 @@ bucket_for(uint32_t hv)
     return &atomic_load_explicit(&primary, RELAXED)[hv & hashmask(power)];
 }
 
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+/*
+ * A zeroed table of n buckets.  A large one asks for transparent huge
+ * pages: a lookup on a big table is a TLB miss as well as a cache miss,
+ * and 2 MB pages take most of the TLB misses away.  The hint may be
+ * refused (THP off); nothing else changes.
+ */
+static struct item **
+table_calloc(uint64_t n)
+{
+    struct item **t = calloc((size_t)n, sizeof(*t));
+    uintptr_t lo, hi;
+
+    if (t == NULL || n * sizeof(*t) < 2 * HUGE_PAGE) {
+        return t;
+    }
+    lo = ((uintptr_t)t + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    hi = ((uintptr_t)t + n * sizeof(*t)) & ~(HUGE_PAGE - 1);
+    if (hi > lo) {
+        madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+    return t;
+}
+
 int
 assoc_init(unsigned power, unsigned bulk)
 {
@@ -114,7 +140,7 @@ assoc_init(unsigned power, unsigned bulk)
         hashsize(power) > SIZE_MAX / sizeof(*table)) {
         return -1;
     }
-    table = calloc((size_t)hashsize(power), sizeof(*table));
+    table = table_calloc(hashsize(power));
     if (table == NULL) {
         return -1;
     }
@@ -194,7 +220,7 @@ swap_tables(void)
         hashsize(power + 1) > SIZE_MAX / sizeof(*table)) {
         return -1;
     }
-    table = calloc((size_t)hashsize(power + 1), sizeof(*table));
+    table = table_calloc(hashsize(power + 1));
     if (table == NULL) {
         return -1;
     }

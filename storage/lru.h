@@ -38,7 +38,8 @@ void lru_link(struct item *it, uint32_t hv);
 
 /* Recovery: put an item read back from the memory file, already in the
  * hash table, at the head of its class's COLD list (link the oldest
- * first) with the link's reference.  Before serving. */
+ * first) with the link's reference.  Before any other storage thread
+ * starts: it takes no lock. */
 void lru_link_recovered(struct item *it);
 
 /* Undo lru_link() if linked: the link's reference is dropped (the memory

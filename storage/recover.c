@@ -599,83 +599,117 @@ free_pages(struct recovery *rc)
 
 /* ---- 6 lru -------------------------------------------------------------- */
 
-/* A linked head and its time: the sort reads only these, never an item. */
-struct aged {
-    rel_time_t      time;
-    struct item    *it;
+/* A run of item pointers to sort. */
+struct span {
+    struct item   **v;
+    size_t          n;
 };
 
 static size_t count[1 << 16];  /* radix buckets; one recovery at a time */
 
-/* Sort by time, two passes of 16 bits; the result ends in *a. */
-static void
-sort_aged(struct aged **a, struct aged **b, size_t k)
+static unsigned
+digit(const struct item *it, rel_time_t lo, unsigned shift)
 {
-    for (unsigned shift = 0; shift < 32; shift += 16) {
-        struct aged *swap;
-        size_t sum = 0;
+    return ((item_time(it) - lo) >> shift) & 0xffff;
+}
 
-        memset(count, 0, sizeof(count));
-        for (size_t j = 0; j < k; j++) {
-            count[((*a)[j].time >> shift) & 0xffff]++;
-        }
-        for (size_t d = 0; d < (1 << 16); d++) {
-            size_t c = count[d];
+/* One stable counting pass over 16 bits of (time - lo) from `shift` on,
+ * from the spans into dst.  The items are read in the spans' order,
+ * which is memory order on the first pass, so the prefetch keeps up. */
+static void
+sort_pass(const struct span *src, unsigned nsrc, struct item **dst,
+          rel_time_t lo, unsigned shift)
+{
+    size_t sum = 0;
 
-            count[d] = sum;
-            sum += c;
+    memset(count, 0, sizeof(count));
+    for (unsigned s = 0; s < nsrc; s++) {
+        for (size_t j = 0; j < src[s].n; j++) {
+            if (j + AHEAD < src[s].n) {
+                __builtin_prefetch(src[s].v[j + AHEAD]);
+            }
+            count[digit(src[s].v[j], lo, shift)]++;
         }
-        for (size_t j = 0; j < k; j++) {
-            (*b)[count[((*a)[j].time >> shift) & 0xffff]++] = (*a)[j];
+    }
+    for (size_t d = 0; d < (1 << 16); d++) {
+        size_t c = count[d];
+
+        count[d] = sum;
+        sum += c;
+    }
+    for (unsigned s = 0; s < nsrc; s++) {
+        for (size_t j = 0; j < src[s].n; j++) {
+            dst[count[digit(src[s].v[j], lo, shift)]++] = src[s].v[j];
         }
-        swap = *a;
-        *a = *b;
-        *b = swap;
     }
 }
 
-/* The linked heads of every worker, oldest first, linked into COLD so
- * the newest ends at the head. */
+/* Keep the linked heads of a worker's list, in place; widen [lo, hi]. */
+static size_t
+compact_linked(struct vec *heads, rel_time_t *lo, rel_time_t *hi)
+{
+    struct item **h = heads->v;
+    size_t k = 0;
+
+    for (size_t j = 0; j < heads->n; j++) {
+        if (j + AHEAD < heads->n) {
+            __builtin_prefetch(h[j + AHEAD]);
+        }
+        if (item_flags(h[j]) & ITEM_LINKED) {
+            rel_time_t t = item_time(h[j]);
+
+            *lo = t < *lo ? t : *lo;
+            *hi = t > *hi ? t : *hi;
+            h[k++] = h[j];
+        }
+    }
+    heads->n = k;
+    return k;
+}
+
+/*
+ * The linked heads of every worker, oldest first, linked into COLD so the
+ * newest ends at the head.  A radix sort on time: one pass when the items
+ * were written within 18 hours of each other, two otherwise.
+ */
 static int
 link_lrus(struct recovery *rc, uint64_t *linked)
 {
-    size_t n = 0, k = 0;
-    struct aged *a, *b;
+    struct span spans[MAX_THREADS];
+    rel_time_t lo = UINT32_MAX, hi = 0;
+    struct item **a, **b = NULL;
+    size_t k = 0;
 
     for (unsigned i = 0; i < rc->nthreads; i++) {
-        n += rc->w[i].heads.n;
+        spans[i].n = compact_linked(&rc->w[i].heads, &lo, &hi);
+        spans[i].v = rc->w[i].heads.v;
+        k += spans[i].n;
     }
-    a = malloc((n ? n : 1) * sizeof(*a));
-    b = malloc((n ? n : 1) * sizeof(*b));
-    if (a == NULL || b == NULL) {
-        free(a);
-        free(b);
+    a = malloc((k ? k : 1) * sizeof(*a));
+    if (a == NULL) {
         return -1;
     }
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        struct item **h = rc->w[i].heads.v;
-        size_t nh = rc->w[i].heads.n;
+    sort_pass(spans, rc->nthreads, a, lo, 0);
+    if (k > 0 && (hi - lo) >> 16 != 0) {
+        struct span all = { a, k };
 
-        for (size_t j = 0; j < nh; j++) {
-            if (j + AHEAD < nh) {
-                __builtin_prefetch(h[j + AHEAD]);
-            }
-            if (item_flags(h[j]) & ITEM_LINKED) {
-                a[k].time = item_time(h[j]);
-                a[k++].it = h[j];
-            }
+        b = malloc(k * sizeof(*b));
+        if (b == NULL) {
+            free(a);
+            return -1;
         }
+        sort_pass(&all, 1, b, lo, 16);
+        free(a);
+        a = b;
     }
-    sort_aged(&a, &b, k);
     for (size_t j = 0; j < k; j++) {
         if (j + AHEAD < k) {
-            __builtin_prefetch(a[j + AHEAD].it, 1);
+            __builtin_prefetch(a[j + AHEAD], 1);
         }
-        lru_link_recovered(a[j].it);
+        lru_link_recovered(a[j]);
     }
     *linked = k;
     free(a);
-    free(b);
     return 0;
 }
 
