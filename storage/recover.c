@@ -13,7 +13,8 @@
  *   4 link     threads over the heads: rebuild a chunked value's chain
  *              from the pieces with its seq, check the crc, drop expired
  *              and flushed items, and put the rest in the hash table
- *              under the item lock, keeping the higher seq of a key.
+ *              (under the item lock when there are several threads),
+ *              keeping the higher seq of a key.
  *   5 free     one thread: each page goes to its class; chunks neither
  *              linked nor claimed by a linked item go on the free lists,
  *              their commit words zeroed and persisted.
@@ -39,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define KEY_MAX         250
 #define MAX_THREADS     16
@@ -66,7 +66,7 @@ struct vec {
 struct worker {
     struct recovery    *rc;
     unsigned            id;
-    struct vec          heads;      /* struct item *, with their clsid */
+    struct vec          heads;      /* struct item * */
     struct vec          pieces;     /* struct piece */
     uint64_t            torn, expired, flushed, replaced;
     bool                oom;
