@@ -84,16 +84,8 @@ die() {
     exit 1
 }
 
-# Build only what is missing; a configured tree is assumed.
-build_if_missing() {
-    if [ ! -x "$MCPM_BIN" ] || [ ! -x "$MCLOAD" ]; then
-        echo "== building (make)"
-        make -C "$ROOT" >/dev/null
-    fi
-    [ -x "$MCPM_BIN" ] || die "no server binary at $MCPM_BIN"
-    [ -x "$MCLOAD" ] || die "no load generator at $MCLOAD"
-    [ -x "$MC_BIN" ] || die "no memcached at $MC_BIN (apt install memcached)"
-}
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 # Prefixes that pin a command.  With fewer than two cores pinning would
 # put everything on one; skip it.  Background jobs start as plain commands
@@ -105,11 +97,6 @@ if [ "$(nproc)" -ge 2 ]; then
     PIN_SERVER=(taskset -c "$SERVER_CPU")
     PIN_LOAD=(taskset -c "$LOAD_CPU")
 fi
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); \
-s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # stat PORT NAME: one value from the general `stats`.
 stat() {
@@ -160,39 +147,6 @@ start_server() {
 stop_server() {
     kill "$1" 2>/dev/null || true
     wait "$1" 2>/dev/null || true
-}
-
-# json FILE FIELD...: prints the fields of an mcload --json report.
-json() {
-    python3 - "$@" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-out = []
-for f in sys.argv[2:]:
-    v = d
-    for part in f.split("."):
-        v = v[part]
-    out.append(str(v))
-print(" ".join(out))
-EOF
-}
-
-mcload() {
-    "${PIN_LOAD[@]}" "$MCLOAD" "$@"
-}
-
-# cpu_ns PID: CPU time the server's threads have run, in nanoseconds.
-# Throughput swings with whatever else the machine runs; the server's own
-# CPU time per request barely does, so it is reported next to ops/s.
-cpu_ns() {
-    cat /proc/"$1"/task/*/schedstat 2>/dev/null |
-        awk '{ s += $1 } END { printf "%.0f\n", s }'
-}
-
-median() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR % 2) { print v[(NR + 1) / 2] }
-        else { print (v[NR / 2] + v[NR / 2 + 1]) / 2 } }'
 }
 
 throughput() {

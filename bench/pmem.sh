@@ -115,6 +115,9 @@ die() {
     exit 1
 }
 
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
 # A pid that has been waited for leaves the list, so the cleanup can never
 # signal some later process that was given the same number.
 forget() {
@@ -125,16 +128,6 @@ forget() {
         fi
     done
     PIDS=("${keep[@]}")
-}
-
-build_if_missing() {
-    if [ ! -x "$MCPM_BIN" ] || [ ! -x "$MCLOAD" ]; then
-        echo "== building (make)"
-        make -C "$ROOT" >/dev/null
-    fi
-    [ -x "$MCPM_BIN" ] || die "no server binary at $MCPM_BIN"
-    [ -x "$MCLOAD" ] || die "no load generator at $MCLOAD"
-    [ -x "$MC_BIN" ] || die "no memcached at $MC_BIN (apt install memcached)"
 }
 
 # need_shm MB: the tmpfs must hold MB more (the files grow as pages are
@@ -154,11 +147,6 @@ if [ "$(nproc)" -ge 2 ]; then
     PIN_SERVER=(taskset -c "$SERVER_CPU")
     PIN_LOAD=(taskset -c "$LOAD_CPU")
 fi
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); \
-s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # stat PORT NAME [SUB]: one value from `stats` (or `stats SUB`).
 stat() {
@@ -237,24 +225,6 @@ stop_server() {
     forget "$1"
 }
 
-json() {
-    python3 - "$@" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-out = []
-for f in sys.argv[2:]:
-    v = d
-    for part in f.split("."):
-        v = v[part]
-    out.append(str(v))
-print(" ".join(out))
-EOF
-}
-
-mcload() {
-    "${PIN_LOAD[@]}" "$MCLOAD" "$@"
-}
-
 # preload PORT N PREFIX SIZE: sets keys 0..N-1 once, pipelined; prints
 # the sets per second.
 preload() {
@@ -310,20 +280,9 @@ print("pmem.sh: port %s: hash table still growing" % sys.argv[1],
 EOF
 }
 
-cpu_ns() {
-    cat /proc/"$1"/task/*/schedstat 2>/dev/null |
-        awk '{ s += $1 } END { printf "%.0f\n", s }'
-}
-
 # rss PID FIELD: a /proc/PID/status field in kB.
 rss() {
     awk -v f="$2:" '$1 == f { print $2 }' /proc/"$1"/status
-}
-
-median() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR % 2) { print v[(NR + 1) / 2] }
-        else { print (v[NR / 2] + v[NR / 2 + 1]) / 2 } }'
 }
 
 # ---- part 1: restart ----------------------------------------------------

@@ -1,0 +1,53 @@
+#!/bin/bash
+# lib.sh: what the benchmark scripts share; sourced by compare.sh and
+# pmem.sh after they set ROOT, MCPM_BIN, MC_BIN, MCLOAD and PIN_LOAD and
+# define die().
+
+# Build only what is missing; a configured tree is assumed.
+build_if_missing() {
+    if [ ! -x "$MCPM_BIN" ] || [ ! -x "$MCLOAD" ]; then
+        echo "== building (make)"
+        make -C "$ROOT" >/dev/null
+    fi
+    [ -x "$MCPM_BIN" ] || die "no server binary at $MCPM_BIN"
+    [ -x "$MCLOAD" ] || die "no load generator at $MCLOAD"
+    [ -x "$MC_BIN" ] || die "no memcached at $MC_BIN (apt install memcached)"
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); \
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# json FILE FIELD...: prints the fields of an mcload --json report.
+json() {
+    python3 - "$@" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+out = []
+for f in sys.argv[2:]:
+    v = d
+    for part in f.split("."):
+        v = v[part]
+    out.append(str(v))
+print(" ".join(out))
+EOF
+}
+
+mcload() {
+    "${PIN_LOAD[@]}" "$MCLOAD" "$@"
+}
+
+# cpu_ns PID: CPU time the server's threads have run, in nanoseconds.
+# Throughput swings with whatever else the machine runs; the server's own
+# CPU time per request barely does, so it is reported next to ops/s.
+cpu_ns() {
+    cat /proc/"$1"/task/*/schedstat 2>/dev/null |
+        awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
+median() {
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR % 2) { print v[(NR + 1) / 2] }
+        else { print (v[NR / 2] + v[NR / 2 + 1]) / 2 } }'
+}
