@@ -204,3 +204,52 @@ def test_stats_tiers_pmem_counts_flushes(server_factory, memfile):
     assert t["pmem:durable"] == 1 and t["pmem:persistent_memory"] == 0
     assert t["pmem:curr_items"] == 1 and t["pmem:hits"] == 1
     assert t["pmem:limit_maxbytes"] == 16 * MB
+
+
+@pytest.mark.parametrize("stop", ["term", "kill"])
+def test_restart_after_pages_moved_between_classes(server_factory, memfile,
+                                                   stop):
+    """The page mover hands pages of one class to another; the page table
+    and the commit words it leaves must bring back exactly what was live
+    before the restart."""
+    flags = ("-e", memfile, "-m", "8")
+    s = server_factory(*flags)
+    small, large = b"s" * 100, b"L" * 20000
+    with s.conn() as c:
+        c.send(b"".join(b"set s%d 0 0 100 noreply\r\n%s\r\n" % (i, small)
+                        for i in range(80000)))
+        c.sync()
+        # Every page is in the small class now; large values need the
+        # mover to take pages back from it.
+        for i in range(300):
+            c.call(b"set L%d 0 0 20000\r\n%s\r\n" % (i, large),
+                   b"STORED\r\n")
+        moved = int(c.stats()["slabs_moved"])
+        keys = ["s%d" % i for i in range(80000)] + \
+               ["L%d" % i for i in range(300)]
+        before = {}
+        for i in range(0, len(keys), 100):
+            chunk = keys[i:i + 100]
+            c.send(b"get " + " ".join(chunk).encode() + b"\r\n")
+            while True:
+                line = c.readline()
+                if line == b"END\r\n":
+                    break
+                key, n = line.split()[1], int(line.split()[3])
+                before[key] = c.read_exact(n + 2)[:-2]
+        items = int(c.stats()["curr_items"])
+    assert moved > 0, "no page changed class"
+    assert items == len(before) and any(k.startswith(b"L") for k in before)
+    if stop == "kill":
+        s.proc.kill()
+        s.proc.wait()
+    else:
+        s.assert_clean_stop()
+    s = server_factory(*flags)
+    st = s.stats()
+    assert int(st["recovery_items"]) == items
+    assert st["recovery_dropped_torn"] == "0"
+    with s.conn() as c:
+        for key, value in list(before.items())[::97]:
+            c.call(b"get %s\r\n" % key, b"VALUE %s 0 %d\r\n%s\r\nEND\r\n"
+                   % (key, len(value), value))
