@@ -866,14 +866,21 @@ lru_crawler_remove(struct item *cursor)
     item_flags_store(cursor, 0);
 }
 
-/* Swap the cursor with the item before it (towards the head). */
+/* Swap the cursor with the item before it (towards the head), in place:
+ * the list's size and bytes never change, so a stats read without the
+ * lock never sees an item missing while the crawler walks by. */
 static struct item *
 cursor_advance(struct lru_list *l, struct item *c)
 {
     struct item *it = c->prev;
+    struct item *before = it->prev;
 
-    list_remove(l, it);
-    it->prev = c;
+    if (before != NULL) {
+        before->next = c;
+    } else {
+        l->head = c;
+    }
+    c->prev = before;
     it->next = c->next;
     if (c->next != NULL) {
         c->next->prev = it;
@@ -881,7 +888,7 @@ cursor_advance(struct lru_list *l, struct item *c)
         l->tail = it;
     }
     c->next = it;
-    count_list(l, 1, item_ntotal(it));
+    it->prev = c;
     return it;
 }
 

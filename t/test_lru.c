@@ -10,6 +10,8 @@
 #include "t/cache_test.h"
 #include "t/tap.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +195,61 @@ test_flat(void)
     cache_shutdown();
 }
 
+/* A reader of the class's item count while the crawler walks the list
+ * must never see an item missing: the cursor moves in place. */
+static bool reading;
+static unsigned crawl_id;
+
+static void *
+count_reader(void *arg)
+{
+    uint64_t *low = arg;
+
+    while (__atomic_load_n(&reading, __ATOMIC_ACQUIRE)) {
+        uint64_t n = lru_class_items(crawl_id);
+
+        *low = n < *low ? n : *low;
+    }
+    return NULL;
+}
+
+static void
+test_crawler_counts(void)
+{
+    struct item *cursor = calloc(1, sizeof(struct item) + 8);
+    uint64_t low = UINT64_MAX;
+    pthread_t reader;
+    unsigned steps = 0;
+    bool ttl;
+
+    defaults(&opts);
+    opts.lru_segmented = false;
+    opts.mem_limit = 8u << 20;
+    start();
+    for (unsigned i = 0; i < 3000; i++) {
+        put(i, 10, 0);
+    }
+    crawl_id = slabs_clsid(item_size(5, 0, 10, true));
+    if (!ok(cursor != NULL && lru_class_items(crawl_id) == 3000,
+            "crawler: 3000 items in one class")) {
+        free(cursor);
+        cache_shutdown();
+        return;
+    }
+    __atomic_store_n(&reading, true, __ATOMIC_RELEASE);
+    pthread_create(&reader, NULL, count_reader, &low);
+    lru_crawler_insert(cursor, crawl_id, ITEM_LRU_COLD);
+    while (lru_crawler_step(cursor, &ttl) >= 0) {
+        steps++;
+    }
+    __atomic_store_n(&reading, false, __ATOMIC_RELEASE);
+    pthread_join(reader, NULL);
+    ok(steps >= 3000, "crawler: the cursor passed every item");
+    is_int(low, 3000, "crawler: the count never dipped while it walked");
+    free(cursor);
+    cache_shutdown();
+}
+
 int
 main(void)
 {
@@ -203,5 +260,6 @@ main(void)
     cache_shutdown();
     test_no_evict();
     test_flat();
+    test_crawler_counts();
     return done_testing();
 }
