@@ -1280,8 +1280,9 @@ cache_tier_stats(struct cache_tier_stats *out, unsigned max)
     out->items = s.curr_items;
     out->item_bytes = s.bytes;
     out->evictions = s.evictions;
-    out->flushes = __atomic_load_n(&t->flushes, __ATOMIC_RELAXED);
-    out->flush_bytes = __atomic_load_n(&t->flush_bytes, __ATOMIC_RELAXED);
+    if (t->id == TIER_PMEM) {
+        tier_pmem_flush_stats(t, &out->flushes, &out->flush_bytes);
+    }
     return 1;
 }
 

@@ -45,8 +45,6 @@ struct tier {
     size_t      page_size;
     size_t      limit;          /* bytes; pages beyond it are refused */
     size_t      used;           /* bytes handed out as pages */
-    uint64_t    flushes;        /* persist() calls and bytes: relaxed */
-    uint64_t    flush_bytes;    /* atomics, any thread */
     void       *priv;           /* the implementation's state */
 };
 
@@ -122,6 +120,11 @@ void *tier_pmem_base(const struct tier *t);
 size_t tier_pmem_mapped_len(const struct tier *t);
 bool tier_pmem_is_pmem(const struct tier *t);
 bool tier_pmem_created(const struct tier *t);
+
+/* persist() calls so far and the bytes they covered (a racy sum of
+ * per-thread counts, good for stats). */
+void tier_pmem_flush_stats(const struct tier *t, uint64_t *flushes,
+                           uint64_t *bytes);
 
 /* Number of pages, the address of page `index` (NULL when out of range),
  * and the index of the page holding `addr` (SIZE_MAX when addr is not in

@@ -35,8 +35,18 @@
 #include <unistd.h>
 
 #define PMEM_LINE 64    /* the unit a cache-line flush makes durable */
+#define FLUSH_SLOTS 64  /* per-thread flush counters, see count_flush() */
+
+/* A flush is on every store's path: a counter shared by all workers
+ * would bounce one cache line between them per request.  Each thread
+ * counts in a slot of its own (threads beyond FLUSH_SLOTS share). */
+struct flush_slot {
+    uint64_t    flushes;
+    uint64_t    bytes;
+} __attribute__((aligned(64)));
 
 struct pmem_state {
+    struct flush_slot slot[FLUSH_SLOTS];
     char       *shared;     /* the pmem_map_file mapping */
     char       *base;       /* == shared, or the private view (strict) */
     size_t      len;        /* mapped bytes (the file size) */
@@ -49,6 +59,7 @@ struct pmem_state {
     bool        created;
     bool        strict;
     uint64_t    crash_at;   /* strict: the flush count that kills us */
+    uint64_t    crash_count; /* flushes since crash_at was armed */
     int         fd;         /* strict: re-read the file on a crash */
     void       *resv;       /* strict: the whole reserved address range */
     size_t      resv_len;
@@ -171,17 +182,46 @@ strict_persist(struct pmem_state *s, const char *addr, size_t len)
 }
 
 static void
+count_flush(struct pmem_state *s, size_t len)
+{
+    static unsigned next_slot;
+    static __thread unsigned my_slot = FLUSH_SLOTS;
+    struct flush_slot *f;
+
+    if (my_slot == FLUSH_SLOTS) {
+        my_slot = __atomic_fetch_add(&next_slot, 1, __ATOMIC_RELAXED) %
+                  FLUSH_SLOTS;
+    }
+    f = &s->slot[my_slot];
+    __atomic_add_fetch(&f->flushes, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&f->bytes, len, __ATOMIC_RELAXED);
+}
+
+void
+tier_pmem_flush_stats(const struct tier *t, uint64_t *flushes,
+                      uint64_t *bytes)
+{
+    const struct pmem_state *s = state(t);
+
+    *flushes = *bytes = 0;
+    for (unsigned i = 0; i < FLUSH_SLOTS; i++) {
+        *flushes += __atomic_load_n(&s->slot[i].flushes, __ATOMIC_RELAXED);
+        *bytes += __atomic_load_n(&s->slot[i].bytes, __ATOMIC_RELAXED);
+    }
+}
+
+static void
 pmem_tier_persist(struct tier *t, const void *addr, size_t len)
 {
     struct pmem_state *s = state(t);
-    uint64_t n;
 
     if (len == 0) {
         return;
     }
-    n = __atomic_add_fetch(&t->flushes, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&t->flush_bytes, len, __ATOMIC_RELAXED);
-    if (s->crash_at != 0 && n >= s->crash_at) {
+    count_flush(s, len);
+    if (s->crash_at != 0 &&
+        __atomic_add_fetch(&s->crash_count, 1, __ATOMIC_RELAXED) >=
+        s->crash_at) {
         /* The power goes before this flush: what it covers is lost. */
         kill(getpid(), SIGKILL);
     }
@@ -400,12 +440,15 @@ layout(struct pmem_state *s, const struct tier_pmem_options *o, char *err,
 static struct pmem_state *
 state_open(const struct tier_pmem_options *o, char *err, size_t errlen)
 {
-    struct pmem_state *s = calloc(1, sizeof(*s));
+    /* Aligned so that each thread's flush counters have a line. */
+    struct pmem_state *s = aligned_alloc(_Alignof(struct pmem_state),
+                                         sizeof(struct pmem_state));
 
     if (s == NULL) {
         snprintf(err, errlen, "memory file %s: out of memory", o->path);
         return NULL;
     }
+    memset(s, 0, sizeof(*s));
     s->fd = -1;
     s->strict = o->strict;
     if (!map_file(s, o, err, errlen)) {
@@ -526,7 +569,8 @@ tier_pmem_crash_after(struct tier *t, uint64_t n)
     if (!s->strict || n == 0) {
         return false;
     }
-    s->crash_at = __atomic_load_n(&t->flushes, __ATOMIC_RELAXED) + n;
+    __atomic_store_n(&s->crash_count, 0, __ATOMIC_RELAXED);
+    s->crash_at = n;
     return true;
 }
 
