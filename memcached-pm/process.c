@@ -173,6 +173,24 @@ store_op(enum req_type t)
     }
 }
 
+enum process_result
+process_store_refused(struct conn *c, enum cache_status st, const char *key,
+                      size_t nkey, uint32_t hv, bool is_set, uint32_t vlen)
+{
+    if (st == CACHE_TOO_LARGE) {
+        STAT_INCR(tstats(c)->store_too_large);
+        conn_out_rsp(c, RSP_SERVER_ERROR_TOO_LARGE);
+    } else {
+        STAT_INCR(tstats(c)->store_no_memory);
+        conn_out_rsp(c, RSP_SERVER_ERROR_NO_MEMORY);
+    }
+    if (is_set) {
+        cache_delete(key, nkey, hv, 0, NULL);
+    }
+    c->swallow = (uint64_t)vlen + 2;
+    return PROCESS_SWALLOW;
+}
+
 static enum process_result
 process_update(struct conn *c, struct request *req)
 {
@@ -183,19 +201,8 @@ process_update(struct conn *c, struct request *req)
     it = cache_alloc(req->key.p, req->key.len, hv, req->flags,
                      clock_realtime(req->exptime), req->vlen, &st);
     if (it == NULL) {
-        if (st == CACHE_TOO_LARGE) {
-            STAT_INCR(tstats(c)->store_too_large);
-            conn_out_rsp(c, RSP_SERVER_ERROR_TOO_LARGE);
-        } else {
-            STAT_INCR(tstats(c)->store_no_memory);
-            conn_out_rsp(c, RSP_SERVER_ERROR_NO_MEMORY);
-        }
-        /* A failed set must not leave the old value readable. */
-        if (req->type == REQ_SET) {
-            cache_delete(req->key.p, req->key.len, hv, 0, NULL);
-        }
-        c->swallow = (uint64_t)req->vlen + 2;
-        return PROCESS_SWALLOW;
+        return process_store_refused(c, st, req->key.p, req->key.len, hv,
+                                     req->type == REQ_SET, req->vlen);
     }
     c->nitem = it;
     c->nread_off = 0;

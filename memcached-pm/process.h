@@ -24,6 +24,18 @@ enum process_result process_request(struct conn *c, struct request *req);
  * which LRU segment served it. */
 void process_count_hit(struct conn *c, bool touch, const struct item *it);
 
+/*
+ * A store whose item could not be allocated (st: CACHE_TOO_LARGE or out of
+ * memory): count it, queue memcached's SERVER_ERROR, drop the key's old
+ * value when the store was a plain set (a failed set must not leave it
+ * readable), and swallow the vlen-byte data block.
+ */
+enum process_result process_store_refused(struct conn *c,
+                                          enum cache_status st,
+                                          const char *key, size_t nkey,
+                                          uint32_t hv, bool is_set,
+                                          uint32_t vlen);
+
 /* Count a miss for get (or touch), with its cause (expired, flushed). */
 void process_count_miss(struct conn *c, bool touch, enum cache_status st);
 

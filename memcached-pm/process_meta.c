@@ -261,18 +261,8 @@ meta_set(struct conn *c, const struct request *req, const struct meta *m)
     it = cache_alloc(m->key.p, m->key.len, hv, m->client_flags, exptime,
                      m->vlen, &st);
     if (it == NULL) {
-        if (st == CACHE_TOO_LARGE) {
-            STAT_INCR(tstats(c)->store_too_large);
-            conn_out_rsp(c, RSP_SERVER_ERROR_TOO_LARGE);
-        } else {
-            STAT_INCR(tstats(c)->store_no_memory);
-            conn_out_rsp(c, RSP_SERVER_ERROR_NO_MEMORY);
-        }
-        if (m->mode == 'S') {
-            cache_delete(m->key.p, m->key.len, hv, 0, NULL);
-        }
-        c->swallow = (uint64_t)m->vlen + 2;
-        return PROCESS_SWALLOW;
+        return process_store_refused(c, st, m->key.p, m->key.len, hv,
+                                     m->mode == 'S', m->vlen);
     }
     if (meta_has(m, 'b')) {
         item_set_key_binary(it);
