@@ -121,30 +121,25 @@ now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Run fn on every worker, each in a thread of its own but the first. */
-static int
+/* Run fn on every worker, each in a thread of its own but the first; a
+ * worker whose thread cannot start runs here afterwards instead. */
+static void
 run_threads(struct recovery *rc, void *(*fn)(void *))
 {
     pthread_t tid[MAX_THREADS];
-    unsigned started = 1;
+    bool started[MAX_THREADS] = { false };
 
-    for (; started < rc->nthreads; started++) {
-        if (pthread_create(&tid[started], NULL, fn, &rc->w[started]) != 0) {
-            break;
-        }
+    for (unsigned i = 1; i < rc->nthreads; i++) {
+        started[i] = pthread_create(&tid[i], NULL, fn, &rc->w[i]) == 0;
     }
     fn(&rc->w[0]);
-    for (unsigned i = 1; i < started; i++) {
-        pthread_join(tid[i], NULL);
-    }
-    if (started < rc->nthreads) {
-        /* The workers that never ran leave their share undone: finish it
-         * here rather than fail the start. */
-        for (unsigned i = started; i < rc->nthreads; i++) {
+    for (unsigned i = 1; i < rc->nthreads; i++) {
+        if (started[i]) {
+            pthread_join(tid[i], NULL);
+        } else {
             fn(&rc->w[i]);
         }
     }
-    return 0;
 }
 
 /* ---- 1 claim ------------------------------------------------------------ */
