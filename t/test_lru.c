@@ -11,6 +11,7 @@
 #include "t/tap.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,7 +209,9 @@ count_reader(void *arg)
     while (__atomic_load_n(&reading, __ATOMIC_ACQUIRE)) {
         uint64_t n = lru_class_items(crawl_id);
 
-        *low = n < *low ? n : *low;
+        if (n < __atomic_load_n(low, __ATOMIC_RELAXED)) {
+            __atomic_store_n(low, n, __ATOMIC_RELEASE);
+        }
     }
     return NULL;
 }
@@ -238,13 +241,19 @@ test_crawler_counts(void)
     }
     __atomic_store_n(&reading, true, __ATOMIC_RELEASE);
     pthread_create(&reader, NULL, count_reader, &low);
-    lru_crawler_insert(cursor, crawl_id, ITEM_LRU_COLD);
-    while (lru_crawler_step(cursor, &ttl) >= 0) {
-        steps++;
+    /* Crawl only once the reader reads, and walk the list 50 times. */
+    while (__atomic_load_n(&low, __ATOMIC_ACQUIRE) == UINT64_MAX) {
+        sched_yield();
+    }
+    for (int pass = 0; pass < 50; pass++) {
+        lru_crawler_insert(cursor, crawl_id, ITEM_LRU_COLD);
+        while (lru_crawler_step(cursor, &ttl) >= 0) {
+            steps++;
+        }
     }
     __atomic_store_n(&reading, false, __ATOMIC_RELEASE);
     pthread_join(reader, NULL);
-    ok(steps >= 3000, "crawler: the cursor passed every item");
+    ok(steps >= 50 * 3000, "crawler: the cursor passed every item, 50 times");
     is_int(low, 3000, "crawler: the count never dipped while it walked");
     free(cursor);
     cache_shutdown();
