@@ -10,12 +10,15 @@
 # first `version` reply, curr_items afterwards (must be ITEMS), and
 # memcached-pm's own recovery_seconds.  Then medians and ratios.
 #
-# Part 2 (throughput): four servers side by side, memcached-pm DRAM
-# (tier_policy=dram), memcached-pm -e (tier_policy=pmem), memcached -e and
-# plain memcached, get the same mcload load in turn, A B C D A B C D ...:
+# Part 2 (throughput): six servers side by side, memcached-pm under each
+# tier policy (dram, pmem, cache, capacity), memcached -e and plain
+# memcached, get the same mcload load in turn, A B C D E F A B ...:
 # GET/SET 90/10 on a preloaded key set, then SET only with larger values,
-# since a durable set flushes before its reply.  Medians and ratios
-# against memcached-pm DRAM.
+# since a durable set flushes before its reply, then GET/SET 90/10 zipf
+# over a key set several times the DRAM tier of cache and capacity.  The
+# single-tier servers have -m TP_MEM; cache and capacity have -m TP_DRAM
+# of DRAM over a file of TP_MEM.  Medians and ratios against memcached-pm
+# DRAM.
 #
 # Part 3 (DRAM per item): memcached-pm with -e is loaded with N items and
 # the growth of its anonymous memory (RssAnon: heap, hash table, buffers;
@@ -59,6 +62,9 @@ VALUE_SIZE=${VALUE_SIZE:-32}
 GET_RATIO=${GET_RATIO:-0.9}
 SET_VALUE_SIZE=${SET_VALUE_SIZE:-512}
 TP_MEM=${TP_MEM:-1024}
+TP_DRAM=${TP_DRAM:-64}
+BIG_KEYS=${BIG_KEYS:-2000000}
+BIG_VALUE_SIZE=${BIG_VALUE_SIZE:-200}
 RSS_ITEMS=${RSS_ITEMS:-$d_rss_items}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
@@ -81,7 +87,9 @@ environment (defaults in brackets; QUICK=1 changes the starred ones):
   ROUNDS* [3] rounds per part            DURATION* [10] seconds per run
   CONNS [50]  KEYS [100000]  VALUE_SIZE [32]  GET_RATIO [0.9]
   SET_VALUE_SIZE [512] value bytes of the SET-only runs
-  TP_MEM [1024] -m of the throughput servers
+  TP_MEM [1024] -m of the throughput servers (the file of cache and
+         capacity)            TP_DRAM [64] -m of cache and capacity
+  BIG_KEYS [2000000] BIG_VALUE_SIZE [200] the larger-than-DRAM key set
   RSS_ITEMS* ["1000000 10000000"] item counts of the DRAM-per-item part
   SERVER_CPU [1]  LOAD_CPU [0]           PARTS [restart,throughput,rss]
   RESTART_CPUS [SERVER_CPU] cpus of the servers in the restart part
@@ -422,7 +430,8 @@ restart() {
 
 # ---- part 2: throughput -------------------------------------------------
 
-TP_NAMES=(memcached-pm/dram memcached-pm/pmem memcached/-e memcached)
+TP_NAMES=(memcached-pm/dram memcached-pm/pmem memcached-pm/cache
+          memcached-pm/capacity memcached/-e memcached)
 declare -A T_PID T_PORT
 
 # tp_run KIND LOADARGS...: one pass over the four servers per round.
@@ -430,10 +439,10 @@ tp_run() {
     local kind=$1 round i name port pid f ops p99 err reqs c0 c1 cpr
     local fl0 fl1 sets0 sets1 extra
     shift
-    printf '%-18s %5s %12s %10s %12s %8s %s\n' server round ops/s p99_us \
+    printf '%-21s %5s %12s %10s %12s %8s %s\n' server round ops/s p99_us \
         cpu_ns/req errors flush/set
     for round in $(seq "$ROUNDS"); do
-        for i in 0 1 2 3; do
+        for i in "${!TP_NAMES[@]}"; do
             name=${TP_NAMES[$i]}
             port=${T_PORT[$name]}
             pid=${T_PID[$name]}
@@ -458,7 +467,7 @@ tp_run() {
             echo "$ops" >>"$TMP/tp-$kind-ops-$i"
             echo "$p99" >>"$TMP/tp-$kind-p99-$i"
             echo "$cpr" >>"$TMP/tp-$kind-cpu-$i"
-            printf '%-18s %5d %12.0f %10.1f %12d %8d %s\n' "$name" \
+            printf '%-21s %5d %12.0f %10.1f %12d %8d %s\n' "$name" \
                 "$round" "$ops" "$p99" "$cpr" "$err" "$extra"
         done
     done
@@ -467,9 +476,9 @@ tp_run() {
 
 tp_summary() {
     local kind=$1 i ops p99 cpu base_ops base_cpu
-    printf '%-18s %12s %10s %12s   %s\n' median ops/s p99_us cpu_ns/req \
+    printf '%-21s %12s %10s %12s   %s\n' median ops/s p99_us cpu_ns/req \
         "ratio to memcached-pm/dram (ops/s, cpu/req)"
-    for i in 0 1 2 3; do
+    for i in "${!TP_NAMES[@]}"; do
         ops=$(median <"$TMP/tp-$kind-ops-$i")
         p99=$(median <"$TMP/tp-$kind-p99-$i")
         cpu=$(median <"$TMP/tp-$kind-cpu-$i")
@@ -478,25 +487,29 @@ tp_summary() {
             base_cpu=$cpu
         fi
         echo "$ops $cpu" >"$TMP/tp-$kind-med-$i"
-        printf '%-18s %12.0f %10.1f %12.0f   %s\n' "${TP_NAMES[$i]}" \
+        printf '%-21s %12.0f %10.1f %12.0f   %s\n' "${TP_NAMES[$i]}" \
             "$ops" "$p99" "$cpu" "$(awk -v a="$ops" -v b="$base_ops" \
             -v c="$cpu" -v d="$base_cpu" \
             'BEGIN { printf "%.3f %.3f", a / b, c / d }')"
     done
 }
 
-# What durability costs here: memcached-pm pmem against dram, per load.
+# What each durable policy costs here against dram, per load.
 tp_cost() {
-    local kind dram_ops dram_cpu pm_ops pm_cpu
-    for kind in mix set; do
+    local kind i dram_ops dram_cpu pm_ops pm_cpu
+    for kind in mix set big; do
         read -r dram_ops dram_cpu <"$TMP/tp-$kind-med-0"
-        read -r pm_ops pm_cpu <"$TMP/tp-$kind-med-1"
-        awk -v k="$kind" -v a="$dram_ops" -v b="$pm_ops" -v c="$dram_cpu" \
-            -v d="$pm_cpu" 'BEGIN {
-            printf "durability cost, %s: memcached-pm pmem at %.0f%% of" \
-                   " dram ops/s, %+.0f ns (%+.0f%%) server CPU per" \
-                   " request\n", (k == "mix" ? "GET/SET" : "SET only"),
-                   100 * b / a, d - c, 100 * (d - c) / c }'
+        for i in 1 2 3; do
+            read -r pm_ops pm_cpu <"$TMP/tp-$kind-med-$i"
+            awk -v k="$kind" -v a="$dram_ops" -v b="$pm_ops" \
+                -v c="$dram_cpu" -v d="$pm_cpu" -v n="${TP_NAMES[$i]}" \
+                'BEGIN {
+                printf "cost, %s: %s at %.0f%% of dram ops/s, %+.0f ns" \
+                       " (%+.0f%%) server CPU per request\n",
+                       (k == "mix" ? "GET/SET" : k == "set" ? "SET only" :
+                        "GET/SET zipf > DRAM"), n, 100 * b / a, d - c,
+                       100 * (d - c) / c }'
+        done
     done
     cat <<'EOF'
 On this machine the memory file is on tmpfs, which is not DAX: libpmem
@@ -511,11 +524,26 @@ SIGUSR1 stop): it keeps items across a graceful restart only.
 EOF
 }
 
+# tp_tiers: where the two-tier servers' items are after a load.
+tp_tiers() {
+    local name port
+    for name in memcached-pm/cache memcached-pm/capacity; do
+        port=${T_PORT[$name]}
+        printf '%-21s' "$name"
+        for f in dram:curr_items pmem:curr_items dram:hits pmem:hits \
+                 dram:promotions pmem:demotions; do
+            printf ' %s %s' "$f" "$(stat "$port" "$f" tiers)"
+        done
+        printf ' evictions %s\n' "$(stat "$port" evictions)"
+    done
+}
+
 throughput() {
     local name port extra
-    need_shm $((2 * TP_MEM + 256))
-    echo "== throughput: four servers, -t $THREADS -m $TP_MEM," \
-         "memory files on $SHM_DIR, ${DURATION}s x $ROUNDS per server"
+    need_shm $((4 * TP_MEM + 256))
+    echo "== throughput: six servers, -t $THREADS -m $TP_MEM (cache and" \
+         "capacity: -m $TP_DRAM over a $TP_MEM MB file), memory files on" \
+         "$SHM_DIR, ${DURATION}s x $ROUNDS per server"
     for name in "${TP_NAMES[@]}"; do
         port=$(free_port)
         T_PORT[$name]=$port
@@ -526,6 +554,9 @@ throughput() {
         memcached-pm/pmem)
             start_server "$MCPM_BIN" "$port" -m "$TP_MEM" \
                 -e "$SHM/tp-pm" -o tier_policy=pmem ;;
+        memcached-pm/cache|memcached-pm/capacity)
+            start_server "$MCPM_BIN" "$port" -m "$TP_DRAM" -o \
+                "memory_file=$SHM/tp-${name#*/},memory_file_size=$TP_MEM,tier_policy=${name#*/}" ;;
         memcached/-e)
             start_server "$MC_BIN" "$port" -m "$TP_MEM" -e "$SHM/tp-mc" ;;
         memcached)
@@ -543,6 +574,18 @@ throughput() {
     tp_run set --conns "$CONNS" --keys "$KEYS" --key-prefix set: \
         --value-size "$SET_VALUE_SIZE" --get-ratio 0 \
         --duration "$DURATION" --requests 0 --json
+    tp_tiers
+    for name in "${TP_NAMES[@]}"; do
+        preload "${T_PORT[$name]}" "$BIG_KEYS" big: "$BIG_VALUE_SIZE" \
+            >/dev/null
+    done
+    echo "-- GET/SET $GET_RATIO, ${BIG_VALUE_SIZE}-byte values, $CONNS" \
+         "conns, $BIG_KEYS preloaded keys zipf 0.99 (about" \
+         "$((BIG_KEYS * (BIG_VALUE_SIZE + 80) >> 20)) MB of items)"
+    tp_run big --conns "$CONNS" --keys "$BIG_KEYS" --key-prefix big: \
+        --value-size "$BIG_VALUE_SIZE" --get-ratio "$GET_RATIO" \
+        --dist zipf --duration "$DURATION" --requests 0 --json
+    tp_tiers
     echo "flush/set: memcached-pm's pmem:flushes (stats tiers) per cmd_set"
     tp_cost
     for name in "${TP_NAMES[@]}"; do

@@ -697,8 +697,9 @@ stat_tier(struct conn *c, const char *tier, const char *name, uint64_t v)
 }
 
 /* Per tier: its memory, items, hits (reads that found the item there:
- * get, gets, gat, mg), evictions, moves between tiers and flushes to the medium; the
- * durable tier adds what recovery read back. */
+ * get, gets, gat, mg), evictions, the items it received from the other
+ * tier (promotions into DRAM, demotions into the file) and flushes to the
+ * medium. */
 static void
 stats_tiers(struct conn *c)
 {

@@ -272,24 +272,26 @@ subopt_temporary_ttl(const char *val)
            : bad_value("temporary_ttl", val);
 }
 
+static const char *const policies[] = {
+    [CACHE_TIER_DRAM] = "dram",
+    [CACHE_TIER_PMEM] = "pmem",
+    [CACHE_TIER_CACHE] = "cache",
+    [CACHE_TIER_CAPACITY] = "capacity",
+};
+#define NPOLICIES (sizeof(policies) / sizeof(policies[0]))
+
 static int
 subopt_policy(const char *val)
 {
-    if (val != NULL && strcmp(val, "dram") == 0) {
-        settings.tier_policy = "dram";
-    } else if (val != NULL && strcmp(val, "pmem") == 0) {
-        settings.tier_policy = "pmem";
-    } else if (val != NULL && (strcmp(val, "cache") == 0 ||
-                               strcmp(val, "capacity") == 0)) {
-        fprintf(stderr, "tier_policy=%s is not available yet: use dram or "
-                "pmem\n", val);
-        return -1;
-    } else {
-        fprintf(stderr, "Invalid value for tier_policy: \"%s\" (dram, "
-                "pmem, cache or capacity)\n", val ? val : "");
-        return -1;
+    for (size_t i = 0; val != NULL && i < NPOLICIES; i++) {
+        if (strcmp(val, policies[i]) == 0) {
+            settings.tier_policy = policies[i];
+            return 0;
+        }
     }
-    return 0;
+    fprintf(stderr, "Invalid value for tier_policy: \"%s\" (dram, "
+            "pmem, cache or capacity)\n", val ? val : "");
+    return -1;
 }
 
 static int
@@ -519,7 +521,10 @@ usage(void)
 "                           flushed cache lines reach the file\n"
 "   memory_file_crash_after=<n>  with memory_file_strict: a power cut\n"
 "                           (SIGKILL) at the n-th flush once serving\n"
-"   tier_policy=dram|pmem   where items live (pmem with a memory file)\n"
+"   tier_policy=<policy>    where items live: dram, pmem (the default\n"
+"                           with a memory file), cache (all in the file,\n"
+"                           items read often copied to DRAM) or capacity\n"
+"                           (new items in DRAM, its tail moved to the file)\n"
 "   memory_kind=dax:<dir>|kmem  items in volatile PMEM through memkind\n",
            MCPM_VERSION);
 }
@@ -809,23 +814,27 @@ settings_tiers(void)
     if (settings.tier_policy == NULL) {
         settings.tier_policy = settings.memory_file ? "pmem" : "dram";
     }
-    pmem = strcmp(settings.tier_policy, "pmem") == 0;
+    for (size_t i = 0; i < NPOLICIES; i++) {
+        if (strcmp(settings.tier_policy, policies[i]) == 0) {
+            c->tier_policy = (enum cache_tier_policy)i;
+        }
+    }
+    pmem = c->tier_policy != CACHE_TIER_DRAM;
     if (pmem && settings.memory_file == NULL) {
-        fprintf(stderr, "tier_policy=pmem needs a memory file: -e <file> "
-                "or -o memory_file=<file>\n");
+        fprintf(stderr, "tier_policy=%s needs a memory file: -e <file> "
+                "or -o memory_file=<file>\n", settings.tier_policy);
         return -1;
     }
     if (!pmem && settings.memory_file != NULL) {
         fprintf(stderr, "tier_policy=dram keeps no items in the memory file "
-                "%s: drop the file or use tier_policy=pmem\n",
-                settings.memory_file);
+                "%s: drop the file or use tier_policy=pmem, cache or "
+                "capacity\n", settings.memory_file);
         return -1;
     }
     if (c->pmem_crash_after != 0 && !c->pmem_strict) {
         fprintf(stderr, "memory_file_crash_after needs memory_file_strict\n");
         return -1;
     }
-    c->tier_policy = pmem ? CACHE_TIER_PMEM : CACHE_TIER_DRAM;
     c->memory_file = settings.memory_file;
     if (pmem) {
         size_t items = settings.memory_file_mb ?

@@ -192,23 +192,29 @@ dram_tier_open(const struct cache_options *opts)
     return t;
 }
 
-/* Slabs on the tier the policy names; the tier belongs to slabs once this
- * succeeds.  1 when the memory file holds items to recover. */
+/* Slabs on the tiers the policy names (DRAM, the memory file, or both);
+ * the tiers belong to slabs once this succeeds.  1 when the memory file
+ * holds items to recover. */
 static int
 memory_init(struct cache_options *opts)
 {
-    bool pmem = opts->tier_policy == CACHE_TIER_PMEM;
-    struct tier *t = pmem ? pmem_tier_open(opts) : dram_tier_open(opts);
+    enum cache_tier_policy pol = opts->tier_policy;
+    struct tier *dram = NULL, *pmem = NULL;
     int old = 0;
 
-    if (t == NULL) {
+    if (pol != CACHE_TIER_PMEM && (dram = dram_tier_open(opts)) == NULL) {
         return -1;
     }
-    if (slabs_init(opts, t) != 0) {
-        tier_destroy(&t);
+    if (pol != CACHE_TIER_DRAM && (pmem = pmem_tier_open(opts)) == NULL) {
+        tier_destroy(&dram);
         return -1;
     }
-    if (pmem && (old = pmem_superblock(opts, t)) < 0) {
+    if (slabs_init(opts, dram, pmem) != 0) {
+        tier_destroy(&dram);
+        tier_destroy(&pmem);
+        return -1;
+    }
+    if (pmem != NULL && (old = pmem_superblock(opts, pmem)) < 0) {
         slabs_destroy();
         return -1;
     }
@@ -240,7 +246,7 @@ pmem_recover(struct cache_options *opts)
         p.flush_time = rel < 1 ? 1 : (rel_time_t)rel;
         lru_set_flush(p.flush_time);
     }
-    if (recover_run(slabs_tier(), &p, &ca.recovery) != 0) {
+    if (recover_run(slabs_tier(TIER_PMEM), &p, &ca.recovery) != 0) {
         return -1;
     }
     if (opts->verbose > 0) {
@@ -261,7 +267,8 @@ static void
 pmem_serve(void)
 {
     if (ca.opts->pmem_crash_after != 0) {
-        tier_pmem_crash_after(slabs_tier(), ca.opts->pmem_crash_after);
+        tier_pmem_crash_after(slabs_tier(TIER_PMEM),
+                              ca.opts->pmem_crash_after);
     }
     persist_set_sblock(&ca.sb);
     if (ca.sb.cas_hwm > ca.cas_id) {
@@ -373,7 +380,7 @@ cache_tick(void)
         uint64_t n = 0;
 
         for (unsigned id = 1; id <= slabs_largest(); id++) {
-            n += lru_class_items(id);
+            n += lru_items_in_class(id);
         }
         assoc_maybe_expand(n);
     }
@@ -403,14 +410,26 @@ find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
     return it;
 }
 
+/* The item in the memory file whose state a change to `it` must reach
+ * before the reply: it, or the original a DRAM copy stands for; NULL for
+ * an item in DRAM only. */
+static struct item *
+file_item(struct item *it)
+{
+    return it->tier == TIER_PMEM ? it : item_original(it);
+}
+
 /* A new TTL for a live item: one aligned 4-byte store, durable before the
  * reply when the item is in the memory file (exptime is outside the CRC). */
 static void
 set_exptime(struct item *it, rel_time_t exptime)
 {
+    struct item *f = file_item(it);
+
     __atomic_store_n(&it->exptime, exptime, __ATOMIC_RELAXED);
-    if (it->tier == TIER_PMEM) {
-        persist_exptime(it);
+    if (f != NULL) {
+        __atomic_store_n(&f->exptime, exptime, __ATOMIC_RELAXED);
+        persist_exptime(f);
     }
 }
 
@@ -447,7 +466,7 @@ cache_get(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
     locks_lock(hv);
     it = fetch_live(key, nkey, hv, st);
     if (it != NULL) {
-        lru_bump(it);
+        it = lru_bump(it, hv);
     }
     locks_unlock(hv);
     return it;
@@ -463,7 +482,7 @@ cache_touch(const char *key, size_t nkey, uint32_t hv, rel_time_t exptime,
     it = fetch_live(key, nkey, hv, st);
     if (it != NULL) {
         set_exptime(it, exptime);
-        lru_bump(it);
+        it = lru_bump(it, hv);
     }
     locks_unlock(hv);
     return it;
@@ -574,9 +593,9 @@ mget_record(const struct item *it, struct cache_mget *a)
 }
 
 /* Touch, hand out the win token, bump: in memcached's order, after the
- * "before" state was recorded. */
-static void
-mget_apply(struct item *it, struct cache_mget *a)
+ * "before" state was recorded.  Returns the item to serve (lru_bump()). */
+static struct item *
+mget_apply(struct item *it, uint32_t hv, struct cache_mget *a)
 {
     if (a->touch) {
         set_exptime(it, a->exptime);
@@ -593,14 +612,15 @@ mget_apply(struct item *it, struct cache_mget *a)
     }
     if (a->win) {
         /* Durable, so a restart does not hand out a second token. */
+        struct item *f = file_item(it);
+
         item_flags_set(it, ITEM_TOKEN_SENT);
-        if (it->tier == TIER_PMEM) {
-            persist_flags(it);
+        if (f != NULL) {
+            item_flags_set(f, ITEM_TOKEN_SENT);
+            persist_flags(f);
         }
     }
-    if (!a->no_bump) {
-        lru_bump(it);
-    }
+    return a->no_bump ? it : lru_bump(it, hv);
 }
 
 /* N on a miss: an empty item, linked; the allocation's reference becomes
@@ -640,7 +660,7 @@ cache_mget(const char *key, size_t nkey, uint32_t hv, struct cache_mget *a,
     if (it != NULL) {
         mget_record(it, a);
         if (!a->peek) {
-            mget_apply(it, a);
+            it = mget_apply(it, hv, a);
         }
     }
     locks_unlock(hv);
@@ -882,7 +902,7 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
     } else {
         a->clsid = item_clsid(it);
         st = CACHE_DELETED;
-        if (a->invalidate && it->tier == TIER_PMEM) {
+        if (a->invalidate && file_item(it) != NULL) {
             st = mdelete_stale_copy(it, a, hv);
         } else if (a->invalidate) {
             mdelete_stale(it, a);
@@ -990,8 +1010,9 @@ number_item(const struct item *it, const char *num, size_t len, size_t vlen)
 
 /* Write the new number: in place (padded with spaces) when it fits and
  * nobody else holds the item, else as a new item.  In the memory file it
- * is never changed in place (a torn number would be live): a copy padded
- * as the in-place write would be replaces it, so replies stay the same. */
+ * is never changed in place (a torn number would be live), nor in a DRAM
+ * copy of an item there: a new item padded as the in-place write would
+ * be replaces it, so replies stay the same. */
 static enum cache_status
 write_number(struct item *it, uint64_t v, uint32_t hv, struct cache_mdelta *a)
 {
@@ -1001,7 +1022,7 @@ write_number(struct item *it, uint64_t v, uint32_t hv, struct cache_mdelta *a)
                 __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 2;
     struct item *n;
 
-    if (fits && it->tier != TIER_PMEM) {
+    if (fits && file_item(it) == NULL) {
         memset(item_value(it) + len, ' ', it->nbytes - 2 - (size_t)len);
         memcpy(item_value(it), num, (size_t)len);
         item_set_cas(it, cas_for(0));
@@ -1240,16 +1261,54 @@ cache_nclasses(void)
     return slabs_largest();
 }
 
+/* With two tiers, "stats slabs" and "stats items" show each class as the
+ * sum of its two tier classes (ages: the older tail). */
 bool
 cache_slab_stats(unsigned id, struct cache_slab_stats *out)
 {
-    return slabs_class_stats(id, out);
+    struct cache_slab_stats p;
+    bool any = slabs_class_stats(SLABS_TC(TIER_DRAM, id), out);
+
+    if (slabs_class_stats(SLABS_TC(TIER_PMEM, id), &p)) {
+        out->chunk_size = p.chunk_size;
+        out->chunks_per_page = p.chunks_per_page;
+        out->total_pages += p.total_pages;
+        out->total_chunks += p.total_chunks;
+        out->used_chunks += p.used_chunks;
+        out->free_chunks += p.free_chunks;
+        out->free_chunks_end += p.free_chunks_end;
+        any = true;
+    }
+    return any;
+}
+
+static uint64_t
+max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
 }
 
 bool
 cache_item_stats(unsigned id, struct cache_item_stats *out)
 {
-    return lru_item_stats(id, out);
+    struct cache_item_stats d, p;
+    bool in_dram = lru_item_stats(SLABS_TC(TIER_DRAM, id), &d);
+    bool in_pmem = lru_item_stats(SLABS_TC(TIER_PMEM, id), &p);
+    uint64_t *o = (uint64_t *)out;
+    const uint64_t *dq = (const uint64_t *)&d, *pq = (const uint64_t *)&p;
+
+    if (!in_dram || !in_pmem) {
+        *out = in_dram ? d : p;
+        return in_dram || in_pmem;
+    }
+    for (size_t i = 0; i < sizeof(*out) / sizeof(*o); i++) {
+        o[i] = dq[i] + pq[i];
+    }
+    out->age_hot = max_u64(d.age_hot, p.age_hot);
+    out->age_warm = max_u64(d.age_warm, p.age_warm);
+    out->age = max_u64(d.age, p.age);
+    out->evicted_time = max_u64(d.evicted_time, p.evicted_time);
+    return true;
 }
 
 bool
@@ -1259,31 +1318,36 @@ cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
     return lru_sizes(emit, ctx);
 }
 
-/* One tier holds every item for now, so the totals are its figures;
- * nothing is promoted or demoted between tiers. */
 unsigned
 cache_tier_stats(struct cache_tier_stats *out, unsigned max)
 {
-    struct tier *t = slabs_tier();
-    struct cache_stats s;
+    unsigned n = 0;
 
-    if (max == 0 || t == NULL) {
-        return 0;
+    for (unsigned id = TIER_DRAM; id <= TIER_PMEM && n < max; id++) {
+        struct tier *t = slabs_tier(id);
+        struct cache_tier_stats *o = &out[n];
+        struct cache_stats s;
+
+        if (t == NULL) {
+            continue;
+        }
+        memset(&s, 0, sizeof(s));
+        lru_tier_totals(id, &s);
+        memset(o, 0, sizeof(*o));
+        o->name = t->ops->name;
+        o->durable = id == TIER_PMEM;
+        o->real_pmem = id == TIER_PMEM && tier_pmem_is_pmem(t);
+        slabs_tier_usage(id, &o->limit, &o->bytes);
+        o->items = s.curr_items;
+        o->item_bytes = s.bytes;
+        o->evictions = s.evictions;
+        lru_tier_moves(id, &o->promotions, &o->demotions);
+        if (id == TIER_PMEM) {
+            tier_pmem_flush_stats(t, &o->flushes, &o->flush_bytes);
+        }
+        n++;
     }
-    cache_stats(&s);
-    memset(out, 0, sizeof(*out));
-    out->name = t->ops->name;
-    out->durable = t->id == TIER_PMEM;
-    out->real_pmem = t->id == TIER_PMEM && tier_pmem_is_pmem(t);
-    out->limit = s.limit_maxbytes;
-    out->bytes = s.total_malloced;
-    out->items = s.curr_items;
-    out->item_bytes = s.bytes;
-    out->evictions = s.evictions;
-    if (t->id == TIER_PMEM) {
-        tier_pmem_flush_stats(t, &out->flushes, &out->flush_bytes);
-    }
-    return 1;
+    return n;
 }
 
 bool

@@ -34,7 +34,11 @@
 /* Where items live (-o tier_policy). */
 enum cache_tier_policy {
     CACHE_TIER_DRAM,                /* DRAM only */
-    CACHE_TIER_PMEM                 /* every item in the memory file */
+    CACHE_TIER_PMEM,                /* every item in the memory file */
+    CACHE_TIER_CACHE,               /* every item in the file, items read
+                                       often copied into DRAM */
+    CACHE_TIER_CAPACITY             /* new items in DRAM, its COLD tail
+                                       demoted into the file */
 };
 
 struct cache_options {

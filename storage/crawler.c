@@ -10,6 +10,7 @@
 #include "storage/item.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
+#include "storage/tier.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -74,9 +75,14 @@ crawl_class(unsigned id, uint64_t *checked)
 {
     bool ttl = false;
 
-    for (unsigned l = ITEM_LRU_HOT; l <= ITEM_LRU_TEMP && !should_stop();
-         l++) {
-        ttl |= crawl_list(id, (enum item_lru)l, checked);
+    for (unsigned t = TIER_DRAM; t <= TIER_PMEM; t++) {
+        if (slabs_tier(t) == NULL) {
+            continue;
+        }
+        for (unsigned l = ITEM_LRU_HOT;
+             l <= ITEM_LRU_TEMP && !should_stop(); l++) {
+            ttl |= crawl_list(SLABS_TC(t, id), (enum item_lru)l, checked);
+        }
     }
     /* Schedule the next automatic crawl of this class. */
     if (ttl) {
@@ -112,7 +118,7 @@ auto_due(bool want[CACHE_MAX_CLASSES])
         if (cr.interval[id] == 0) {
             cr.interval[id] = AUTO_MIN_S;
         }
-        if (now >= cr.next_auto[id] && lru_class_items(id) > 0) {
+        if (now >= cr.next_auto[id] && lru_items_in_class(id) > 0) {
             want[id] = true;
             any = true;
         }
@@ -229,7 +235,7 @@ crawler_request(const bool classes[CACHE_MAX_CLASSES])
         st = CACHE_BUSY;
     } else {
         for (unsigned id = 1; id < CACHE_MAX_CLASSES; id++) {
-            cr.want[id] = classes[id] && lru_class_items(id) > 0;
+            cr.want[id] = classes[id] && lru_items_in_class(id) > 0;
             st = cr.want[id] ? CACHE_OK : st;
         }
         cr.pending = st == CACHE_OK;

@@ -30,6 +30,8 @@ _Static_assert(offsetof(struct item, flags) ==
                offsetof(struct item_chunk, flags), "flags offset");
 _Static_assert(offsetof(struct item, clsid) ==
                offsetof(struct item_chunk, clsid), "clsid offset");
+_Static_assert(offsetof(struct item, tier) ==
+               offsetof(struct item_chunk, tier), "tier offset");
 
 static size_t
 cas_len(const struct item *it)
@@ -296,14 +298,42 @@ free_chunks(struct item_chunk *ch)
     while (ch != NULL) {
         struct item_chunk *next = ch->next;
 
-        slabs_free(ch, sizeof(*ch) + ch->used, ch->clsid);
+        slabs_free(ch, sizeof(*ch) + ch->used,
+                   SLABS_TC(ch->tier, ch->clsid));
         ch = next;
     }
+}
+
+size_t
+item_alloc_size(const struct item *it)
+{
+    return item_ntotal(it) +
+           ((item_flags(it) & ITEM_COPY) ? sizeof(struct item *) : 0);
+}
+
+struct item *
+item_original(const struct item *it)
+{
+    struct item *orig = NULL;
+
+    if (item_flags(it) & ITEM_COPY) {
+        memcpy(&orig, (const char *)it + item_ntotal(it), sizeof(orig));
+    }
+    return orig;
+}
+
+void
+item_set_original(struct item *it, struct item *orig)
+{
+    assert(item_flags(it) & ITEM_COPY);
+    memcpy((char *)it + item_ntotal(it), &orig, sizeof(orig));
 }
 
 void
 item_free(struct item *it)
 {
+    struct item *orig = item_original(it);
+
     assert(!(item_flags(it) & ITEM_LINKED));
     if (item_flags(it) & ITEM_CHUNKED) {
         struct item_chunk *ch = item_first_chunk(it);
@@ -311,10 +341,14 @@ item_free(struct item *it)
         size_t hsize = item_header_size(it);
 
         free_chunks(ch);
-        slabs_free(it, hsize, hid);
+        slabs_free(it, hsize, SLABS_TC(it->tier, hid));
         return;
     }
-    slabs_free(it, item_ntotal(it), it->clsid & ITEM_CLSID_MASK);
+    slabs_free(it, item_alloc_size(it),
+               SLABS_TC(it->tier, it->clsid & ITEM_CLSID_MASK));
+    if (orig != NULL) {
+        item_release(orig);
+    }
 }
 
 /* ---- allocation -------------------------------------------------------- */
@@ -340,17 +374,17 @@ fill_header(struct item *it, const char *key, size_t nkey,
     }
 }
 
-/* One chunk for up to `want` value bytes: a full chunk of the largest
- * class, or the smallest class that holds the rest. */
+/* One chunk in tier t for up to `want` value bytes: a full chunk of the
+ * largest class, or the smallest class that holds the rest. */
 static struct item_chunk *
-chunk_alloc(size_t want)
+chunk_alloc(unsigned t, size_t want)
 {
     size_t cap = slabs_chunk_max() - sizeof(struct item_chunk);
     unsigned id = want >= cap ? slabs_largest()
                               : slabs_clsid(want + sizeof(struct item_chunk));
     size_t used = want < cap ? want : cap;
-    struct item_chunk *ch = lru_alloc(sizeof(*ch) + used, id,
-                                      slabs_largest());
+    struct item_chunk *ch = lru_alloc(sizeof(*ch) + used, SLABS_TC(t, id),
+                                      SLABS_TC(t, slabs_largest()));
 
     if (ch == NULL) {
         return NULL;
@@ -371,7 +405,7 @@ chain_alloc(struct item *head, size_t total)
     struct item_chunk *first = NULL, *last = NULL;
 
     while (total > 0) {
-        struct item_chunk *ch = chunk_alloc(total);
+        struct item_chunk *ch = chunk_alloc(head->tier, total);
 
         if (ch == NULL) {
             free_chunks(first);
@@ -391,13 +425,15 @@ chain_alloc(struct item *head, size_t total)
 }
 
 static struct item *
-alloc_chunked(const char *key, size_t nkey, uint32_t client_flags,
-              rel_time_t exptime, uint32_t vlen, bool use_cas)
+alloc_chunked(unsigned t, const char *key, size_t nkey,
+              uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
+              bool use_cas)
 {
     size_t htotal = item_size(nkey, client_flags, 0, use_cas) - 2 +
                     sizeof(struct item_chunk *);
     unsigned hid = slabs_clsid(htotal);
-    struct item *it = hid != 0 ? lru_alloc(htotal, hid, hid) : NULL;
+    struct item *it = hid != 0 ? lru_alloc(htotal, SLABS_TC(t, hid),
+                                           SLABS_TC(t, hid)) : NULL;
     struct item_chunk *ch;
 
     if (it == NULL) {
@@ -407,7 +443,7 @@ alloc_chunked(const char *key, size_t nkey, uint32_t client_flags,
     item_flags_set(it, ITEM_CHUNKED);
     ch = chain_alloc(it, (size_t)vlen + 2);
     if (ch == NULL) {
-        slabs_free(it, htotal, hid);
+        slabs_free(it, htotal, SLABS_TC(t, hid));
         return NULL;
     }
     ch->orig_clsid = (uint8_t)hid;
@@ -417,23 +453,33 @@ alloc_chunked(const char *key, size_t nkey, uint32_t client_flags,
 }
 
 struct item *
-item_alloc(const char *key, size_t nkey, uint32_t client_flags,
-           rel_time_t exptime, uint32_t vlen, bool use_cas)
+item_alloc_in(unsigned t, const char *key, size_t nkey,
+              uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
+              bool use_cas)
 {
     size_t ntotal = item_size(nkey, client_flags, vlen, use_cas);
     struct item *it;
     unsigned id;
 
     if (ntotal > slabs_chunk_max()) {
-        return alloc_chunked(key, nkey, client_flags, exptime, vlen,
+        return alloc_chunked(t, key, nkey, client_flags, exptime, vlen,
                              use_cas);
     }
     id = slabs_clsid(ntotal);
-    it = id != 0 ? lru_alloc(ntotal, id, id) : NULL;
+    it = id != 0 ? lru_alloc(ntotal, SLABS_TC(t, id), SLABS_TC(t, id))
+                 : NULL;
     if (it == NULL) {
         return NULL;
     }
     fill_header(it, key, nkey, client_flags, exptime, vlen, use_cas);
     it->clsid = (uint8_t)id;
     return it;
+}
+
+struct item *
+item_alloc(const char *key, size_t nkey, uint32_t client_flags,
+           rel_time_t exptime, uint32_t vlen, bool use_cas)
+{
+    return item_alloc_in(slabs_home_tier(), key, nkey, client_flags, exptime,
+                         vlen, use_cas);
 }

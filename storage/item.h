@@ -83,6 +83,12 @@ size_t item_value_copy(const struct item *it, char *buf, size_t len);
  *   data[]       [cas, 8 bytes if ITEM_CAS] key NUL
  *                [client flags, 4 bytes if ITEM_CFLAGS] value "\r\n"
  *                (chunked: the value area holds the first chunk pointer)
+ *                [ITEM_COPY: the original's address, 8 bytes]
+ *
+ * A copy (tier_policy cache) is an unchunked DRAM item standing in the
+ * hash table for an original that stays committed in the memory file but
+ * is on no list.  The copy holds a reference to the original through the
+ * trailer; the trailer is NULL once that reference was handed back.
  */
 #define ITEM_LINKED    0x0001
 #define ITEM_CAS       0x0002
@@ -93,6 +99,7 @@ size_t item_value_copy(const struct item *it, char *buf, size_t len);
 #define ITEM_CHUNK     0x0040
 #define ITEM_CFLAGS    0x0100
 #define ITEM_TOKEN_SENT 0x0200  /* mg handed out a win token (W) */
+#define ITEM_COPY      0x0400  /* a DRAM copy of an item in the file */
 #define ITEM_STALE     0x0800  /* md I or ms I: a newer value exists */
 #define ITEM_KEY_BINARY 0x1000  /* the key came base64-encoded (meta b) */
 
@@ -198,14 +205,30 @@ size_t item_size(size_t nkey, uint32_t client_flags, uint32_t vlen,
 struct item *item_alloc(const char *key, size_t nkey, uint32_t client_flags,
                         rel_time_t exptime, uint32_t vlen, bool use_cas);
 
+/* item_alloc() in the policy's home tier (slabs_home_tier()); _in in tier
+ * t, for moves between tiers. */
+struct item *item_alloc_in(unsigned t, const char *key, size_t nkey,
+                           uint32_t client_flags, rel_time_t exptime,
+                           uint32_t vlen, bool use_cas);
+
 /* References: atomic; item_release() frees the memory at zero.  Any thread,
  * no lock needed. */
 uint16_t item_ref_incr(struct item *it);
 uint16_t item_ref_decr(struct item *it);
 void     item_release(struct item *it);
 
-/* Free the item's memory now (chunks, then the header). */
+/* Free the item's memory now (chunks, then the header; a copy lets go
+ * of its original). */
 void     item_free(struct item *it);
+
+/* Bytes the item's chunk was allocated for: item_ntotal() plus a copy's
+ * trailer. */
+size_t   item_alloc_size(const struct item *it);
+
+/* A copy's original (NULL when not a copy or handed back), and setting
+ * it.  Item lock held. */
+struct item *item_original(const struct item *it);
+void     item_set_original(struct item *it, struct item *orig);
 
 void     item_set_cas(struct item *it, uint64_t cas);
 

@@ -53,16 +53,20 @@ struct lru_counters {
     uint64_t moves_within_lru, direct_reclaims;
 };
 
-enum pull_mode { PULL_MAINT, PULL_EVICT, PULL_FORCE_COLD, PULL_RECLAIM };
+enum pull_mode {
+    PULL_MAINT, PULL_EVICT, PULL_FORCE_COLD, PULL_RECLAIM, PULL_DEMOTE
+};
 
 static struct {
     const struct cache_options *opts;
-    struct lru_list     lists[CACHE_MAX_CLASSES][NLRU];
-    struct lru_counters ctr[CACHE_MAX_CLASSES];
+    struct lru_list     lists[SLABS_TC_MAX][NLRU];     /* by tier class */
+    struct lru_counters ctr[SLABS_TC_MAX];
     rel_time_t          flush_time;
     uint64_t           *histo;      /* track_sizes: 32-byte buckets */
     size_t              nhisto;
     uint64_t            juggles;
+    uint64_t            promotions;     /* items moved up into DRAM */
+    uint64_t            demotions;      /* items moved down into the file */
     pthread_t           thread;
     bool                running;
     bool                stop;
@@ -73,12 +77,23 @@ static struct {
 #define COUNT(id, field, n) \
     __atomic_add_fetch(&lru.ctr[(id)].field, (n), __ATOMIC_RELAXED)
 
+/* The tier class whose lists hold the item. */
+static unsigned
+tc_of(const struct item *it)
+{
+    return SLABS_TC(it->tier, it->clsid & ITEM_CLSID_MASK);
+}
+
 static struct lru_list *
 list_of(const struct item *it)
 {
-    return &lru.lists[it->clsid & ITEM_CLSID_MASK][it->clsid >>
-                                                   ITEM_LRU_SHIFT];
+    return &lru.lists[tc_of(it)][it->clsid >> ITEM_LRU_SHIFT];
 }
+
+static struct item *move_to_tier(struct item *it, uint32_t hv, unsigned t,
+                                 unsigned which);
+static struct item *cache_copy(struct item *it, uint32_t hv);
+static void uncache(struct item *c, uint32_t hv);
 
 static bool
 is_cursor(const struct item *it)
@@ -97,7 +112,7 @@ lru_init(const struct cache_options *opts)
 {
     memset(&lru, 0, sizeof(lru));
     lru.opts = opts;
-    for (unsigned i = 0; i < CACHE_MAX_CLASSES; i++) {
+    for (unsigned i = 0; i < SLABS_TC_MAX; i++) {
         for (unsigned l = 0; l < NLRU; l++) {
             pthread_mutex_init(&lru.lists[i][l].lock, NULL);
         }
@@ -118,7 +133,7 @@ void
 lru_destroy(void)
 {
     lru_maintainer_stop();
-    for (unsigned i = 0; i < CACHE_MAX_CLASSES; i++) {
+    for (unsigned i = 0; i < SLABS_TC_MAX; i++) {
         for (unsigned l = 0; l < NLRU; l++) {
             pthread_mutex_destroy(&lru.lists[i][l].lock);
         }
@@ -246,13 +261,25 @@ lru_link_recovered(struct item *it)
     histo_add(it, 1);
 }
 
+/* An item leaving the cache dies in the file first: itself, or the
+ * original a copy stands for. */
+static void
+kill_in_file(struct item *it)
+{
+    struct item *orig = item_original(it);
+
+    if (it->tier == TIER_PMEM) {
+        persist_kill(it);
+    } else if (orig != NULL) {
+        persist_kill(orig);
+    }
+}
+
 /* Unlink with the item's list lock already held by the caller. */
 static void
 unlink_nolock(struct item *it, uint32_t hv)
 {
-    if (it->tier == TIER_PMEM) {
-        persist_kill(it);
-    }
+    kill_in_file(it);
     item_flags_clear(it, ITEM_LINKED);
     assoc_delete(item_key(it), item_nkey(it), hv);
     list_remove(list_of(it), it);
@@ -269,9 +296,7 @@ lru_unlink(struct item *it, uint32_t hv)
         return;
     }
     /* Dead in the file before it is gone from the table. */
-    if (it->tier == TIER_PMEM) {
-        persist_kill(it);
-    }
+    kill_in_file(it);
     l = list_of(it);
     pthread_mutex_lock(&l->lock);
     item_flags_clear(it, ITEM_LINKED);
@@ -336,8 +361,8 @@ bump_flat(struct item *it)
     }
 }
 
-void
-lru_bump(struct item *it)
+static void
+bump(struct item *it)
 {
     if (!lru.opts->lru_segmented) {
         bump_flat(it);
@@ -355,6 +380,44 @@ lru_bump(struct item *it)
      * a tail: HOT and WARM ones to WARM, COLD ones back to WARM. */
     item_time_store(it, clock_now());
     item_flags_set(it, ITEM_ACTIVE);
+}
+
+/* Under tier_policy capacity, an item in the file hit a second time goes
+ * back to DRAM (into the list a new item would), unless DRAM cannot make
+ * room.  The caller's reference moves to the copy. */
+static struct item *
+promote(struct item *it, uint32_t hv)
+{
+    struct item *n;
+
+    if (!(item_flags(it) & ITEM_LINKED) ||
+        (n = move_to_tier(it, hv, TIER_DRAM, first_lru(it))) == NULL) {
+        return it;
+    }
+    item_flags_set(n, ITEM_FETCHED);
+    item_time_store(n, clock_now());
+    item_release(it);
+    __atomic_add_fetch(&lru.promotions, 1, __ATOMIC_RELAXED);
+    return n;
+}
+
+struct item *
+lru_bump(struct item *it, uint32_t hv)
+{
+    bool again = (item_flags(it) & ITEM_FETCHED) != 0;
+
+    bump(it);
+    if (!again || it->tier != TIER_PMEM) {
+        return it;
+    }
+    switch (lru.opts->tier_policy) {
+    case CACHE_TIER_CAPACITY:
+        return promote(it, hv);
+    case CACHE_TIER_CACHE:
+        return cache_copy(it, hv);
+    default:
+        return it;
+    }
 }
 
 /* ---- the tail pull ---------------------------------------------------- */
@@ -447,16 +510,26 @@ rescue_active(unsigned id, struct lru_list *l, struct item *it)
     return 1;
 }
 
+/* What a tail pull does with the first live item it finds. */
+struct pull {
+    enum pull_mode mode;
+    uint64_t    total;          /* PULL_MAINT: the class's bytes */
+    rel_time_t  cold_age;       /* PULL_MAINT: age of the COLD tail */
+    int         done;           /* items reclaimed, moved or evicted */
+    struct item *victim;        /* PULL_DEMOTE: that item, its lock and a */
+    uint32_t    victim_hv;      /* reference kept for the caller */
+};
+
 /* Deal with one locked, referenced tail item; returns 1 if it moved or
  * left, 0 if the pull should stop here. */
 static int
 pull_one(unsigned id, unsigned cur, struct item *it, uint32_t hv,
-         enum pull_mode mode, uint64_t total, rel_time_t cold_age)
+         const struct pull *p)
 {
     struct lru_list *l = &lru.lists[id][cur];
     int to;
 
-    switch (mode) {
+    switch (p->mode) {
     case PULL_EVICT:
         if (cur != ITEM_LRU_COLD || !lru.opts->evict) {
             return 0;
@@ -476,7 +549,7 @@ pull_one(unsigned id, unsigned cur, struct item *it, uint32_t hv,
         if (cur != ITEM_LRU_HOT && cur != ITEM_LRU_WARM) {
             return 0;
         }
-        to = maint_target(id, cur, it, total, cold_age);
+        to = maint_target(id, cur, it, p->total, p->cold_age);
         if (to < 0) {
             return 0;
         }
@@ -498,11 +571,10 @@ reclaim(unsigned id, struct item *it, uint32_t hv)
     unlink_nolock(it, hv);
 }
 
-/* One tail item, list locked: reclaim it if dead, else apply `mode`.
- * Returns 1 when the pull should stop here. */
+/* One tail item, list locked: reclaim it if dead, else apply the pull's
+ * mode.  Returns 1 when the pull should stop here. */
 static int
-pull_item(unsigned id, unsigned cur, struct item *it, enum pull_mode mode,
-          uint64_t total, rel_time_t cold_age, int *done)
+pull_item(unsigned id, unsigned cur, struct item *it, struct pull *p)
 {
     uint32_t hv = item_hv(it);
     bool flushed;
@@ -520,10 +592,14 @@ pull_item(unsigned id, unsigned cur, struct item *it, enum pull_mode mode,
     }
     if (lru_is_dead(it, clock_now(), &flushed)) {
         reclaim(id, it, hv);
-        (*done)++;
+        p->done++;
+    } else if (p->mode == PULL_DEMOTE) {
+        p->victim = it;
+        p->victim_hv = hv;
+        return 1;
     } else {
-        if (mode != PULL_RECLAIM) {
-            *done += pull_one(id, cur, it, hv, mode, total, cold_age);
+        if (p->mode != PULL_RECLAIM) {
+            p->done += pull_one(id, cur, it, hv, p);
         }
         stop = 1;
     }
@@ -534,32 +610,79 @@ pull_item(unsigned id, unsigned cur, struct item *it, enum pull_mode mode,
 
 /*
  * Look at up to TAIL_TRIES items from the tail of list (id, cur): skip
- * busy ones, reclaim dead ones, and apply `mode` to the first live one.
+ * busy ones, reclaim dead ones, and apply the pull to the first live one.
  * Returns how many items were reclaimed, moved or evicted.
  */
 static int
-pull_tail(unsigned id, unsigned cur, enum pull_mode mode, uint64_t total,
-          rel_time_t cold_age)
+pull_tail(unsigned id, unsigned cur, struct pull *p)
 {
     struct lru_list *l = &lru.lists[id][cur];
     struct item *it, *prev;
-    int tries = TAIL_TRIES, done = 0;
+    int tries = TAIL_TRIES;
 
     pthread_mutex_lock(&l->lock);
     for (it = l->tail; it != NULL && tries > 0; it = prev, tries--) {
         prev = it->prev;
-        if (!is_cursor(it) &&
-            pull_item(id, cur, it, mode, total, cold_age, &done)) {
+        if (!is_cursor(it) && pull_item(id, cur, it, p)) {
             break;
         }
     }
     pthread_mutex_unlock(&l->lock);
-    return done;
+    return p->done;
+}
+
+static int
+pull(unsigned id, unsigned cur, enum pull_mode mode)
+{
+    struct pull p = { .mode = mode };
+
+    return pull_tail(id, cur, &p);
+}
+
+/*
+ * Make room in DRAM tier class id with two tiers: the COLD tail item
+ * moves to the memory file rather than out of the cache (capacity), or,
+ * being a copy, gives its place back to its original in the file (cache).
+ * If the file has no room for it either, it is evicted (unless -M).  Both
+ * count as demotions.
+ */
+static int
+pull_demote(unsigned id)
+{
+    struct pull p = { .mode = PULL_DEMOTE };
+    struct item *it, *n;
+
+    pull_tail(id, ITEM_LRU_COLD, &p);
+    if ((it = p.victim) == NULL) {
+        return p.done;
+    }
+    /* Item lock and reference held, no list lock: moving it may evict in
+     * the file, whose list locks rank after DRAM's anyway. */
+    if (item_original(it) != NULL) {
+        uncache(it, p.victim_hv);
+        __atomic_add_fetch(&lru.demotions, 1, __ATOMIC_RELAXED);
+        p.done++;
+    } else if ((n = move_to_tier(it, p.victim_hv, TIER_PMEM,
+                                 ITEM_LRU_COLD)) != NULL) {
+        item_release(n);
+        __atomic_add_fetch(&lru.demotions, 1, __ATOMIC_RELAXED);
+        p.done++;
+    } else if (lru.opts->evict && (item_flags(it) & ITEM_LINKED)) {
+        count_eviction(id, it, clock_now());
+        lru_unlink(it, p.victim_hv);
+        slabs_note_eviction(id);
+        p.done++;
+    }
+    locks_unlock(p.victim_hv);
+    item_release(it);
+    return p.done;
 }
 
 void *
 lru_alloc(size_t size, unsigned id, unsigned lru_id)
 {
+    bool demote = SLABS_TC_TIER(lru_id) == TIER_DRAM &&
+                  slabs_tier(TIER_PMEM) != NULL;
     void *mem = NULL;
 
     for (int i = 0; i < ALLOC_TRIES; i++) {
@@ -570,9 +693,10 @@ lru_alloc(size_t size, unsigned id, unsigned lru_id)
             return mem;
         }
         COUNT(lru_id, direct_reclaims, 1);
-        n = pull_tail(lru_id, ITEM_LRU_COLD, PULL_EVICT, 0, 0);
+        n = demote ? pull_demote(lru_id)
+                   : pull(lru_id, ITEM_LRU_COLD, PULL_EVICT);
         if (n <= 0 && lru.opts->lru_segmented) {
-            n = pull_tail(lru_id, ITEM_LRU_HOT, PULL_FORCE_COLD, 0, 0);
+            n = pull(lru_id, ITEM_LRU_HOT, PULL_FORCE_COLD);
         }
         if (n <= 0) {
             break;
@@ -636,7 +760,7 @@ lru_juggle(unsigned id)
     __atomic_add_fetch(&lru.juggles, 1, __ATOMIC_RELAXED);
     if (lru.opts->temp_lru) {
         for (int i = 0; i < JUGGLE_MAX; i++) {
-            int n = pull_tail(id, ITEM_LRU_TEMP, PULL_RECLAIM, 0, 0);
+            int n = pull(id, ITEM_LRU_TEMP, PULL_RECLAIM);
 
             if (n <= 0) {
                 break;
@@ -645,10 +769,12 @@ lru_juggle(unsigned id)
         }
     }
     for (int i = 0; i < JUGGLE_MAX; i++) {
-        int n = pull_tail(id, ITEM_LRU_HOT, PULL_MAINT, total, cold_age);
+        struct pull p = { PULL_MAINT, total, cold_age, 0, NULL, 0 };
+        int n;
 
-        n += pull_tail(id, ITEM_LRU_WARM, PULL_MAINT, total, cold_age);
-        n += pull_tail(id, ITEM_LRU_COLD, PULL_MAINT, total, cold_age);
+        pull_tail(id, ITEM_LRU_HOT, &p);
+        pull_tail(id, ITEM_LRU_WARM, &p);
+        n = pull_tail(id, ITEM_LRU_COLD, &p);
         if (n <= 0) {
             break;
         }
@@ -694,18 +820,22 @@ maint_sleep(uint64_t us)
 static void *
 maint_thread(void *arg)
 {
-    uint64_t next[CACHE_MAX_CLASSES] = { 0 };
-    uint64_t backoff[CACHE_MAX_CLASSES];
+    uint64_t next[SLABS_TC_MAX] = { 0 };
+    uint64_t backoff[SLABS_TC_MAX];
     unsigned n = slabs_largest();
 
     (void)arg;
-    for (unsigned i = 0; i < CACHE_MAX_CLASSES; i++) {
+    for (unsigned i = 0; i < SLABS_TC_MAX; i++) {
         backoff[i] = SLEEP_MIN_US;
     }
     for (;;) {
         uint64_t t = now_us(), soonest = t + SLEEP_MAX_US;
 
-        for (unsigned id = 1; id <= n; id++) {
+        for (unsigned id = 1; id < SLABS_TC_MAX; id++) {
+            if (SLABS_TC_ID(id) == 0 || SLABS_TC_ID(id) > n ||
+                slabs_tier(SLABS_TC_TIER(id)) == NULL) {
+                continue;
+            }
             if (next[id] <= t) {
                 backoff[id] = lru_juggle(id) > 0 ? SLEEP_MIN_US
                             : backoff[id] * 2 > SLEEP_MAX_US ? SLEEP_MAX_US
@@ -760,31 +890,149 @@ same_key(const struct item *it, const char *key, size_t nkey)
     return item_nkey(it) == nkey && memcmp(item_key(it), key, nkey) == 0;
 }
 
-/* Copy a linked item into another chunk of its class and swap it in. */
+/*
+ * Put n, a filled copy of linked item it, in its place: in the hash table
+ * and at the head of list `which` of n's tier class.  A copy in the file
+ * is committed before the original goes (and dies in the file, if it was
+ * there), so a crash leaves one of the two live, never neither.  lock(hv)
+ * held; n keeps its allocation reference.
+ */
+static void
+swap_in(struct item *it, struct item *n, uint32_t hv, unsigned which)
+{
+    if (n->tier == TIER_PMEM) {
+        persist_commit(n);
+    }
+    lru_unlink(it, hv);
+    set_lru(n, which);
+    link_in_place(n, hv);
+}
+
+/* Copy a linked item into another chunk of its class and swap it in (a
+ * copy's trailer, and with it the reference to its original, moves
+ * too). */
 static bool
 rescue(struct item *it, uint32_t hv)
 {
-    size_t ntotal = item_ntotal(it);
-    struct item *n = slabs_alloc(ntotal, item_clsid(it));
+    size_t size = item_alloc_size(it);
+    struct item *n = slabs_alloc(size, tc_of(it));
 
     if (n == NULL) {
         return false;
     }
-    memcpy(n->data, it->data, ntotal - sizeof(struct item));
+    memcpy(n->data, it->data, size - sizeof(struct item));
+    if (item_flags(it) & ITEM_COPY) {
+        item_set_original(it, NULL);
+    }
     item_time_store(n, item_time(it));
     n->exptime = it->exptime;
     n->nbytes = it->nbytes;
     item_flags_store(n, (uint16_t)(item_flags(it) & ~ITEM_LINKED));
     n->nkey = it->nkey;
     n->clsid = it->clsid;
-    /* The copy is live in the file before the original dies. */
-    if (n->tier == TIER_PMEM) {
-        persist_commit(n);
-    }
-    lru_unlink(it, hv);
-    link_in_place(n, hv);
+    swap_in(it, n, hv, it->clsid >> ITEM_LRU_SHIFT);
     item_release(n);
     return true;
+}
+
+/*
+ * Move linked item `it` to tier t, at the head of list `which`: a copy
+ * (allocated there, which may evict there) carrying its value, cas,
+ * access time, exptime and meta marks but not its hit marks, swapped into
+ * its place.  Returns the copy with its allocation reference for the
+ * caller, or NULL when t has no room.  lock(hv) and a reference held.
+ */
+static struct item *
+move_to_tier(struct item *it, uint32_t hv, unsigned t, unsigned which)
+{
+    uint16_t keep = ITEM_TOKEN_SENT | ITEM_STALE | ITEM_KEY_BINARY;
+    struct item *n = item_alloc_in(t, item_key(it), item_nkey(it),
+                                   item_client_flags(it), it->exptime,
+                                   item_vlen(it),
+                                   (item_flags(it) & ITEM_CAS) != 0);
+
+    if (n == NULL) {
+        return NULL;
+    }
+    item_value_move(n, 0, it, 0, it->nbytes);
+    item_set_cas(n, item_cas(it));
+    item_time_store(n, item_time(it));
+    item_flags_set(n, item_flags(it) & keep);
+    swap_in(it, n, hv, which);
+    return n;
+}
+
+/*
+ * tier_policy cache: a DRAM copy of `it`, an unchunked item in the file
+ * hit a second time, takes its place in the hash table and DRAM's lists
+ * (where a new item would go); `it` leaves its list but stays committed in the file, its link's
+ * reference held by the copy's trailer.  Returns the copy with the
+ * caller's reference moved to it, or `it` when DRAM has no room.  lock(hv)
+ * held.
+ */
+static struct item *
+cache_copy(struct item *it, uint32_t hv)
+{
+    size_t ntotal = item_ntotal(it);
+    unsigned id = slabs_clsid(ntotal + sizeof(it));
+    unsigned tc = SLABS_TC(TIER_DRAM, id);
+    uint16_t drop = ITEM_LINKED | ITEM_ACTIVE;
+    struct lru_list *l = list_of(it);
+    struct item *n;
+
+    if (id == 0 || (item_flags(it) & ITEM_CHUNKED) ||
+        !(item_flags(it) & ITEM_LINKED) ||
+        (n = lru_alloc(ntotal + sizeof(it), tc, tc)) == NULL) {
+        return it;
+    }
+    memcpy(n->data, it->data, ntotal - sizeof(struct item));
+    n->exptime = it->exptime;
+    n->nbytes = it->nbytes;
+    n->nkey = it->nkey;
+    item_flags_store(n, (uint16_t)((item_flags(it) & ~drop) | ITEM_COPY |
+                                   ITEM_FETCHED));
+    item_time_store(n, clock_now());
+    item_set_original(n, it);
+    pthread_mutex_lock(&l->lock);
+    item_flags_clear(it, ITEM_LINKED);
+    list_remove(l, it);
+    pthread_mutex_unlock(&l->lock);
+    assoc_delete(item_key(it), item_nkey(it), hv);
+    histo_add(it, -1);
+    set_lru(n, first_lru(n));
+    link_in_place(n, hv);
+    item_release(it);
+    __atomic_add_fetch(&lru.promotions, 1, __ATOMIC_RELAXED);
+    return n;
+}
+
+/* Drop copy c: its original takes its place again at the head of the
+ * file's COLD list, needing two more hits to be copied again; the copy's
+ * reference becomes the link's.  lock(hv) held. */
+static void
+uncache(struct item *c, uint32_t hv)
+{
+    struct item *orig = item_original(c);
+
+    item_set_original(c, NULL);
+    lru_unlink(c, hv);
+    item_flags_clear(orig, ITEM_FETCHED | ITEM_ACTIVE);
+    item_time_store(orig, item_time(c));
+    set_lru(orig, ITEM_LRU_COLD);
+    link_in_place(orig, hv);
+    item_release(orig);
+}
+
+/* The mover cannot keep an item: it leaves the cache, or, a DRAM copy,
+ * gives its place back to its original in the file. */
+static void
+leave_chunk(struct item *it, uint32_t hv)
+{
+    if (item_original(it) != NULL) {
+        uncache(it, hv);
+    } else {
+        lru_unlink(it, hv);
+    }
 }
 
 /* Move a linked item out of its chunk; item lock held.  Returns 1 if
@@ -799,13 +1047,13 @@ evacuate_linked(struct item *it, uint32_t hv, bool rescue_it, bool force,
         }
         /* Held for long: unlink it, the chunk frees when they let go. */
         mst->slab_reassign_busy_deletes++;
-        lru_unlink(it, hv);
+        leave_chunk(it, hv);
     } else if (rescue_it && !(item_flags(it) & ITEM_CHUNKED) &&
                rescue(it, hv)) {
         mst->slab_reassign_rescues++;
     } else {
         mst->slab_reassign_inline_reclaim++;
-        lru_unlink(it, hv);
+        leave_chunk(it, hv);
     }
     return 0;
 }
@@ -821,6 +1069,15 @@ lru_evacuate(struct item *it, const char *key, size_t nkey, bool rescue_it,
         item_release(it);
         return 1;
     }
+    /* An original behind a DRAM copy is on no list: give it its place
+     * back (found through the table, by the copied key) so it can move. */
+    if (!(item_flags(it) & ITEM_LINKED)) {
+        struct item *c = assoc_find(key, nkey, hv);
+
+        if (c != NULL && item_original(c) == it) {
+            uncache(c, hv);
+        }
+    }
     /* The key was copied without the item lock: only trust it if it is
      * still the item's key now that the lock is held. */
     if ((item_flags(it) & ITEM_LINKED) && same_key(it, key, nkey)) {
@@ -834,13 +1091,15 @@ lru_evacuate(struct item *it, const char *key, size_t nkey, bool rescue_it,
 /* ---- crawler cursor --------------------------------------------------- */
 
 void
-lru_crawler_insert(struct item *cursor, unsigned id, enum item_lru which)
+lru_crawler_insert(struct item *cursor, unsigned tc, enum item_lru which)
 {
-    struct lru_list *l = &lru.lists[id][which];
+    struct lru_list *l = &lru.lists[tc][which];
 
     memset(cursor, 0, sizeof(*cursor));
     item_flags_store(cursor, ITEM_LINKED);
-    cursor->clsid = (uint8_t)(id | ((unsigned)which << ITEM_LRU_SHIFT));
+    cursor->clsid = (uint8_t)(SLABS_TC_ID(tc) |
+                              ((unsigned)which << ITEM_LRU_SHIFT));
+    cursor->tier = (uint8_t)SLABS_TC_TIER(tc);
     pthread_mutex_lock(&l->lock);
     cursor->prev = l->tail;
     if (l->tail != NULL) {
@@ -915,7 +1174,7 @@ int
 lru_crawler_step(struct item *cursor, bool *had_ttl)
 {
     struct lru_list *l = list_of(cursor);
-    unsigned id = cursor->clsid & ITEM_CLSID_MASK;
+    unsigned id = tc_of(cursor);
     struct item *it;
     uint32_t hv;
     int rc = 0;
@@ -992,7 +1251,8 @@ lru_item_stats(unsigned id, struct cache_item_stats *o)
     rel_time_t now = clock_now();
 
     memset(o, 0, sizeof(*o));
-    if (id == 0 || id >= CACHE_MAX_CLASSES || lru_class_items(id) == 0) {
+    if (SLABS_TC_ID(id) == 0 || id >= SLABS_TC_MAX ||
+        lru_class_items(id) == 0) {
         return false;
     }
     o->number_hot = ld(&lru.lists[id][ITEM_LRU_HOT].size);
@@ -1009,10 +1269,18 @@ lru_item_stats(unsigned id, struct cache_item_stats *o)
     return true;
 }
 
-void
-lru_totals(struct cache_stats *out)
+uint64_t
+lru_items_in_class(unsigned id)
 {
-    for (unsigned id = 1; id < CACHE_MAX_CLASSES; id++) {
+    return lru_class_items(SLABS_TC(TIER_DRAM, id)) +
+           lru_class_items(SLABS_TC(TIER_PMEM, id));
+}
+
+/* Add the figures of tier classes [from, to) to out. */
+static void
+add_totals(unsigned from, unsigned to, struct cache_stats *out)
+{
+    for (unsigned id = from; id < to; id++) {
         const struct lru_counters *c = &lru.ctr[id];
 
         out->curr_items += lru_class_items(id);
@@ -1030,14 +1298,33 @@ lru_totals(struct cache_stats *out)
         out->moves_within_lru += ld(&c->moves_within_lru);
         out->direct_reclaims += ld(&c->direct_reclaims);
     }
+}
+
+void
+lru_totals(struct cache_stats *out)
+{
+    add_totals(1, SLABS_TC_MAX, out);
     out->lru_maintainer_juggles = ld(&lru.juggles);
+}
+
+void
+lru_tier_totals(unsigned t, struct cache_stats *out)
+{
+    add_totals(SLABS_TC(t, 1), SLABS_TC(t + 1, 0), out);
+}
+
+void
+lru_tier_moves(unsigned tier_id, uint64_t *promotions, uint64_t *demotions)
+{
+    *promotions = tier_id == TIER_DRAM ? ld(&lru.promotions) : 0;
+    *demotions = tier_id == TIER_PMEM ? ld(&lru.demotions) : 0;
 }
 
 void
 lru_stats_reset(void)
 {
     __atomic_store_n(&lru.juggles, 0, __ATOMIC_RELAXED);
-    for (unsigned id = 0; id < CACHE_MAX_CLASSES; id++) {
+    for (unsigned id = 0; id < SLABS_TC_MAX; id++) {
         uint64_t *p = (uint64_t *)&lru.ctr[id];
 
         for (size_t i = 0; i < sizeof(lru.ctr[id]) / sizeof(*p); i++) {
@@ -1116,7 +1403,7 @@ flush_list(struct lru_list *l, rel_time_t when)
 void
 lru_flush_recent(rel_time_t when)
 {
-    for (unsigned id = 1; id < CACHE_MAX_CLASSES; id++) {
+    for (unsigned id = 1; id < SLABS_TC_MAX; id++) {
         for (unsigned l = 0; l < NLRU; l++) {
             flush_list(&lru.lists[id][l], when);
         }

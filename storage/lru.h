@@ -7,6 +7,12 @@
  * locks; lists are only nested in index order (HOT, WARM, COLD, TEMP) so
  * that a move HOT->COLD never deadlocks with another thread.  Threads that
  * already hold a list lock only trylock item locks.
+ *
+ * Lists and counters are kept per tier class (slabs.h SLABS_TC): the calls
+ * below that take an id take a tier class, which in a DRAM-only server is
+ * the class id itself.  An item's lists are chosen by it->tier and its
+ * class.  With two tiers, list locks of the DRAM tier rank before those of
+ * the memory file's: a demotion holds a DRAM item and takes file lists.
  */
 #ifndef MCPM_STORAGE_LRU_H
 #define MCPM_STORAGE_LRU_H
@@ -30,7 +36,7 @@ void lru_destroy(void);
  * outofmemory) when nothing can be freed or eviction is off.  No LRU or
  * slabs lock may be held; an item lock may.
  */
-void *lru_alloc(size_t size, unsigned id, unsigned lru_id);
+void *lru_alloc(size_t size, unsigned tc, unsigned lru_tc);
 
 /* Link a new item: hash table, LRU head (HOT, TEMP for short TTLs, COLD in
  * flat mode), ITEM_LINKED and one reference.  Caller holds lock(hv). */
@@ -47,9 +53,12 @@ void lru_link_recovered(struct item *it);
 void lru_unlink(struct item *it, uint32_t hv);
 
 
-/* A hit: FETCHED, then ACTIVE; an ACTIVE hit in COLD moves the item to
- * WARM at once, under the two list locks in turn.  Caller holds lock(hv). */
-void lru_bump(struct item *it);
+/* A hit: FETCHED, then ACTIVE (set as a flag; the maintainer moves the
+ * item).  Under tier_policy capacity a second hit on an item in the
+ * memory file moves it to DRAM: the item to serve is returned, and the
+ * caller's reference (which it must hold) has moved to it.  Caller holds
+ * lock(hv). */
+struct item *lru_bump(struct item *it, uint32_t hv);
 
 /* Expired (exptime reached) or flushed at `now`; *flushed says which. */
 bool lru_is_dead(const struct item *it, rel_time_t now, bool *flushed);
@@ -73,8 +82,8 @@ void lru_flush_recent(rel_time_t when);
 int  lru_evacuate(struct item *it, const char *key, size_t nkey,
                   bool rescue, bool force, struct cache_stats *mst);
 
-/* One maintainer pass over class id: moves made. */
-unsigned lru_juggle(unsigned id);
+/* One maintainer pass over tier class tc: moves made. */
+unsigned lru_juggle(unsigned tc);
 
 int  lru_maintainer_start(void);
 void lru_maintainer_stop(void);
@@ -86,15 +95,26 @@ void lru_maintainer_stop(void);
  * returns 1 (checked one), 0 (skipped a busy one) or -1 (reached the head,
  * cursor removed).  *had_ttl is set when the item had an exptime.
  */
-void lru_crawler_insert(struct item *cursor, unsigned id, enum item_lru l);
+void lru_crawler_insert(struct item *cursor, unsigned tc, enum item_lru l);
 int  lru_crawler_step(struct item *cursor, bool *had_ttl);
 void lru_crawler_remove(struct item *cursor);
 
-/* Stats: per class ("stats items"), totals, reset. */
-bool lru_item_stats(unsigned id, struct cache_item_stats *out);
+/* Stats: per tier class ("stats items"), totals, reset. */
+bool lru_item_stats(unsigned tc, struct cache_item_stats *out);
 void lru_totals(struct cache_stats *out);
 void lru_stats_reset(void);
-uint64_t lru_class_items(unsigned id);
+uint64_t lru_class_items(unsigned tc);
+
+/* Items of class id in every tier. */
+uint64_t lru_items_in_class(unsigned id);
+
+/* lru_totals() of one tier's classes only (no maintainer figures). */
+void lru_tier_totals(unsigned tier_id, struct cache_stats *out);
+
+/* Items a tier received from the other: promotions into DRAM, demotions
+ * into the memory file (0 for the other direction). */
+void lru_tier_moves(unsigned tier_id, uint64_t *promotions,
+                    uint64_t *demotions);
 
 /* stats sizes: the histogram (when track_sizes). */
 bool lru_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),

@@ -13,6 +13,10 @@
  * lru_evacuate() one by one, without the slabs lock, until every chunk of
  * the page is free; then the page goes to the destination class or to the
  * global pool (class 0).
+ *
+ * With two tiers, state is kept per tier class (SLABS_TC): each tier has
+ * its own classes, pool and limit, and a page only ever moves within its
+ * tier.
  */
 #include "storage/slabs.h"
 #include "storage/item.h"
@@ -43,22 +47,24 @@ struct slab_class {
 };
 
 struct automove_win {
-    uint64_t     evicted[CACHE_MAX_CLASSES];    /* at the last tick */
-    uint64_t     window_evicts[CACHE_MAX_CLASSES];
-    unsigned     ticks;
+    uint64_t     evicted[SLABS_TC_MAX];         /* at the last tick */
+    uint64_t     window_evicts[SLABS_TC_MAX];
 };
+
+#define NTIERS 2
 
 static struct {
     const struct cache_options *opts;
     pthread_mutex_t    lock;
-    struct slab_class  cls[CACHE_MAX_CLASSES];
+    struct slab_class  cls[SLABS_TC_MAX];       /* by tier class */
     unsigned           largest;
     size_t             page_size;
     size_t             chunk_max;
     size_t             prefix;          /* bytes before each item */
-    struct tier       *tier;
-    uint64_t           pages_total;     /* pages taken from the tier */
-    /* page mover, under lock */
+    struct tier       *tiers[NTIERS];   /* by tier id; NULL if unused */
+    unsigned           home;            /* where new items go */
+    unsigned           mtier;           /* the tier -m sizes */
+    /* page mover, under lock; src and dst are tier classes */
     pthread_t          mover;
     bool               mover_on;
     bool               mover_stop;
@@ -81,11 +87,27 @@ align8(size_t n)
     return (n + 7) & ~(size_t)7;
 }
 
+/* Class id has the same chunks in every tier. */
 static void
 set_class(unsigned id, size_t size)
 {
-    sl.cls[id].size = size;
-    sl.cls[id].perslab = (unsigned)(sl.page_size / size);
+    for (unsigned t = 0; t < NTIERS; t++) {
+        sl.cls[SLABS_TC(t, id)].size = size;
+        sl.cls[SLABS_TC(t, id)].perslab = (unsigned)(sl.page_size / size);
+    }
+}
+
+/* The tier of a tier class, and the page pool of that tier. */
+static struct tier *
+tier_of(unsigned tc)
+{
+    return sl.tiers[SLABS_TC_TIER(tc)];
+}
+
+static struct slab_class *
+pool_of(unsigned tc)
+{
+    return &sl.cls[SLABS_TC(SLABS_TC_TIER(tc), 0)];
 }
 
 /* "a-b-c": explicit chunk sizes, as -o slab_sizes. */
@@ -142,21 +164,33 @@ pmem_init(struct tier *tier)
 }
 
 int
-slabs_init(const struct cache_options *opts, struct tier *tier)
+slabs_init(const struct cache_options *opts, struct tier *dram,
+           struct tier *pmem)
 {
     unsigned n;
 
     memset(&sl, 0, sizeof(sl));
     sl.opts = opts;
-    sl.tier = tier;
+    sl.tiers[TIER_DRAM] = dram;
+    sl.tiers[TIER_PMEM] = pmem;
+    sl.home = dram != NULL && (pmem == NULL ||
+                               opts->tier_policy == CACHE_TIER_CAPACITY)
+              ? TIER_DRAM : TIER_PMEM;
+    sl.mtier = dram != NULL ? TIER_DRAM : TIER_PMEM;
     sl.page_size = opts->page_size;
     sl.chunk_max = opts->slab_chunk_max;
+    if ((dram == NULL && pmem == NULL) ||
+        (dram != NULL && dram->id != TIER_DRAM) ||
+        (pmem != NULL && pmem->id != TIER_PMEM)) {
+        fprintf(stderr, "slabs: no tier, or a tier in the wrong place\n");
+        return -1;
+    }
     if (sl.chunk_max == 0 || sl.chunk_max > sl.page_size ||
         opts->factor <= 1.0) {
         fprintf(stderr, "slabs: bad chunk max or factor\n");
         return -1;
     }
-    if (tier->id == TIER_PMEM && pmem_init(tier) != 0) {
+    if (pmem != NULL && pmem_init(pmem) != 0) {
         return -1;
     }
     pthread_mutex_init(&sl.lock, NULL);
@@ -188,16 +222,18 @@ void
 slabs_destroy(void)
 {
     slabs_mover_stop();
-    for (unsigned i = 0; i < CACHE_MAX_CLASSES; i++) {
-        for (unsigned p = 0; p < sl.cls[i].npages; p++) {
-            tier_page_free(sl.tier, sl.cls[i].pages[p]);
+    for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
+        for (unsigned p = 0; p < sl.cls[tc].npages; p++) {
+            tier_page_free(tier_of(tc), sl.cls[tc].pages[p]);
         }
-        free(sl.cls[i].pages);
+        free(sl.cls[tc].pages);
     }
     if (sl.prefix != 0) {
         persist_destroy();
     }
-    tier_destroy(&sl.tier);
+    for (unsigned t = 0; t < NTIERS; t++) {
+        tier_destroy(&sl.tiers[t]);
+    }
     pthread_mutex_destroy(&sl.lock);
     pthread_cond_destroy(&sl.cond);
     pthread_cond_destroy(&sl.done);
@@ -221,6 +257,7 @@ slabs_clsid(size_t size)
 size_t
 slabs_size(unsigned id)
 {
+    id = SLABS_TC_ID(id);
     return id >= 1 && id <= sl.largest ? sl.cls[id].size - sl.prefix : 0;
 }
 
@@ -237,9 +274,25 @@ slabs_chunk_max(void)
 }
 
 struct tier *
-slabs_tier(void)
+slabs_tier(unsigned tier_id)
 {
-    return sl.tier;
+    return tier_id < NTIERS ? sl.tiers[tier_id] : NULL;
+}
+
+unsigned
+slabs_home_tier(void)
+{
+    return sl.home;
+}
+
+/* A class of a tier in use (not a pool). */
+static bool
+tc_valid(unsigned tc)
+{
+    unsigned id = SLABS_TC_ID(tc);
+
+    return tc < SLABS_TC_MAX && id >= 1 && id <= sl.largest &&
+           tier_of(tc) != NULL;
 }
 
 /* The item in chunk i of a page of class c. */
@@ -308,9 +361,9 @@ unlink_free(struct slab_class *c, struct item *it)
 }
 
 static void
-carve(unsigned id, char *page)
+carve(unsigned tc, char *page)
 {
-    struct slab_class *c = &sl.cls[id];
+    struct slab_class *c = &sl.cls[tc];
 
     for (unsigned i = 0; i < c->perslab; i++) {
         struct item *it = chunk_item(c, page, i);
@@ -318,61 +371,60 @@ carve(unsigned id, char *page)
         if (sl.prefix != 0) {
             memset(persist_prefix_of(it), 0, sl.prefix);
         }
-        it->clsid = (uint8_t)id;
-        it->tier = sl.tier->id;
+        it->clsid = (uint8_t)SLABS_TC_ID(tc);
+        it->tier = (uint8_t)SLABS_TC_TIER(tc);
         push_free(c, it);
     }
-    if (sl.prefix != 0) {
+    if (SLABS_TC_TIER(tc) == TIER_PMEM) {
         /* Every commit word of the new cut is 0 in the file before the
          * page table says how the page is cut. */
-        tier_persist(sl.tier, page, sl.page_size);
-        persist_page_set(page, id);
+        tier_persist(tier_of(tc), page, sl.page_size);
+        persist_page_set(page, SLABS_TC_ID(tc));
     }
 }
 
-/* A page for class id from the global pool or the tier. */
+/* A page for tier class tc from its tier's pool or the tier. */
 static bool
-grow(unsigned id)
+grow(unsigned tc)
 {
-    struct slab_class *pool = &sl.cls[0];
+    struct slab_class *pool = pool_of(tc);
     char *page;
 
     if (pool->npages > 0) {
         page = pop_page(pool);
     } else {
-        page = tier_page_alloc(sl.tier);
+        page = tier_page_alloc(tier_of(tc));
         if (page == NULL) {
             return false;
         }
-        sl.pages_total++;
     }
-    if (add_page(&sl.cls[id], page) != 0) {
+    if (add_page(&sl.cls[tc], page) != 0) {
         sl.mst.malloc_fails++;
         add_page(pool, page);   /* cannot fail: the slot was just freed */
         return false;
     }
-    carve(id, page);
+    carve(tc, page);
     return true;
 }
 
 void *
-slabs_alloc(size_t size, unsigned id)
+slabs_alloc(size_t size, unsigned tc)
 {
-    struct slab_class *c = &sl.cls[id];
+    struct slab_class *c = &sl.cls[tc];
     struct item *it = NULL;
 
-    if (id == 0 || id > sl.largest) {
+    if (!tc_valid(tc)) {
         return NULL;
     }
     pthread_mutex_lock(&sl.lock);
-    if (c->sl_curr > 0 || grow(id)) {
+    if (c->sl_curr > 0 || grow(tc)) {
         it = c->slots;
         unlink_free(c, it);
         c->requested += size;
         it->h_next = NULL;
         item_flags_store(it, 0);
-        it->clsid = (uint8_t)id;
-        it->tier = sl.tier->id;
+        it->clsid = (uint8_t)SLABS_TC_ID(tc);
+        it->tier = (uint8_t)SLABS_TC_TIER(tc);
         __atomic_store_n(&it->refcount, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&sl.lock);
@@ -380,14 +432,14 @@ slabs_alloc(size_t size, unsigned id)
 }
 
 void
-slabs_free(void *ptr, size_t size, unsigned id)
+slabs_free(void *ptr, size_t size, unsigned tc)
 {
-    struct slab_class *c = &sl.cls[id];
+    struct slab_class *c = &sl.cls[tc];
     struct item *it = ptr;
 
     pthread_mutex_lock(&sl.lock);
     c->requested -= size;
-    it->clsid = (uint8_t)id;
+    it->clsid = (uint8_t)SLABS_TC_ID(tc);
     if ((char *)ptr >= sl.move_start && (char *)ptr < sl.move_end) {
         /* In the page being moved: free, but not for reuse. */
         item_flags_store(it, ITEM_SLABBED);
@@ -403,25 +455,26 @@ slabs_free(void *ptr, size_t size, unsigned id)
 unsigned
 slabs_perslab(unsigned id)
 {
+    id = SLABS_TC_ID(id);
     return id >= 1 && id <= sl.largest ? sl.cls[id].perslab : 0;
 }
 
 void *
 slabs_chunk(unsigned id, void *page, unsigned i)
 {
-    return chunk_item(&sl.cls[id], page, i);
+    return chunk_item(&sl.cls[SLABS_TC_ID(id)], page, i);
 }
 
 int
 slabs_recover_page(unsigned id, void *page,
                    size_t (*keep)(void *chunk, void *ctx), void *ctx)
 {
-    struct slab_class *c = &sl.cls[id];
+    unsigned tc = SLABS_TC(TIER_PMEM, id);
+    struct slab_class *c = &sl.cls[tc];
     int rc = -1;
 
     pthread_mutex_lock(&sl.lock);
-    if (id >= 1 && id <= sl.largest && add_page(c, page) == 0) {
-        sl.pages_total++;
+    if (id <= sl.largest && tc_valid(tc) && add_page(c, page) == 0) {
         for (unsigned i = 0; i < c->perslab; i++) {
             struct item *it = chunk_item(c, page, i);
             size_t used = keep(it, ctx);
@@ -430,7 +483,7 @@ slabs_recover_page(unsigned id, void *page,
                 c->requested += used;
             } else {
                 it->clsid = (uint8_t)id;
-                it->tier = sl.tier->id;
+                it->tier = TIER_PMEM;
                 push_free(c, it);
             }
         }
@@ -443,12 +496,12 @@ slabs_recover_page(unsigned id, void *page,
 /* ---- stats and limits ------------------------------------------------- */
 
 bool
-slabs_class_stats(unsigned id, struct cache_slab_stats *out)
+slabs_class_stats(unsigned tc, struct cache_slab_stats *out)
 {
-    struct slab_class *c = &sl.cls[id];
+    struct slab_class *c = &sl.cls[tc];
 
     memset(out, 0, sizeof(*out));
-    if (id == 0 || id > sl.largest) {
+    if (!tc_valid(tc)) {
         return false;
     }
     pthread_mutex_lock(&sl.lock);
@@ -464,18 +517,18 @@ slabs_class_stats(unsigned id, struct cache_slab_stats *out)
 }
 
 unsigned
-slabs_npages(unsigned id)
+slabs_npages(unsigned tc)
 {
-    return __atomic_load_n(&sl.cls[id].npages, __ATOMIC_RELAXED);
+    return __atomic_load_n(&sl.cls[tc].npages, __ATOMIC_RELAXED);
 }
 
 uint64_t
-slabs_requested(unsigned id)
+slabs_requested(unsigned tc)
 {
     uint64_t r;
 
     pthread_mutex_lock(&sl.lock);
-    r = sl.cls[id].requested;
+    r = sl.cls[tc].requested;
     pthread_mutex_unlock(&sl.lock);
     return r;
 }
@@ -484,27 +537,44 @@ void
 slabs_totals(struct cache_stats *out)
 {
     pthread_mutex_lock(&sl.lock);
-    out->limit_maxbytes = sl.tier->limit;
-    out->total_malloced = sl.tier->used;
-    out->slab_global_page_pool = sl.cls[0].npages;
+    out->limit_maxbytes = sl.tiers[sl.mtier]->limit;
+    out->total_malloced = out->slab_global_page_pool = 0;
+    for (unsigned t = 0; t < NTIERS; t++) {
+        if (sl.tiers[t] != NULL) {
+            out->total_malloced += sl.tiers[t]->used;
+            out->slab_global_page_pool += sl.cls[SLABS_TC(t, 0)].npages;
+        }
+    }
     out->malloc_fails = sl.mst.malloc_fails;
+    pthread_mutex_unlock(&sl.lock);
+}
+
+void
+slabs_tier_usage(unsigned tier_id, uint64_t *limit, uint64_t *used)
+{
+    struct tier *t = slabs_tier(tier_id);
+
+    pthread_mutex_lock(&sl.lock);
+    *limit = t != NULL ? t->limit : 0;
+    *used = t != NULL ? t->used : 0;
     pthread_mutex_unlock(&sl.lock);
 }
 
 int
 slabs_set_memlimit(size_t bytes)
 {
+    struct tier *t = sl.tiers[sl.mtier];
+    struct slab_class *pool = &sl.cls[SLABS_TC(sl.mtier, 0)];
     int rc = 0;
 
     pthread_mutex_lock(&sl.lock);
-    if (!tier_set_limit(sl.tier, bytes)) {
+    if (!tier_set_limit(t, bytes)) {
         rc = -1;
     }
     /* Pool pages over the new limit go back to the tier at once; pages
      * in classes come back through the mover (automove). */
-    while (rc == 0 && sl.tier->used > bytes && sl.cls[0].npages > 0) {
-        tier_page_free(sl.tier, pop_page(&sl.cls[0]));
-        sl.pages_total--;
+    while (rc == 0 && t->used > bytes && pool->npages > 0) {
+        tier_page_free(t, pop_page(pool));
     }
     pthread_mutex_unlock(&sl.lock);
     return rc;
@@ -512,27 +582,28 @@ slabs_set_memlimit(size_t bytes)
 
 /* ---- page mover ------------------------------------------------------- */
 
-/* A class other than dst with a page to spare, round robin. */
+/* A class of tier t other than dst with a page to spare, round robin. */
 static int
-pick_any(int dst)
+pick_any(unsigned t, int dst)
 {
     for (unsigned n = 0; n < sl.largest; n++) {
         int id = (int)(sl.pick_cursor++ % sl.largest) + 1;
 
-        if (id != dst && sl.cls[id].npages > 1) {
+        if (id != dst && sl.cls[SLABS_TC(t, id)].npages > 1) {
             return id;
         }
     }
     return -1;
 }
 
-/* A page donor for a starving class: one with spare pages, or whose free
- * chunks add up to a page (its items fit in the rest).  Lock held. */
+/* A page donor in tier t for a starving class: one with spare pages, or
+ * whose free chunks add up to a page (its items fit in the rest).  Lock
+ * held. */
 static int
-pick_donor(int dst)
+pick_donor(unsigned t, int dst)
 {
     for (unsigned id = 1; id <= sl.largest; id++) {
-        struct slab_class *c = &sl.cls[id];
+        struct slab_class *c = &sl.cls[SLABS_TC(t, id)];
 
         if ((int)id != dst && c->npages > 0 &&
             (c->npages > 1 || c->sl_curr >= c->perslab)) {
@@ -542,9 +613,10 @@ pick_donor(int dst)
     return -1;
 }
 
-/* Validate and queue a move.  Lock held. */
+/* Validate and queue a move between classes src and dst of tier t.  Lock
+ * held. */
 static enum cache_status
-reassign_locked(int src, int dst, bool donor)
+reassign_locked(unsigned t, int src, int dst, bool donor)
 {
     if (!sl.mover_on) {
         return CACHE_DISABLED;
@@ -556,31 +628,37 @@ reassign_locked(int src, int dst, bool donor)
         return CACHE_SAME;
     }
     if (src == -1) {
-        src = donor ? pick_donor(dst) : pick_any(dst);
+        src = donor ? pick_donor(t, dst) : pick_any(t, dst);
     }
     if (src < 0 || src > (int)sl.largest || dst < 0 ||
         dst > (int)sl.largest) {
         return CACHE_BADCLASS;
     }
-    if (sl.cls[src].npages < (donor ? 1u : 2u)) {
+    if (sl.cls[SLABS_TC(t, src)].npages < (donor ? 1u : 2u)) {
         return CACHE_NOSPARE;
     }
     sl.pending = true;
-    sl.src = src;
-    sl.dst = dst;
+    sl.src = (int)SLABS_TC(t, src);
+    sl.dst = (int)SLABS_TC(t, dst);
     pthread_cond_signal(&sl.cond);
     return CACHE_OK;
+}
+
+static enum cache_status
+reassign_in(unsigned t, int src, int dst)
+{
+    enum cache_status st;
+
+    pthread_mutex_lock(&sl.lock);
+    st = reassign_locked(t, src, dst, false);
+    pthread_mutex_unlock(&sl.lock);
+    return st;
 }
 
 enum cache_status
 slabs_reassign(int src, int dst)
 {
-    enum cache_status st;
-
-    pthread_mutex_lock(&sl.lock);
-    st = reassign_locked(src, dst, false);
-    pthread_mutex_unlock(&sl.lock);
-    return st;
+    return reassign_in(sl.home, src, dst);
 }
 
 /* Start a move: take the page out of the free list.  Lock held. */
@@ -689,34 +767,36 @@ move_drain(struct slab_class *c, char *page)
     }
 }
 
-/* Finish: give the empty page to dst.  Lock held. */
+/* Finish: give the empty page to tier class dst.  Lock held. */
 static void
-move_end(struct slab_class *c, char *page, int dst)
+move_end(struct slab_class *c, char *page, unsigned dst)
 {
+    struct tier *t = tier_of(dst);
+    bool to_pool = SLABS_TC_ID(dst) == 0;
+
     c->pages[0] = pop_page(c);
     sl.move_start = sl.move_end = NULL;
-    if (sl.prefix != 0 && dst == 0) {
+    if (t->id == TIER_PMEM && to_pool) {
         persist_page_set(page, 0);
     }
-    if (dst == 0 && sl.tier->used > sl.tier->limit) {
-        tier_page_free(sl.tier, page);
-        sl.pages_total--;
+    if (to_pool && t->used > t->limit) {
+        tier_page_free(t, page);
     } else {
         add_page(&sl.cls[dst], page);
-        if (dst != 0) {
-            carve((unsigned)dst, page);
+        if (!to_pool) {
+            carve(dst, page);
         }
     }
     sl.mst.slabs_moved++;
 }
 
 static void
-move_one(int src, int dst)
+move_one(unsigned src, unsigned dst)
 {
     struct slab_class *c = &sl.cls[src];
     char *page;
 
-    if (src == 0) {
+    if (SLABS_TC_ID(src) == 0) {
         page = c->pages[0];
         move_end(c, page, dst);
         return;
@@ -741,7 +821,7 @@ mover_thread(void *arg)
             continue;
         }
         if (sl.cls[sl.src].npages > 0) {
-            move_one(sl.src, sl.dst);
+            move_one((unsigned)sl.src, (unsigned)sl.dst);
         }
         sl.pending = false;
         pthread_cond_broadcast(&sl.done);
@@ -804,7 +884,7 @@ wait_idle(const struct timespec *deadline)
 }
 
 bool
-slabs_steal_page(unsigned id, unsigned ms)
+slabs_steal_page(unsigned tc, unsigned ms)
 {
     struct timespec dl;
     unsigned before;
@@ -822,9 +902,10 @@ slabs_steal_page(unsigned id, unsigned ms)
         pthread_mutex_unlock(&sl.lock);
         return false;
     }
-    before = sl.cls[id].npages;
-    if (reassign_locked(-1, (int)id, true) == CACHE_OK) {
-        got = wait_idle(&dl) && sl.cls[id].npages > before;
+    before = sl.cls[tc].npages;
+    if (reassign_locked(SLABS_TC_TIER(tc), -1, (int)SLABS_TC_ID(tc),
+                        true) == CACHE_OK) {
+        got = wait_idle(&dl) && sl.cls[tc].npages > before;
     }
     pthread_mutex_unlock(&sl.lock);
     return got;
@@ -860,38 +941,39 @@ slabs_stats_reset(void)
 /* ---- automove --------------------------------------------------------- */
 
 void
-slabs_note_eviction(unsigned id)
+slabs_note_eviction(unsigned tc)
 {
     if (sl.opts->slab_automove == 2) {
-        slabs_reassign(-1, (int)id);
+        reassign_in(SLABS_TC_TIER(tc), -1, (int)SLABS_TC_ID(tc));
     }
 }
 
 /* Shift this tick's evictions into the class's window (a bit per tick,
  * so windows longer than 64 ticks are clamped to 64). */
 static bool
-window_update(unsigned id, const struct cache_item_stats *is)
+window_update(unsigned tc, const struct cache_item_stats *is)
 {
     unsigned w = sl.opts->automove_window;
     uint64_t mask = w >= 64 || w == 0 ? ~(uint64_t)0
                                       : ((uint64_t)1 << w) - 1;
-    uint64_t bits = sl.win.window_evicts[id];
+    uint64_t bits = sl.win.window_evicts[tc];
 
-    bits = (bits << 1) | (is->evicted != sl.win.evicted[id]);
-    sl.win.evicted[id] = is->evicted;
-    sl.win.window_evicts[id] = bits & mask;
+    bits = (bits << 1) | (is->evicted != sl.win.evicted[tc]);
+    sl.win.evicted[tc] = is->evicted;
+    sl.win.window_evicts[tc] = bits & mask;
     return (bits & mask) != 0;
 }
 
 static bool
-class_has_spare_free(unsigned id)
+class_has_spare_free(unsigned tc)
 {
-    struct slab_class *c = &sl.cls[id];
+    struct slab_class *c = &sl.cls[tc];
+    struct tier *t = tier_of(tc);
     bool spare;
 
     pthread_mutex_lock(&sl.lock);
     spare = c->npages > 2 && c->sl_curr > c->perslab * 5 / 2 &&
-            sl.tier->used + sl.page_size > sl.tier->limit;
+            t->used + sl.page_size > t->limit;
     pthread_mutex_unlock(&sl.lock);
     return spare;
 }
@@ -899,53 +981,70 @@ class_has_spare_free(unsigned id)
 /* After cache_memlimit lowered the limit: give the tier back a page of
  * the class with the most, one per tick.  True if a move was queued. */
 static bool
-shrink_to_limit(void)
+shrink_to_limit(unsigned t)
 {
     unsigned best = 0, most = 1;
     bool over;
 
     pthread_mutex_lock(&sl.lock);
-    over = sl.tier->used > sl.tier->limit;
+    over = sl.tiers[t]->used > sl.tiers[t]->limit;
     for (unsigned id = 1; over && id <= sl.largest; id++) {
-        if (sl.cls[id].npages > most) {
-            most = sl.cls[id].npages;
+        if (sl.cls[SLABS_TC(t, id)].npages > most) {
+            most = sl.cls[SLABS_TC(t, id)].npages;
             best = id;
         }
     }
     pthread_mutex_unlock(&sl.lock);
-    return best != 0 && slabs_reassign((int)best, 0) == CACHE_OK;
+    return best != 0 && reassign_in(t, (int)best, 0) == CACHE_OK;
 }
 
-void
-slabs_automove_tick(void)
+/* The windowed automove decision for one tier; true if a move was
+ * queued. */
+static bool
+automove_tier(unsigned t)
 {
     int youngest = -1, oldest = -1;
     uint64_t young_age = UINT64_MAX, old_age = 0;
 
-    if (!sl.mover_on || shrink_to_limit() || sl.opts->slab_automove != 1) {
-        return;
+    if (shrink_to_limit(t)) {
+        return true;
+    }
+    if (sl.opts->slab_automove != 1) {
+        return false;
     }
     for (unsigned id = 1; id <= sl.largest; id++) {
+        unsigned tc = SLABS_TC(t, id);
         struct cache_item_stats is;
         bool evicting;
 
-        lru_item_stats(id, &is);
-        evicting = window_update(id, &is);
-        if (!evicting && class_has_spare_free(id)) {
-            slabs_reassign((int)id, 0);
-            return;
+        lru_item_stats(tc, &is);
+        evicting = window_update(tc, &is);
+        if (!evicting && class_has_spare_free(tc)) {
+            return reassign_in(t, (int)id, 0) == CACHE_OK;
         }
         if (evicting && is.age < young_age) {
             young_age = is.age;
             youngest = (int)id;
         }
-        if (slabs_npages(id) > 2 && is.age > old_age) {
+        if (slabs_npages(tc) > 2 && is.age > old_age) {
             old_age = is.age;
             oldest = (int)id;
         }
     }
-    if (youngest > 0 && oldest > 0 && youngest != oldest &&
-        (double)young_age < (double)old_age * sl.opts->automove_ratio) {
-        slabs_reassign(oldest, youngest);
+    return youngest > 0 && oldest > 0 && youngest != oldest &&
+           (double)young_age < (double)old_age * sl.opts->automove_ratio &&
+           reassign_in(t, oldest, youngest) == CACHE_OK;
+}
+
+void
+slabs_automove_tick(void)
+{
+    if (!sl.mover_on) {
+        return;
+    }
+    for (unsigned t = 0; t < NTIERS; t++) {
+        if (sl.tiers[t] != NULL && automove_tier(t)) {
+            return;
+        }
     }
 }

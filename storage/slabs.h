@@ -11,6 +11,14 @@
  *   class 1 = 48 + chunk_min, then x factor rounded up to 8, last class
  *   exactly slab_chunk_max.
  *
+ * Two tiers may be live at once (tier_policy cache and capacity): each has
+ * its own pages, free lists, global pool and limit, over one class table.
+ * Slabs (and the LRUs) name a class in a tier by a "tier class",
+ * SLABS_TC(tier, id); in a DRAM-only server it is the class id itself.
+ * With a memory file every chunk of either tier starts with the 16-byte
+ * commit prefix, so an item has the same class in both tiers and moves
+ * between them chunk for chunk.
+ *
  * Locking: one mutex (the "slabs lock"), the innermost lock of storage/:
  * nothing else is taken while it is held, except item trylocks by the page
  * mover.
@@ -26,58 +34,79 @@
 
 struct tier;
 
-/* Build the class table and take the tier (owned by slabs from now on).
- * 0, or -1 with a message on stderr. */
-int  slabs_init(const struct cache_options *opts, struct tier *tier);
+/* A class in a tier (tier ids are TIER_DRAM 0 and TIER_PMEM 1); the
+ * global pool of a tier is SLABS_TC(tier, 0). */
+#define SLABS_TC(tier, id)  ((unsigned)(tier) << 6 | (unsigned)(id))
+#define SLABS_TC_TIER(tc)   ((unsigned)(tc) >> 6)
+#define SLABS_TC_ID(tc)     ((unsigned)(tc) & 0x3f)
+#define SLABS_TC_MAX        (2 * CACHE_MAX_CLASSES)
 
-/* The tier slabs takes pages from (storage-internal: tests reach the PMEM
- * simulator through it).  Owned by slabs. */
-struct tier *slabs_tier(void);
+/* Build the class table and take the tiers (owned by slabs from now on):
+ * one or both of a volatile tier (id TIER_DRAM) and the memory file's.
+ * 0, or -1 with a message on stderr. */
+int  slabs_init(const struct cache_options *opts, struct tier *dram,
+                struct tier *pmem);
+
+/* A tier slabs takes pages from, NULL if it is not in use (tests reach
+ * the PMEM simulator through it).  Owned by slabs. */
+struct tier *slabs_tier(unsigned tier_id);
+
+/* The tier new items go to under the policy: DRAM for dram and
+ * capacity, the memory file for pmem and cache. */
+unsigned slabs_home_tier(void);
 
 /* Stop the mover and give every page back to the tier. */
 void slabs_destroy(void);
 
-/* The class whose chunks hold `size` bytes; 0 if none is large enough. */
+/* The class whose chunks hold `size` bytes; 0 if none is large enough.
+ * Class ids are the same in every tier. */
 unsigned slabs_clsid(size_t size);
 
 /* Bytes an item may take in a class's chunks (the chunk size less the
- * tier's per-chunk prefix: 0 in DRAM, 16 in PMEM), the largest class id,
- * and the item bytes of its chunks. */
+ * per-chunk prefix: 16 with a memory file, else 0; id may be a tier
+ * class), the largest class id, and the item bytes of its chunks. */
 size_t   slabs_size(unsigned id);
 unsigned slabs_largest(void);
 size_t   slabs_chunk_max(void);
 
 /*
- * A free chunk of class id for an item of `size` bytes, taking a new page
- * from the global pool or the tier when the class has none free.  The
- * chunk comes back with its 48-byte header zeroed except refcount 1, clsid
- * and tier.  NULL when the memory limit is reached.
+ * A free chunk of tier class tc for an item of `size` bytes, taking a new
+ * page from the tier's global pool or the tier when the class has none
+ * free.  The chunk comes back with its 48-byte header zeroed except
+ * refcount 1, clsid and tier.  NULL when the tier's limit is reached.
  */
-void *slabs_alloc(size_t size, unsigned id);
+void *slabs_alloc(size_t size, unsigned tc);
 
 /* Give a chunk back (refcount already 0). */
-void  slabs_free(void *ptr, size_t size, unsigned id);
+void  slabs_free(void *ptr, size_t size, unsigned tc);
 
-/* "stats slabs" for one class: false when it has no pages. */
-bool  slabs_class_stats(unsigned id, struct cache_slab_stats *out);
+/* "stats slabs" for one tier class: false when it has no pages. */
+bool  slabs_class_stats(unsigned tc, struct cache_slab_stats *out);
 
-/* Pages a class holds now (a racy read, good for a heuristic). */
-unsigned slabs_npages(unsigned id);
+/* Pages a tier class holds now (a racy read, good for a heuristic). */
+unsigned slabs_npages(unsigned tc);
 
-/* Bytes requested by the items living in a class (mem_requested). */
-uint64_t slabs_requested(unsigned id);
+/* Bytes requested by the items living in a tier class (mem_requested). */
+uint64_t slabs_requested(unsigned tc);
 
-/* Totals for "stats": limit, pages taken, pages in the global pool. */
+/* Totals for "stats": the limit of the tier -m sizes (with two tiers the
+ * file's is in slabs_tier_usage()), the bytes of pages taken and the
+ * pages in the global pools of every tier. */
 void  slabs_totals(struct cache_stats *out);
 
-/* New memory limit: 0, or -1 if the tier cannot follow. */
+/* One tier's limit and the bytes of pages it handed out. */
+void  slabs_tier_usage(unsigned tier_id, uint64_t *limit, uint64_t *used);
+
+/* New memory limit (-m: the DRAM tier's, or the file's under
+ * tier_policy=pmem): 0, or -1 if the tier cannot follow. */
 int   slabs_set_memlimit(size_t bytes);
 
 /*
- * Ask the page mover to move one page from src (-1: any class with spare
- * pages) to dst (0: the global pool).  Returns at once: CACHE_OK when the
- * move was queued, else CACHE_BUSY, CACHE_BADCLASS, CACHE_NOSPARE,
- * CACHE_SAME or CACHE_DISABLED (no mover thread).
+ * Ask the page mover to move one page of the home tier from class src
+ * (-1: any class with spare pages) to dst (0: the global pool).  Returns
+ * at once: CACHE_OK when the move was queued, else CACHE_BUSY,
+ * CACHE_BADCLASS, CACHE_NOSPARE, CACHE_SAME or CACHE_DISABLED (no mover
+ * thread).
  */
 enum cache_status slabs_reassign(int src, int dst);
 
@@ -88,8 +117,9 @@ void  slabs_mover_stop(void);
 /* Once a second: the windowed automove decision (mode 1). */
 void  slabs_automove_tick(void);
 
-/* An eviction happened in class id: automove mode 2 moves a page to it. */
-void  slabs_note_eviction(unsigned id);
+/* An eviction happened in tier class tc: automove mode 2 moves a page to
+ * it. */
+void  slabs_note_eviction(unsigned tc);
 
 /* Mover figures for "stats"; reset zeroes them (not slab_reassign_running)
  * as memcached's "stats reset" does. */
@@ -116,12 +146,12 @@ int      slabs_recover_page(unsigned id, void *page,
 void  slabs_mover_wait(void);
 
 /*
- * Class id is out of memory and has nothing to evict (typically it has no
- * page at all while others hold all of -m): have the mover bring it a page
- * from any class with spare pages, waiting up to ms milliseconds.  True if
- * a page arrived.  No slabs lock held; item locks may be (the mover only
- * trylocks them).
+ * Tier class tc is out of memory and has nothing to evict (typically it
+ * has no page at all while others hold all of the tier): have the mover
+ * bring it a page from any class of its tier with spare pages, waiting up
+ * to ms milliseconds.  True if a page arrived.  No slabs lock held; item
+ * locks may be (the mover only trylocks them).
  */
-bool  slabs_steal_page(unsigned id, unsigned ms);
+bool  slabs_steal_page(unsigned tc, unsigned ms);
 
 #endif

@@ -72,7 +72,7 @@ static off_t
 file_off(const void *p)
 {
     return (off_t)((const char *)p -
-                   (const char *)tier_pmem_base(slabs_tier()));
+                   (const char *)tier_pmem_base(slabs_tier(TIER_PMEM)));
 }
 
 /* What the file holds for an item's prefix. */
@@ -98,7 +98,7 @@ file_commit(const struct item *it)
 static unsigned
 file_table(const struct item *it)
 {
-    struct tier *t = slabs_tier();
+    struct tier *t = slabs_tier(TIER_PMEM);
     size_t i = tier_pmem_index(t, it);
     unsigned char b = 0xff;
 
@@ -266,7 +266,7 @@ static void
 test_mover(void)
 {
     char key[32];
-    size_t npages = tier_pmem_npages(slabs_tier());
+    size_t npages = tier_pmem_npages(slabs_tier(TIER_PMEM));
     unsigned cls, before = 0, freed = 0, live = 0, bad = 0;
     bool had[64] = { false };
     struct item *it;
@@ -331,7 +331,7 @@ test_crash(void)
            "file");
     cache_release(d);
     cache_release(e);
-    ok(tier_pmem_crash(slabs_tier()), "power cut");
+    ok(tier_pmem_crash(slabs_tier(TIER_PMEM)), "power cut");
     /* The mapping now shows the file; the pointers still hold. */
     is_int(persist_prefix_of(e)->commit, 0, "after the cut e is free");
     is_int(persist_prefix_of(e)->crc, persist_crc(e),

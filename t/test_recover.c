@@ -318,7 +318,7 @@ static off_t
 file_off(const void *addr)
 {
     return (off_t)((const char *)addr -
-                   (const char *)tier_pmem_base(slabs_tier()));
+                   (const char *)tier_pmem_base(slabs_tier(TIER_PMEM)));
 }
 
 /* Where k's item and its prefix sit in the file; -1 if missing. */

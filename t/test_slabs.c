@@ -30,7 +30,7 @@ slabs_only(const struct cache_options *o)
 {
     struct tier *t = tier_dram_create(o->mem_limit, o->page_size, false);
 
-    if (t == NULL || slabs_init(o, t) != 0) {
+    if (t == NULL || slabs_init(o, t, NULL) != 0) {
         exit(1);
     }
 }

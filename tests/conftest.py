@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 REFERENCE_BIN = "/usr/bin/memcached"
 START_TIMEOUT = 10.0
 MEMORY_FILE_DIR = os.environ.get("MCPM_MEMORY_FILE_DIR", "")
+TIER_POLICY = os.environ.get("MCPM_TIER_POLICY", "")
 STOP_TIMEOUT = 10.0
 VERSION_RE = re.compile(rb"^VERSION 1\.6\.\d+\S*\r\n$")
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
@@ -276,8 +277,9 @@ class Server:
 
     def _memory_file_args(self):
         """MCPM_MEMORY_FILE_DIR runs every server with its items in a
-        PMEM-tier file there (a tmpfs such as /dev/shm stands in for DAX);
-        the file is removed when the server stops."""
+        PMEM-tier file there (a tmpfs such as /dev/shm stands in for DAX),
+        under MCPM_TIER_POLICY if set (pmem by default); the file is
+        removed when the server stops."""
         if self.reference or not MEMORY_FILE_DIR:
             return []
         if "-e" in self.flags or any("memory_file" in f or "tier_policy" in f
@@ -287,7 +289,10 @@ class Server:
                                         "mcpm-test-%d.pm" % self.port)
         if os.path.exists(self.memory_file):
             os.unlink(self.memory_file)
-        return ["-o", "memory_file=" + self.memory_file]
+        opt = "memory_file=" + self.memory_file
+        if TIER_POLICY:
+            opt += ",tier_policy=" + TIER_POLICY
+        return ["-o", opt]
 
     def _remove_memory_file(self):
         if self.memory_file and os.path.exists(self.memory_file):
@@ -323,6 +328,14 @@ class Server:
     def stats(self, arg=""):
         with self.conn() as c:
             return c.stats(arg)
+
+    def item_limit(self):
+        """Bytes of items the server may hold: -m, plus the memory file's
+        under a policy that keeps items in DRAM and in the file (each
+        tier's limit is in `stats tiers`)."""
+        tiers = self.stats("tiers")
+        return sum(int(v) for k, v in tiers.items()
+                   if k.endswith(":limit_maxbytes"))
 
     def rss_kb(self):
         with open("/proc/%d/status" % self.pid) as f:

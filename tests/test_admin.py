@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+from conftest import TIER_POLICY
+
 OK = b"OK\r\n"
 
 
@@ -22,7 +24,7 @@ def own(server_factory, request):
 
 
 def test_cache_memlimit(own):
-    if own.server.memory_file:
+    if own.server.memory_file and TIER_POLICY in ("", "pmem"):
         # Items live in a memory file of -m bytes, which cannot grow (as
         # memcached -e refuses too); the limit can still come down.
         own.call(b"cache_memlimit 100\r\n", b"MEMLIMIT_ADJUST_FAILED "

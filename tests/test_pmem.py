@@ -77,9 +77,10 @@ def test_file_of_another_size_is_refused(server_factory, run, memfile):
 
 @pytest.mark.parametrize("flags, message", [
     (["-o", "tier_policy=pmem"], "tier_policy=pmem needs a memory file"),
-    (["-o", "tier_policy=cache"], "tier_policy=cache is not available yet"),
+    (["-o", "tier_policy=cache"],
+     "tier_policy=cache needs a memory file: -e <file> or -o memory_file="),
     (["-o", "tier_policy=capacity"],
-     "tier_policy=capacity is not available yet"),
+     "tier_policy=capacity needs a memory file"),
     (["-o", "tier_policy=disk"], "Invalid value for tier_policy"),
     (["-o", "memory_file_size=abc"], "Invalid value for memory_file_size"),
     (["-e", "/dev/shm/mcpm-never-created.pm", "-o",
