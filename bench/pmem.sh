@@ -239,7 +239,8 @@ preload() {
     local f=$TMP/preload.json sets err secs
     mcload --server "127.0.0.1:$1" --preload --requests 1 --keys "$2" \
         --key-prefix "$3" --value-size "$4" --conns 8 --depth 64 \
-        --json >"$f" || die "preload of port $1 failed"
+        --json >"$f" 2>"$f.err" ||
+        die "preload of port $1 failed: $(cat "$f.err" "$f")"
     read -r sets err secs < <(json "$f" preload_sets preload_errors \
                                 preload_seconds)
     [ "$err" = 0 ] || die "preload of port $1: $err errors"
@@ -496,19 +497,21 @@ tp_summary() {
 
 # What each durable policy costs here against dram, per load.
 tp_cost() {
-    local kind i dram_ops dram_cpu pm_ops pm_cpu
+    local kind label i dram_ops dram_cpu pm_ops pm_cpu
     for kind in mix set big; do
+        case $kind in
+        mix) label="GET/SET" ;;
+        set) label="SET only" ;;
+        big) label="GET/SET zipf, items > DRAM" ;;
+        esac
         read -r dram_ops dram_cpu <"$TMP/tp-$kind-med-0"
         for i in 1 2 3; do
             read -r pm_ops pm_cpu <"$TMP/tp-$kind-med-$i"
-            awk -v k="$kind" -v a="$dram_ops" -v b="$pm_ops" \
+            awk -v k="$label" -v a="$dram_ops" -v b="$pm_ops" \
                 -v c="$dram_cpu" -v d="$pm_cpu" -v n="${TP_NAMES[$i]}" \
-                'BEGIN {
-                printf "cost, %s: %s at %.0f%% of dram ops/s, %+.0f ns" \
-                       " (%+.0f%%) server CPU per request\n",
-                       (k == "mix" ? "GET/SET" : k == "set" ? "SET only" :
-                        "GET/SET zipf > DRAM"), n, 100 * b / a, d - c,
-                       100 * (d - c) / c }'
+                'BEGIN { printf "cost, %s: %s at %.0f%% of dram ops/s, " \
+                         "%+.0f ns (%+.0f%%) server CPU per request\n",
+                         k, n, 100 * b / a, d - c, 100 * (d - c) / c }'
         done
     done
     cat <<'EOF'

@@ -476,10 +476,19 @@ item_alloc_in(unsigned t, const char *key, size_t nkey,
     return it;
 }
 
+/* Under tier_policy capacity a new item that DRAM has no room for goes
+ * to the memory file (slabs' home tier is DRAM, and the file is there). */
 struct item *
 item_alloc(const char *key, size_t nkey, uint32_t client_flags,
            rel_time_t exptime, uint32_t vlen, bool use_cas)
 {
-    return item_alloc_in(slabs_home_tier(), key, nkey, client_flags, exptime,
-                         vlen, use_cas);
+    unsigned home = slabs_home_tier();
+    struct item *it = item_alloc_in(home, key, nkey, client_flags, exptime,
+                                    vlen, use_cas);
+
+    if (it == NULL && home == TIER_DRAM && slabs_tier(TIER_PMEM) != NULL) {
+        it = item_alloc_in(TIER_PMEM, key, nkey, client_flags, exptime,
+                           vlen, use_cas);
+    }
+    return it;
 }

@@ -205,8 +205,9 @@ size_t item_size(size_t nkey, uint32_t client_flags, uint32_t vlen,
 struct item *item_alloc(const char *key, size_t nkey, uint32_t client_flags,
                         rel_time_t exptime, uint32_t vlen, bool use_cas);
 
-/* item_alloc() in the policy's home tier (slabs_home_tier()); _in in tier
- * t, for moves between tiers. */
+/* item_alloc() takes the policy's home tier (slabs_home_tier()), and the
+ * memory file when DRAM has no room under tier_policy capacity;
+ * item_alloc_in() takes tier t, for moves between tiers. */
 struct item *item_alloc_in(unsigned t, const char *key, size_t nkey,
                            uint32_t client_flags, rel_time_t exptime,
                            uint32_t vlen, bool use_cas);

@@ -704,8 +704,10 @@ lru_alloc(size_t size, unsigned id, unsigned lru_id)
     }
     /* A class with no page, or no items to evict, cannot make room by
      * itself: take a page from another class (unless -M forbids making
-     * room).  Busy tails alone fail at once, as in memcached. */
-    if (lru.opts->evict && lru.opts->slab_reassign &&
+     * room).  Busy tails alone fail at once, as in memcached.  DRAM over
+     * a memory file does not wait for the mover: the caller goes to the
+     * file instead (capacity) or does without a copy (cache). */
+    if (lru.opts->evict && lru.opts->slab_reassign && !demote &&
         (slabs_npages(id) == 0 || lru_class_items(lru_id) == 0) &&
         slabs_steal_page(id, STEAL_WAIT_MS)) {
         mem = slabs_alloc(size, id);
@@ -713,7 +715,9 @@ lru_alloc(size_t size, unsigned id, unsigned lru_id)
             return mem;
         }
     }
-    COUNT(lru_id, outofmemory, 1);
+    if (!demote) {
+        COUNT(lru_id, outofmemory, 1);  /* else the file is tried next */
+    }
     return NULL;
 }
 
@@ -965,10 +969,10 @@ move_to_tier(struct item *it, uint32_t hv, unsigned t, unsigned which)
 /*
  * tier_policy cache: a DRAM copy of `it`, an unchunked item in the file
  * hit a second time, takes its place in the hash table and DRAM's lists
- * (where a new item would go); `it` leaves its list but stays committed in the file, its link's
- * reference held by the copy's trailer.  Returns the copy with the
- * caller's reference moved to it, or `it` when DRAM has no room.  lock(hv)
- * held.
+ * (where a new item would go); `it` leaves its list but stays committed
+ * in the file, its link's reference held by the copy's trailer.  Returns
+ * the copy with the caller's reference moved to it, or `it` when DRAM has
+ * no room.  lock(hv) held.
  */
 static struct item *
 cache_copy(struct item *it, uint32_t hv)
@@ -1023,13 +1027,21 @@ uncache(struct item *c, uint32_t hv)
     item_release(orig);
 }
 
-/* The mover cannot keep an item: it leaves the cache, or, a DRAM copy,
- * gives its place back to its original in the file. */
+/* The mover cannot keep an item in its class: a DRAM copy gives its
+ * place back to its original in the file, a DRAM item over a memory file
+ * (capacity) is demoted into it; otherwise, or when the file has no room,
+ * it leaves the cache. */
 static void
 leave_chunk(struct item *it, uint32_t hv)
 {
+    struct item *n;
+
     if (item_original(it) != NULL) {
         uncache(it, hv);
+    } else if (it->tier == TIER_DRAM && slabs_tier(TIER_PMEM) != NULL &&
+               (n = move_to_tier(it, hv, TIER_PMEM, ITEM_LRU_COLD)) != NULL) {
+        item_release(n);
+        __atomic_add_fetch(&lru.demotions, 1, __ATOMIC_RELAXED);
     } else {
         lru_unlink(it, hv);
     }
