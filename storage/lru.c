@@ -287,23 +287,30 @@ unlink_nolock(struct item *it, uint32_t hv)
     item_release(it);
 }
 
-void
-lru_unlink(struct item *it, uint32_t hv)
+/* Take a linked item off its list and out of the table; the link's
+ * reference is the caller's to drop or pass on.  Caller holds lock(hv). */
+static void
+detach(struct item *it, uint32_t hv)
 {
-    struct lru_list *l;
+    struct lru_list *l = list_of(it);
 
-    if (!(item_flags(it) & ITEM_LINKED)) {
-        return;
-    }
-    /* Dead in the file before it is gone from the table. */
-    kill_in_file(it);
-    l = list_of(it);
     pthread_mutex_lock(&l->lock);
     item_flags_clear(it, ITEM_LINKED);
     list_remove(l, it);
     pthread_mutex_unlock(&l->lock);
     assoc_delete(item_key(it), item_nkey(it), hv);
     histo_add(it, -1);
+}
+
+void
+lru_unlink(struct item *it, uint32_t hv)
+{
+    if (!(item_flags(it) & ITEM_LINKED)) {
+        return;
+    }
+    /* Dead in the file before it is gone from the table. */
+    kill_in_file(it);
+    detach(it, hv);
     item_release(it);
 }
 
@@ -981,7 +988,6 @@ cache_copy(struct item *it, uint32_t hv)
     unsigned id = slabs_clsid(ntotal + sizeof(it));
     unsigned tc = SLABS_TC(TIER_DRAM, id);
     uint16_t drop = ITEM_LINKED | ITEM_ACTIVE;
-    struct lru_list *l = list_of(it);
     struct item *n;
 
     if (id == 0 || (item_flags(it) & ITEM_CHUNKED) ||
@@ -997,12 +1003,7 @@ cache_copy(struct item *it, uint32_t hv)
                                    ITEM_FETCHED));
     item_time_store(n, clock_now());
     item_set_original(n, it);
-    pthread_mutex_lock(&l->lock);
-    item_flags_clear(it, ITEM_LINKED);
-    list_remove(l, it);
-    pthread_mutex_unlock(&l->lock);
-    assoc_delete(item_key(it), item_nkey(it), hv);
-    histo_add(it, -1);
+    detach(it, hv);
     set_lru(n, first_lru(n));
     link_in_place(n, hv);
     item_release(it);
