@@ -307,6 +307,8 @@ stats_general(struct conn *c)
     stat_u64(c, "time_in_listen_disabled_us", 0);
     stat_u64(c, "threads", (uint64_t)settings.num_threads);
     stat_u64(c, "conn_yields", t->conn_yields);
+    stat_u64(c, "prefetch_batches", t->prefetch_batches);
+    stat_u64(c, "prefetch_keys", t->prefetch_keys);
     stats_storage(c, &s);
     stats_items_totals(c, &s);
     stats_recovery(c);
@@ -377,6 +379,7 @@ stats_settings_cache(struct conn *c)
     stat_u64(c, "watcher_logbuf_size", settings.watcher_logbuf_size);
     stat_u64(c, "worker_logbuf_size", settings.worker_logbuf_size);
     stat_u64(c, "read_buf_mem_limit", settings.read_buf_mem_limit);
+    stat_u64(c, "prefetch_batch", settings.prefetch_batch);
     stat_str(c, "track_sizes", yesno(o->track_sizes));
     stat_str(c, "inline_ascii_response", "no");
     stat_fmt(c, "slab_automove_freeratio", "%.3f", o->automove_freeratio);

@@ -449,6 +449,7 @@ rbuf_room(struct conn *c)
     }
     if (c->rstart > 0) {
         memmove(c->rbuf, c->rbuf + c->rstart, have);
+        c->pf_end = c->pf_end > c->rstart ? c->pf_end - c->rstart : 0;
         c->rstart = 0;
         c->rend = have;
     }
@@ -553,6 +554,23 @@ after_process(struct conn *c, enum process_result r)
     }
 }
 
+/* Before the requests from rstart on run: when the buffer holds more
+ * than one line (a pipeline), walk the keys of the next ones side by side
+ * (process_prefetch_pipeline); they run one by one afterwards. */
+static void
+prefetch_pipeline(struct conn *c)
+{
+    const char *p = c->rbuf + c->rstart;
+    size_t have = c->rend - c->rstart;
+    const char *eol = memchr(p, '\n', have);
+
+    if (eol == NULL || (size_t)(eol - p) + 1 == have) {
+        c->pf_end = c->rstart;      /* one line or none: nothing to gain */
+        return;
+    }
+    c->pf_end = c->rstart + process_prefetch_pipeline(c, p, have);
+}
+
 /* Parse and execute one request from the buffer. */
 static enum conn_state
 parse_one(struct conn *c)
@@ -583,7 +601,7 @@ static enum conn_state
 state_parse(struct conn *c, int *budget)
 {
     if (c->rstart == c->rend) {
-        c->rstart = c->rend = 0;
+        c->rstart = c->rend = c->pf_end = 0;
         return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
     }
     if (c->out_bytes > OUT_HIGH_WATER) {
@@ -594,6 +612,9 @@ state_parse(struct conn *c, int *budget)
         STAT_INCR(c->worker->stats->conn_yields);
         c->yielded = true;
         return CONN_WRITE;
+    }
+    if (c->rstart >= c->pf_end) {
+        prefetch_pipeline(c);
     }
     return parse_one(c);
 }

@@ -65,6 +65,7 @@ struct conn {
     size_t           rsize;
     size_t           rstart;
     size_t           rend;
+    size_t           pf_end;         /* requests before it were prefetched */
 
     /* a value being read into a fresh item (CONN_NREAD) */
     struct item     *nitem;

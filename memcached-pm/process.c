@@ -10,6 +10,7 @@
 #include "memcached-pm/process.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -105,17 +106,16 @@ out_value(struct conn *c, struct item *it, bool with_cas)
 }
 
 static int
-get_one(struct conn *c, const struct token *key, bool touch,
+get_one(struct conn *c, const struct prefetch_key *key, bool touch,
         rel_time_t exptime, bool with_cas)
 {
-    uint32_t hv = hash_murmur3(key->p, key->len);
     enum cache_status st;
     struct item *it;
 
-    it = touch ? cache_touch(key->p, key->len, hv, exptime, &st)
-               : cache_get(key->p, key->len, hv, &st);
+    it = touch ? cache_touch(key->key, key->nkey, key->hv, exptime, &st)
+               : cache_get(key->key, key->nkey, key->hv, &st);
     if (settings.detail_enabled) {
-        admin_detail_record(key->p, key->len, DETAIL_GET, it != NULL);
+        admin_detail_record(key->key, key->nkey, DETAIL_GET, it != NULL);
     }
     if (it == NULL) {
         process_count_miss(c, touch, st);
@@ -138,20 +138,139 @@ keys_ok(const struct token *keys)
     return more == 0;
 }
 
+/* Hash up to `max` more keys of a multiget into pf; how many. */
+static unsigned
+next_window(struct token *cursor, struct prefetch_key *pf, unsigned max)
+{
+    struct token key;
+    unsigned n = 0;
+
+    while (n < max && text_next_key(cursor, &key) > 0) {
+        pf[n].key = key.p;
+        pf[n].nkey = key.len;
+        pf[n].hv = hash_murmur3(key.p, key.len);
+        n++;
+    }
+    return n;
+}
+
+void
+process_prefetch(struct conn *c, struct prefetch_key *pf, unsigned n)
+{
+    if (n > 1) {
+        prefetch_walk(pf, n, true);
+        STAT_INCR(tstats(c)->prefetch_batches);
+        STAT_ADD(tstats(c)->prefetch_keys, n);
+    }
+}
+
+/* The bytes of a request's data block after its line (with "\r\n"):
+ * the stores and ms carry one.  SIZE_MAX when an ms length is bad (the
+ * request will be refused; the scan stops there). */
+static size_t
+data_bytes(const struct request *req)
+{
+    uint32_t v;
+
+    if (req_has_data(req->type)) {
+        return (size_t)req->vlen + 2;
+    }
+    if (req->type == REQ_MS) {
+        return req->ntokens >= 3 && token_u32(&req->tokens[2], &v)
+               ? (size_t)v + 2 : SIZE_MAX;
+    }
+    return 0;
+}
+
+/* Add the keys a request will look up to pf[n..max); the new n. */
+static unsigned
+add_keys(const struct request *req, struct prefetch_key *pf, unsigned n,
+         unsigned max)
+{
+    struct token key = req->key;
+
+    switch (req->type) {
+    case REQ_GET: case REQ_GETS: case REQ_GAT: case REQ_GATS: {
+        struct token cursor = req->keys;
+
+        return n + next_window(&cursor, pf + n, max - n);
+    }
+    case REQ_MG: case REQ_MS: case REQ_MD: case REQ_MA: case REQ_ME:
+        if (req->ntokens < 2) {
+            return n;
+        }
+        key = req->tokens[1];
+        break;
+    case REQ_SET: case REQ_ADD: case REQ_REPLACE: case REQ_APPEND:
+    case REQ_PREPEND: case REQ_CAS: case REQ_DELETE: case REQ_INCR:
+    case REQ_DECR: case REQ_TOUCH:
+        break;
+    default:
+        return n;
+    }
+    if (key.len == 0 || key.len > PROTO_KEY_MAX) {
+        return n;
+    }
+    pf[n].key = key.p;
+    pf[n].nkey = key.len;
+    pf[n].hv = hash_murmur3(key.p, key.len);
+    return n + 1;
+}
+
+size_t
+process_prefetch_pipeline(struct conn *c, const char *buf, size_t len)
+{
+    unsigned max = settings.prefetch_batch, n = 0;
+    struct prefetch_key *pf = c->worker->pf;
+    size_t off = 0;
+
+    if (max < 2) {
+        return 0;
+    }
+    while (n < max && off < len) {
+        struct request req;
+        ssize_t line = text_parse(&req, buf + off, len - off);
+        size_t data;
+
+        if (line <= 0 || req.type == REQ_ERROR) {
+            break;
+        }
+        data = data_bytes(&req);
+        if (data > len - off - (size_t)line) {
+            break;
+        }
+        n = add_keys(&req, pf, n, max);
+        off += (size_t)line + data;
+    }
+    process_prefetch(c, pf, n);
+    return off;
+}
+
+/*
+ * The keys go in windows of prefetch_batch: hashed, walked side by side
+ * (storage/prefetch.h), then fetched in order.  A window of one key (the
+ * last of a multiget, or prefetch_batch 0 or 1) is fetched alone.
+ */
 static enum process_result
 process_get(struct conn *c, struct request *req)
 {
     bool touch = req->type == REQ_GAT || req->type == REQ_GATS;
     bool with_cas = req->type == REQ_GETS || req->type == REQ_GATS;
     rel_time_t exptime = touch ? clock_realtime(req->exptime) : 0;
-    struct token cursor = req->keys, key;
+    unsigned max = settings.prefetch_batch > 1 ? settings.prefetch_batch : 1;
+    struct prefetch_key *pf = c->worker->pf;
+    struct token cursor = req->keys;
+    unsigned n;
 
     if (!keys_ok(&req->keys)) {
         return reply(c, RSP_CLIENT_ERROR_FORMAT);
     }
-    while (text_next_key(&cursor, &key) > 0) {
-        if (get_one(c, &key, touch, exptime, with_cas) != 0) {
-            return reply(c, RSP_SERVER_ERROR_OOM_GET);
+    while ((n = next_window(&cursor, pf, max)) > 0) {
+        process_prefetch(c, pf, n);
+        for (unsigned i = 0; i < n; i++) {
+            if (get_one(c, &pf[i], touch, exptime, with_cas) != 0) {
+                return reply(c, RSP_SERVER_ERROR_OOM_GET);
+            }
         }
     }
     return reply(c, RSP_END);

@@ -8,6 +8,7 @@
 
 #include "memcached-pm/conn.h"
 #include "proto/request.h"
+#include "storage/prefetch.h"
 
 enum process_result {
     PROCESS_OK,          /* reply queued (or suppressed), parse on */
@@ -19,6 +20,19 @@ enum process_result {
 /* Execute one request.  req's strings point into c's read buffer and stay
  * valid for the call only. */
 enum process_result process_request(struct conn *c, struct request *req);
+
+/* Walk the n keys of pf side by side (storage/prefetch.h) when there
+ * are two or more, counting the batch. */
+void process_prefetch(struct conn *c, struct prefetch_key *pf, unsigned n);
+
+/*
+ * A pipeline: the requests complete in buf[0, len), up to prefetch_batch
+ * keys of them, have their keys hashed and walked side by side before
+ * they run one by one.  Returns the bytes of the requests looked at (the
+ * caller looks again past them); 0 when prefetch_batch is under 2.
+ */
+size_t process_prefetch_pipeline(struct conn *c, const char *buf,
+                                 size_t len);
 
 /* Count a hit on `it` for get (or touch when `touch`): per-class hits and
  * which LRU segment served it. */

@@ -21,6 +21,7 @@
 
 #include "memcached-pm/stats.h"
 #include "storage/locks.h"
+#include "storage/prefetch.h"
 
 #define MB (1024 * 1024)
 
@@ -50,6 +51,7 @@ settings_defaults(void)
     settings.worker_logbuf_size = 64 * 1024;
 
     cache_options_defaults(c);
+    settings.prefetch_batch = 16;
 }
 
 /* ---- value parsers: whole string, in range, or false ------------------ */
@@ -338,6 +340,8 @@ static const struct subopt subopt_table[] = {
      * only their "off" values are accepted, never ignored. */
     { "tail_repair_time", SO_UINT, C(tail_repair_time), 0, 0,
       "%s is not supported: only 0 (off) is accepted", NULL },
+    { "prefetch_batch", SO_UINT, S(prefetch_batch), 0, PREFETCH_BATCH_MAX,
+      NULL, NULL },
     { "read_buf_mem_limit", SO_UINT, S(read_buf_mem_limit), 0, 0,
       "%s is not supported: only 0 (no limit) is accepted", NULL },
     { "lru_crawler", SO_ON, C(lru_crawler), 0, 0, NULL, NULL },
@@ -514,6 +518,8 @@ usage(void)
 "   warm_lru_pct, hot_max_factor, warm_max_factor, temporary_ttl,\n"
 "   idle_timeout, track_sizes, modern, no_modern, read_buf_mem_limit,\n"
 "   item_lock_power, hash_bulk_move,\n"
+"   prefetch_batch=<n>      look keys up n at a time, their cache misses\n"
+"                           overlapped (default 16, 0 off, at most 256)\n"
 "   memory_file=<file>      keep items in this (PMEM) file\n"
 "   memory_file_size=<MB>   item memory in the file (default: as -m)\n"
 "   memory_file_reinit      discard a memory file the settings cannot read\n"

@@ -50,6 +50,7 @@ struct settings {
     unsigned    idle_timeout;       /* seconds, 0 off */
     bool        lru_maintainer;     /* the maintainer thread runs */
     unsigned    read_buf_mem_limit; /* MB, 0 unlimited */
+    unsigned    prefetch_batch;     /* keys walked side by side, 0 off */
     unsigned    hashpower_init;     /* as given, 0 = default */
     const char *hash_algorithm;
     const char *memory_file;        /* -e or -o memory_file: PMEM tier */

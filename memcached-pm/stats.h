@@ -31,7 +31,8 @@
     ACTION(touch_misses) ACTION(store_too_large) ACTION(store_no_memory)    \
     ACTION(auth_cmds) ACTION(auth_errors) ACTION(bytes_read)                \
     ACTION(bytes_written) ACTION(conn_yields) ACTION(cmd_flush)             \
-    ACTION(idle_kicks) ACTION(hits_dram) ACTION(hits_pmem)
+    ACTION(idle_kicks) ACTION(hits_dram) ACTION(hits_pmem)                  \
+    ACTION(prefetch_batches) ACTION(prefetch_keys)
 
 /* File descriptors kept back from -c for the server's own use, as
  * memcached's reserved_fds. */

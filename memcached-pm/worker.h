@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/stats.h"
+#include "storage/prefetch.h"
 
 struct conn;
 struct pending;
@@ -41,6 +42,7 @@ struct worker {
     struct conn         *conns;          /* every connection it owns */
     unsigned             nconns;
     struct buffer_gauges gauges;         /* written by this thread only */
+    struct prefetch_key  pf[PREFETCH_BATCH_MAX];  /* a batch being walked */
 };
 
 /* Start n workers; 0, or -1 with a message. */

@@ -22,6 +22,7 @@
 #include "storage/item.h"
 #include "storage/lru.h"
 #include "storage/persist.h"
+#include "storage/prefetch.h"
 #include "storage/tier.h"
 
 #include <pthread.h>
@@ -304,6 +305,15 @@ chunk_item(const struct slab_class *c, char *page, unsigned i)
 
 /* ---- pages and chunks: slabs lock held -------------------------------- */
 
+/* A page off every list goes back to its tier while serving: a prefetch
+ * walk (prefetch.h) may still be reading an item header in it. */
+static void
+give_back(struct tier *t, char *page)
+{
+    prefetch_quiesce();
+    tier_page_free(t, page);
+}
+
 static int
 add_page(struct slab_class *c, char *page)
 {
@@ -574,7 +584,7 @@ slabs_set_memlimit(size_t bytes)
     /* Pool pages over the new limit go back to the tier at once; pages
      * in classes come back through the mover (automove). */
     while (rc == 0 && t->used > bytes && pool->npages > 0) {
-        tier_page_free(t, pop_page(pool));
+        give_back(t, pop_page(pool));
     }
     pthread_mutex_unlock(&sl.lock);
     return rc;
@@ -780,7 +790,7 @@ move_end(struct slab_class *c, char *page, unsigned dst)
         persist_page_set(page, 0);
     }
     if (to_pool && t->used > t->limit) {
-        tier_page_free(t, page);
+        give_back(t, page);
     } else {
         add_page(&sl.cls[dst], page);
         if (!to_pool) {

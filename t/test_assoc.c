@@ -1,8 +1,10 @@
 /*
  * test_assoc.c: the hash table: init limits, insert/find/delete, forced
- * collision chains of many lengths, the walk, the prefetch hint, an
- * expansion paused half way (find, insert, delete and walk across both
- * tables, then resume), and growth from 2^12 while one thread inserts and
+ * collision chains of many lengths, the walk, the prefetch hint, the
+ * batched prefetch walk (storage/prefetch.h) against plain lookups over
+ * chains of every length up to past its depth limit, an expansion paused
+ * half way (find, insert, delete, walk and prefetch across both tables,
+ * then resume), and growth from 2^12 while one thread inserts and
  * deletes and two others keep finding what is already there.
  *
  * Items are test-local allocations in the storage/ layout; the item's
@@ -13,6 +15,7 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/locks.h"
+#include "storage/prefetch.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -189,6 +192,132 @@ wait_settled(uint64_t items, int seconds)
         usleep(1000);
     }
     return 0;
+}
+
+/* ---- batched prefetch ------------------------------------------------- */
+
+/* Position of `it` in its chain (0: the bucket's first), or -1. */
+static int
+chain_pos(const struct item *it)
+{
+    uint32_t hv = ihash(it);
+    const struct item *p;
+    int pos = 0;
+
+    locks_lock(hv);
+    p = *(struct item *const *)assoc_bucket_hint(hv);
+    while (p != NULL && p != it) {
+        p = p->h_next;
+        pos++;
+    }
+    locks_unlock(hv);
+    return p == it ? pos : -1;
+}
+
+/*
+ * Walk items v[0..n) and as many keys that are not there, in batches of
+ * `batch`, and compare each key's `found` with a locked lookup: the same
+ * item, or NULL for an absent key and for an item deeper in its chain
+ * than the walk looks.  1 if every key agrees.
+ */
+static int
+prefetch_agrees(struct item **v, uint32_t n, unsigned batch)
+{
+    struct prefetch_key *k = calloc(2 * (size_t)n, sizeof(*k));
+    char (*absent)[32] = calloc(n, sizeof(*absent));
+    uint32_t i, total = 2 * n;
+    int good = 1;
+
+    if (k == NULL || absent == NULL) {
+        abort();
+    }
+    for (i = 0; i < n; i++) {
+        k[2 * i].key = ikey(v[i]);
+        k[2 * i].nkey = v[i]->nkey;
+        snprintf(absent[i], sizeof(absent[i]), "absent:%u", i);
+        k[2 * i + 1].key = absent[i];
+        k[2 * i + 1].nkey = strlen(absent[i]);
+    }
+    for (i = 0; i < total; i++) {
+        k[i].hv = hash_murmur3(k[i].key, k[i].nkey);
+    }
+    for (i = 0; i < total; i += batch) {
+        prefetch_walk(k + i, total - i < batch ? total - i : batch, true);
+    }
+    for (i = 0; i < total && good; i++) {
+        const struct item *want = find_locked(k[i].key, k[i].nkey);
+
+        if (want != NULL && chain_pos(want) >= PREFETCH_CHAIN_MAX) {
+            want = NULL;
+        }
+        if (k[i].found != want) {
+            printf("# key %.*s: walk found %p, lookup %p\n",
+                   (int)k[i].nkey, k[i].key, (const void *)k[i].found,
+                   (const void *)want);
+            good = 0;
+        }
+    }
+    free(k);
+    free(absent);
+    return good;
+}
+
+/* Keys whose hash lands in bucket b of a 2^5 table, len of them. */
+static struct item **
+colliding(uint32_t b, uint32_t len, bool cas)
+{
+    struct item **v = calloc(len, sizeof(*v));
+    char key[64];
+    uint32_t got = 0;
+
+    for (uint32_t j = 0; got < len; j++) {
+        snprintf(key, sizeof(key), "bucket%u:%u", b, j);
+        if ((hash_murmur3(key, strlen(key)) & 31) == b) {
+            v[got] = make_item(key, got, cas && got % 2);
+            got++;
+        }
+    }
+    return v;
+}
+
+static void
+test_prefetch_chains(void)
+{
+    static const unsigned batches[] = { 1, 2, 3, 16, 128, 300 };
+    struct item **all = calloc(31 * 16, sizeof(*all));
+    uint32_t n = 0, len;
+    int good = 1, deep = 0;
+
+    assoc_init(5, 1);
+    /* Bucket b holds a chain of b items: 1 .. 20, past the walk's limit
+     * of PREFETCH_CHAIN_MAX; buckets 21 .. 31 hold one item each. */
+    for (uint32_t b = 1; b < 32; b++) {
+        struct item **v;
+
+        len = b <= 20 ? b : 1;
+        v = colliding(b, len, true);
+        for (uint32_t i = 0; i < len; i++) {
+            insert_locked(v[i]);
+            all[n++] = v[i];
+        }
+        free(v);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        deep += chain_pos(all[i]) >= PREFETCH_CHAIN_MAX;
+    }
+    ok(deep > 0, "some items sit deeper than the walk looks");
+    for (size_t i = 0; i < sizeof(batches) / sizeof(batches[0]); i++) {
+        good &= prefetch_agrees(all, n, batches[i]);
+    }
+    ok(good, "prefetch finds what lookups find, chains of 1..20, "
+       "batches of 1..300");
+    prefetch_walk(NULL, 0, true);
+    ok(1, "an empty batch is a no-op");
+    assoc_destroy();
+    for (uint32_t i = 0; i < n; i++) {
+        free(all[i]);
+    }
+    free(all);
 }
 
 /* ---- tests ------------------------------------------------------------ */
@@ -496,6 +625,9 @@ test_paused_expansion(void)
        total == PAUSE_ITEMS, "walk across both tables sees each once");
     ok(churn_while_paused(v, live, extra, 1000),
        "find/insert/delete/hint right with the move half done");
+    ok(prefetch_agrees(v, PAUSE_ITEMS, 16) &&
+       prefetch_agrees(extra, 1000, 16),
+       "prefetch finds what lookups find across both tables");
     ok(assoc_thread_start() == 0, "expander restarts");
     ok(wait_settled(PAUSE_ITEMS, 60), "resumed move finishes");
     stats(&p, &b, &e);
@@ -715,6 +847,7 @@ main(void)
     test_init();
     test_basic();
     test_chains();
+    test_prefetch_chains();
     test_walk_stop();
     test_expand_small();
     test_paused_expansion();

@@ -1,0 +1,129 @@
+"""Batched prefetch (-o prefetch_batch): the replies never change.
+
+A multiget is taken in windows of prefetch_batch keys, and the requests of
+a pipeline found in one read are looked at ahead; either way the keys are
+walked side by side before the requests run (storage/prefetch.h).  The
+same requests must get byte-identical replies with prefetch_batch 0, 1, 16
+and 128, and `stats` counts the batches walked.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.mcpm
+
+SETTINGS = (0, 1, 16, 128)
+NKEYS = 1200
+
+
+def value(i):
+    return b"v%d-" % i + b"x" * (i % 300)
+
+
+def load(c):
+    """Keys k0..k1199, every third one missing; flags vary."""
+    c.send(b"".join(b"set k%d %d 0 %d noreply\r\n%s\r\n"
+                    % (i, i % 7, len(value(i)), value(i))
+                    for i in range(NKEYS) if i % 3 != 2))
+    c.sync()
+
+
+def multiget(n, cmd=b"get", start=0):
+    return cmd + b" " + b" ".join(b"k%d" % (start + i)
+                                  for i in range(n)) + b"\r\n"
+
+
+def pipeline():
+    """One send of many mixed requests on hits, misses and new keys."""
+    out = []
+    for i in range(0, 300, 3):
+        k = b"k%d" % i
+        out += [
+            b"get %s\r\n" % k,
+            b"mg %s v f c t s\r\n" % k,
+            b"gets k%d k%d k%d\r\n" % (i + 1, i + 2, i + 3),
+            b"ms n%d 3 T0\r\nabc\r\n" % i,
+            b"set s%d 1 0 2\r\nhi\r\n" % i,
+            b"incr %s 1\r\n" % k,
+            b"ma c%d N0 J%d v\r\n" % (i, i),
+            b"touch %s 100\r\n" % k,
+            b"gat 0 k%d\r\n" % (i + 1),
+            b"delete k%d\r\n" % (i + 1),
+            b"md n%d q\r\n" % i,
+            b"mg n%d v\r\n" % i,
+            b"mg k%d v k\r\n" % (i + 2),
+        ]
+    out.append(b"mn\r\n")
+    return b"".join(out)
+
+
+def run_script(s):
+    """Every reply, in order, as one byte string."""
+    replies = []
+    with s.conn(timeout=20) as c:
+        load(c)
+        for n in (1, 16, 17, 100, 1000):
+            replies.append(c.get_block(multiget(n)))
+            replies.append(c.get_block(multiget(n, b"gets", 77)))
+        c.send(pipeline())
+        replies.append(c.read_until(b"MN\r\n"))
+    return replies
+
+
+def test_replies_identical_for_every_batch_size(server_factory):
+    results = {}
+    for batch in SETTINGS:
+        s = server_factory("-o", "prefetch_batch=%d" % batch)
+        results[batch] = run_script(s)
+        assert s.stats("settings")["prefetch_batch"] == str(batch)
+    base = results[0]
+    # The script really reads values: the 1000-key get finds 667 of them.
+    assert base[8].count(b"VALUE ") == 667
+    assert base[8].startswith(b"VALUE k0 0 3\r\nv0-\r\nVALUE k1 1 4\r\n")
+    for batch in SETTINGS[1:]:
+        for i, (got, want) in enumerate(zip(results[batch], base)):
+            assert got == want, "prefetch_batch=%d, reply block %d" % (
+                batch, i)
+
+
+@pytest.mark.parametrize("batch, n, batches, keys", [
+    (16, 1, 0, 0),          # one key: nothing to overlap
+    (16, 16, 1, 16),
+    (16, 17, 1, 16),        # 16, then the 17th alone
+    (16, 100, 7, 100),      # six of 16, one of 4
+    (128, 1000, 8, 1000),   # seven of 128, one of 104
+    (1, 100, 0, 0),         # batches of one: off
+    (0, 100, 0, 0),
+])
+def test_multiget_counts_batches(server_factory, batch, n, batches, keys):
+    s = server_factory("-o", "prefetch_batch=%d" % batch)
+    with s.conn() as c:
+        load(c)
+        before = c.stats()
+        block = c.get_block(multiget(n))
+        after = c.stats()
+    assert block.count(b"VALUE ") == sum(1 for i in range(n) if i % 3 != 2)
+    assert int(after["prefetch_batches"]) - \
+        int(before["prefetch_batches"]) == batches
+    assert int(after["prefetch_keys"]) - int(before["prefetch_keys"]) == keys
+
+
+def test_pipeline_is_walked_ahead(server_factory):
+    s = server_factory("-o", "prefetch_batch=16")
+    with s.conn() as c:
+        load(c)
+        before = c.stats()
+        # 40 single-key gets in one send: read together, looked at ahead
+        # 16 keys at a time (how the bytes arrive decides the exact count).
+        c.send(b"".join(b"get k%d\r\n" % i for i in range(40)) +
+               b"mn\r\n")
+        c.read_until(b"MN\r\n")
+        after = c.stats()
+    walked = int(after["prefetch_keys"]) - int(before["prefetch_keys"])
+    assert int(after["prefetch_batches"]) > int(before["prefetch_batches"])
+    assert 16 <= walked <= 41
+
+
+def test_prefetch_batch_bounds(run):
+    r = run("-p", "0", "-o", "prefetch_batch=257")
+    assert r.returncode == 1
+    assert b"prefetch_batch" in r.stderr
