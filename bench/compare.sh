@@ -43,6 +43,13 @@ PARTS=${PARTS:-throughput,growth}
 # Extra mcload options for the throughput runs (word-split), so other
 # workloads reuse the same harness: LOAD_ARGS="--multiget 16 --depth 8".
 LOAD_ARGS=${LOAD_ARGS:-}
+# Extra server options per side (word-split) and the sides' names, so one
+# binary can run against itself with two settings:
+#   MC_BIN=$MCPM_BIN A_ARGS="-o prefetch_batch=16" B_ARGS="-o prefetch_batch=0"
+A_ARGS=${A_ARGS:-}
+B_ARGS=${B_ARGS:-}
+A_NAME=${A_NAME:-memcached-pm}
+B_NAME=${B_NAME:-memcached}
 
 usage() {
     cat <<EOF
@@ -56,6 +63,8 @@ environment (defaults in brackets):
   GROWTH_MEM [1024]  CONTROL_HASHPOWER [22] (0: no control run)
   SERVER_CPU [1]  LOAD_CPU [0]           PARTS [throughput,growth]
   LOAD_ARGS [] extra mcload options for the throughput runs
+  A_ARGS [] B_ARGS [] extra server options of side A (MCPM_BIN) and B
+  A_NAME [memcached-pm] B_NAME [memcached] the sides' names in the output
 EOF
 }
 
@@ -158,13 +167,17 @@ throughput() {
     load+=($LOAD_ARGS)
     pa=$(free_port)
     pb=$(free_port)
-    start_server "$MCPM_BIN" "$pa" -m "$MEM"
+    # shellcheck disable=SC2086
+    start_server "$MCPM_BIN" "$pa" -m "$MEM" $A_ARGS
     a=$SERVER_PID
-    start_server "$MC_BIN" "$pb" -m "$MEM"
+    # shellcheck disable=SC2086
+    start_server "$MC_BIN" "$pb" -m "$MEM" $B_ARGS
     b=$SERVER_PID
     echo "== throughput: GET/SET $GET_RATIO, ${VALUE_SIZE}-byte values," \
          "$CONNS conns, $KEYS keys uniform, -t $THREADS -m $MEM," \
          "${DURATION}s x $ROUNDS per side${LOAD_ARGS:+, $LOAD_ARGS}"
+    echo "   A: $A_NAME ${A_ARGS:-(default flags)}" \
+         " B: $B_NAME ${B_ARGS:-(default flags)}"
     for port in "$pa" "$pb"; do
         mcload --server "127.0.0.1:$port" --preload --requests 1 \
             --keys "$KEYS" --value-size "$VALUE_SIZE" --conns "$CONNS" \
@@ -193,7 +206,7 @@ throughput() {
             echo "$p99" >>"$TMP/p99-$side"
             echo "$cpr" >>"$TMP/cpu-$side"
             printf '%-14s %5d %12.0f %10.1f %12d %8d\n' \
-                "$([ "$side" = A ] && echo memcached-pm || echo memcached)" \
+                "$([ "$side" = A ] && echo "$A_NAME" || echo "$B_NAME")" \
                 "$round" "$ops" "$p99" "$cpr" "$err"
         done
     done
@@ -210,14 +223,14 @@ summary() {
     qb=$(median <"$TMP/p99-B")
     ca=$(median <"$TMP/cpu-A")
     cb=$(median <"$TMP/cpu-B")
-    printf 'median  memcached-pm %.0f ops/s p99 %.1f us cpu %.0f ns/req\n' \
-        "$ma" "$qa" "$ca"
-    printf 'median  memcached    %.0f ops/s p99 %.1f us cpu %.0f ns/req\n' \
-        "$mb" "$qb" "$cb"
+    printf 'median  %-12s %.0f ops/s p99 %.1f us cpu %.0f ns/req\n' \
+        "$A_NAME" "$ma" "$qa" "$ca"
+    printf 'median  %-12s %.0f ops/s p99 %.1f us cpu %.0f ns/req\n' \
+        "$B_NAME" "$mb" "$qb" "$cb"
     awk -v a="$ma" -v b="$mb" -v qa="$qa" -v qb="$qb" -v ca="$ca" \
-        -v cb="$cb" 'BEGIN {
-        printf "ratio   memcached-pm / memcached: ops/s %.3f  p99 %.3f" \
-               "  cpu/req %.3f\n", a / b, qa / qb, ca / cb }'
+        -v cb="$cb" -v na="$A_NAME" -v nb="$B_NAME" 'BEGIN {
+        printf "ratio   %s / %s: ops/s %.3f  p99 %.3f  cpu/req %.3f\n",
+               na, nb, a / b, qa / qb, ca / cb }'
 }
 
 # growth_one NAME BIN HASHPOWER: one server through a SET stream.
