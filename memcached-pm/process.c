@@ -262,7 +262,8 @@ process_get(struct conn *c, struct request *req)
     struct token cursor = req->keys;
     unsigned n;
 
-    if (!keys_ok(&req->keys)) {
+    /* A key list no longer than one key cannot hold a key too long. */
+    if (req->keys.len > PROTO_KEY_MAX && !keys_ok(&req->keys)) {
         return reply(c, RSP_CLIENT_ERROR_FORMAT);
     }
     while ((n = next_window(&cursor, pf, max)) > 0) {
