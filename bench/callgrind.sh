@@ -3,8 +3,9 @@
 # Debian's memcached, on the same request stream.
 #
 # Each server runs alone under valgrind --tool=callgrind (-t 1), is
-# preloaded with KEYS keys, has its counters zeroed (callgrind_control
-# -z), serves REQUESTS requests from mcload (one connection, one request
+# preloaded with KEYS keys, left SETTLE seconds for the background work
+# the preload causes (LRU maintenance, a crawl of the new items), has its
+# counters zeroed (callgrind_control -z), serves REQUESTS requests from mcload (one connection, one request
 # in flight), and is dumped (callgrind_control -d).  The instructions of
 # every thread between zero and dump, divided by the requests, are a
 # figure that does not depend on how busy the machine is.  Loads: single
@@ -23,6 +24,7 @@ MCLOAD=${MCLOAD_BIN:-$ROOT/bench/mcload}
 KEYS=${KEYS:-10000}
 REQUESTS=${REQUESTS:-20000}
 VALUE_SIZE=${VALUE_SIZE:-32}
+SETTLE=${SETTLE:-3}
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     cat <<EOF
@@ -30,7 +32,7 @@ usage: bench/callgrind.sh
 environment (defaults in brackets):
   MCPM_BIN [memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
   MCLOAD_BIN [bench/mcload]  KEYS [10000]  REQUESTS [20000]
-  VALUE_SIZE [32]
+  VALUE_SIZE [32]  SETTLE [3] seconds between preload and measurement
 EOF
     exit 0
 fi
@@ -79,6 +81,7 @@ measure() {
     mcload --server "127.0.0.1:$port" --preload --requests 1 --keys "$KEYS" \
         --value-size "$VALUE_SIZE" --conns 1 --depth 16 >/dev/null ||
         die "preload of $name failed"
+    sleep "$SETTLE"
     callgrind_control -z "$pid" >/dev/null 2>&1
     mcload --server "127.0.0.1:$port" --requests "$REQUESTS" \
         --keys "$KEYS" --value-size "$VALUE_SIZE" --conns 1 --get-ratio 1 \

@@ -50,6 +50,11 @@ A_ARGS=${A_ARGS:-}
 B_ARGS=${B_ARGS:-}
 A_NAME=${A_NAME:-memcached-pm}
 B_NAME=${B_NAME:-memcached}
+# When set, each throughput summary is also appended to this file as one
+# tab-separated line: LABEL, then name, median ops/s, p99 us and cpu
+# ns/req of side A, the same of side B (bench/perf.sh plots them).
+RESULT_FILE=${RESULT_FILE:-}
+LABEL=${LABEL:-throughput}
 
 usage() {
     cat <<EOF
@@ -65,6 +70,7 @@ environment (defaults in brackets):
   LOAD_ARGS [] extra mcload options for the throughput runs
   A_ARGS [] B_ARGS [] extra server options of side A (MCPM_BIN) and B
   A_NAME [memcached-pm] B_NAME [memcached] the sides' names in the output
+  RESULT_FILE [] append the medians here, tab-separated, as LABEL [throughput]
 EOF
 }
 
@@ -231,6 +237,11 @@ summary() {
         -v cb="$cb" -v na="$A_NAME" -v nb="$B_NAME" 'BEGIN {
         printf "ratio   %s / %s: ops/s %.3f  p99 %.3f  cpu/req %.3f\n",
                na, nb, a / b, qa / qb, ca / cb }'
+    if [ -n "$RESULT_FILE" ]; then
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$LABEL" \
+            "$A_NAME" "$ma" "$qa" "$ca" "$B_NAME" "$mb" "$qb" "$cb" \
+            >>"$RESULT_FILE"
+    fi
 }
 
 # growth_one NAME BIN HASHPOWER: one server through a SET stream.

@@ -296,7 +296,15 @@ conn_out_commit(struct conn *c, size_t used)
 int
 conn_out(struct conn *c, const char *s, size_t n)
 {
+    struct obuf *b = c->obuf_cur;
+
     if (c->noreply) {
+        return 0;
+    }
+    /* The common case, a short line that fits the current block. */
+    if (n <= OBUF_SIZE - b->used && n > 0) {
+        memcpy(b->data + b->used, s, n);
+        conn_out_commit(c, n);
         return 0;
     }
     while (n > 0) {
@@ -554,23 +562,6 @@ after_process(struct conn *c, enum process_result r)
     }
 }
 
-/* Before the requests from rstart on run: when the buffer holds more
- * than one line (a pipeline), walk the keys of the next ones side by side
- * (process_prefetch_pipeline); they run one by one afterwards. */
-static void
-prefetch_pipeline(struct conn *c)
-{
-    const char *p = c->rbuf + c->rstart;
-    size_t have = c->rend - c->rstart;
-    const char *eol = memchr(p, '\n', have);
-
-    if (eol == NULL || (size_t)(eol - p) + 1 == have) {
-        c->pf_end = c->rstart;      /* one line or none: nothing to gain */
-        return;
-    }
-    c->pf_end = c->rstart + process_prefetch_pipeline(c, p, have);
-}
-
 /* Parse and execute one request from the buffer. */
 static enum conn_state
 parse_one(struct conn *c)
@@ -588,6 +579,14 @@ parse_one(struct conn *c)
     if (settings.verbose > 1) {
         log_write("<%d %.*s", c->fd, (int)(n > 1 ? n - 1 : 0),
                   c->rbuf + c->rstart);
+    }
+    /* More bytes after this request's line, none looked at yet: a
+     * pipeline.  Walk the keys of the requests from this one on side by
+     * side (process_prefetch_pipeline) before they run one by one. */
+    if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
+        c->pf_end = c->rstart +
+                    process_prefetch_pipeline(c, c->rbuf + c->rstart,
+                                              c->rend - c->rstart);
     }
     c->rstart += (size_t)n;
     c->last_cmd = clock_now();
@@ -612,9 +611,6 @@ state_parse(struct conn *c, int *budget)
         STAT_INCR(c->worker->stats->conn_yields);
         c->yielded = true;
         return CONN_WRITE;
-    }
-    if (c->rstart >= c->pf_end) {
-        prefetch_pipeline(c);
     }
     return parse_one(c);
 }

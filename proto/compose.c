@@ -76,29 +76,59 @@ put_mem(char **pos, const char *end, const char *s, size_t n)
     return true;
 }
 
+/* Digits of v in decimal. */
+static size_t
+u64_len(uint64_t v)
+{
+    size_t n = 1;
+
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* v in decimal at p, n = u64_len(v) digits; returns the end. */
+static char *
+write_u64(char *p, size_t n, uint64_t v)
+{
+    char *q = p + n;
+
+    do {
+        *--q = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return p + n;
+}
+
+/* The hottest line of all (every hit of a get): its length is worked out
+ * first, then it is written without a bound check per piece. */
 size_t
 compose_value(char *buf, size_t cap, const char *key, size_t nkey,
               uint32_t flags, uint32_t vlen, bool with_cas, uint64_t cas)
 {
-    char *pos = buf;
-    const char *end = buf + cap;
+    size_t nf = u64_len(flags), nv = u64_len(vlen);
+    size_t nc = with_cas ? u64_len(cas) : 0;
+    size_t need = 6 + nkey + 1 + nf + 1 + nv + (with_cas ? 1 + nc : 0) + 2;
+    char *p = buf;
 
-    if (!put_mem(&pos, end, "VALUE ", 6)
-        || !put_mem(&pos, end, key, nkey)
-        || !put_mem(&pos, end, " ", 1)
-        || !put_u64(&pos, end, flags)
-        || !put_mem(&pos, end, " ", 1)
-        || !put_u64(&pos, end, vlen)) {
+    if (need > cap) {
         return 0;
     }
-    if (with_cas
-        && (!put_mem(&pos, end, " ", 1) || !put_u64(&pos, end, cas))) {
-        return 0;
+    memcpy(p, "VALUE ", 6);
+    memcpy(p + 6, key, nkey);
+    p += 6 + nkey;
+    *p++ = ' ';
+    p = write_u64(p, nf, flags);
+    *p++ = ' ';
+    p = write_u64(p, nv, vlen);
+    if (with_cas) {
+        *p++ = ' ';
+        p = write_u64(p, nc, cas);
     }
-    if (!put_mem(&pos, end, "\r\n", 2)) {
-        return 0;
-    }
-    return (size_t)(pos - buf);
+    memcpy(p, "\r\n", 2);
+    return need;
 }
 
 size_t

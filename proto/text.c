@@ -462,9 +462,11 @@ parse_line(struct request *req, const char *line, size_t len)
         fail(req, RSP_CLIENT_ERROR_FORMAT, 0);
         return 0;
     }
-    sp = memchr(line, ' ', len);
+    /* Commands are short: a loop beats a call to memchr. */
+    for (sp = line; sp < line + len && *sp != ' '; sp++) {
+    }
     first->p = line;
-    first->len = sp == NULL ? len : (size_t)(sp - line);
+    first->len = (size_t)(sp - line);
     req->ntokens = 1;
     cmd = find_cmd(first);
     if (cmd == NULL) {
@@ -546,9 +548,8 @@ text_next_key(struct token *cursor, struct token *key)
         cursor->len = 0;
         return 0;
     }
-    sp = memchr(p, ' ', (size_t)(end - p));
-    if (sp == NULL) {
-        sp = end;
+    /* Keys are short: a loop beats a call to memchr. */
+    for (sp = p; sp < end && *sp != ' '; sp++) {
     }
     key->p = p;
     key->len = (size_t)(sp - p);
