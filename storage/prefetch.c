@@ -49,7 +49,13 @@ prefetch_quiesce(void)
     }
 }
 
-/* Relaxed loads of fields other threads write under locks. */
+/*
+ * Relaxed loads of fields other threads write under locks.  A pointer
+ * the walk follows may be stale, but it always points where an item
+ * header was once, in a page still mapped (prefetch_quiesce() guards the
+ * frees), and the key compare stops at the first byte that differs from
+ * the key sought: it reads no further than that old item's key did.
+ */
 static const struct item *
 load_ptr(const struct item *const *p)
 {
