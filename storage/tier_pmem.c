@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libpmem.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,7 @@ struct pmem_state {
     uint64_t    crash_at;   /* strict: the flush count that kills us */
     uint64_t    crash_count; /* flushes since crash_at was armed */
     int         fd;         /* strict: re-read the file on a crash */
+    pthread_mutex_t copy_lock;  /* strict: one line copy at a time */
     void       *resv;       /* strict: the whole reserved address range */
     size_t      resv_len;
 };
@@ -161,7 +163,14 @@ flush_range(struct pmem_state *s, const void *addr, size_t len)
     }
 }
 
-/* Strict mode: only the covered cache lines reach the file. */
+/*
+ * Strict mode: only the covered cache lines reach the file.  The copies
+ * take turns: two threads flushing lines that overlap (adjacent chunks
+ * share a line) could otherwise interleave, one writing a line it read
+ * before the other's store after the other's flush, and undo a flush that
+ * had completed.  A cache-line write-back never does that; the copy must
+ * not either.
+ */
 static void
 strict_persist(struct pmem_state *s, const char *addr, size_t len)
 {
@@ -177,7 +186,9 @@ strict_persist(struct pmem_state *s, const char *addr, size_t len)
     if (end > s->len) {
         end = s->len;
     }
+    pthread_mutex_lock(&s->copy_lock);
     memcpy(s->shared + start, s->base + start, end - start);
+    pthread_mutex_unlock(&s->copy_lock);
     flush_range(s, s->shared + start, end - start);
 }
 
@@ -256,6 +267,7 @@ state_free(struct pmem_state *s)
         pmem_unmap(s->shared, s->len);
     }
     free(s->bitmap);
+    pthread_mutex_destroy(&s->copy_lock);
     free(s);
 }
 
@@ -450,6 +462,7 @@ state_open(const struct tier_pmem_options *o, char *err, size_t errlen)
     }
     memset(s, 0, sizeof(*s));
     s->fd = -1;
+    pthread_mutex_init(&s->copy_lock, NULL);
     s->strict = o->strict;
     if (!map_file(s, o, err, errlen)) {
         goto fail;

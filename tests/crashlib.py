@@ -477,7 +477,10 @@ def run_crash_points(start, points, seed, tally, log=None):
             log("%s: %d live, %d ops acked" % (where, tally["live"],
                                                tally["ops_acked"]))
         if problems:
-            raise CrashError("%s:\n  %s" % (where, "\n  ".join(problems[:30])))
+            seen = " ".join("%s=%s" % (k, v) for k, v in sorted(st.items())
+                            if k.startswith("recovery_"))
+            raise CrashError("%s:\n  %s\n  restart: %s"
+                             % (where, "\n  ".join(problems[:30]), seen))
     return clients, server
 
 
