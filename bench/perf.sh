@@ -14,7 +14,7 @@
 #
 # then bench/callgrind.sh (instructions per request), and draws
 # throughput.png and p99.png from the medians.  Everything goes to OUT
-# (results.tsv, perf.log, callgrind.txt and the two PNGs); matplotlib is
+# (results.tsv, perf.txt, callgrind.txt and the two PNGs); matplotlib is
 # installed with pip into the Python used if it is missing.
 
 set -euo pipefail
@@ -62,14 +62,14 @@ fi
 mkdir -p "$OUT"
 RESULTS=$OUT/results.tsv
 : >"$RESULTS"
-: >"$OUT/perf.log"
+: >"$OUT/perf.txt"
 
 # workload LABEL VAR=VALUE...: one compare.sh throughput run.
 workload() {
     local label=$1
     shift
     env "$@" LABEL="$label" RESULT_FILE="$RESULTS" PARTS=throughput \
-        bash "$ROOT/bench/compare.sh" | tee -a "$OUT/perf.log"
+        bash "$ROOT/bench/compare.sh" | tee -a "$OUT/perf.txt"
 }
 
 workload get-set CONNS=50 GET_RATIO=0.9 VALUE_SIZE=32
