@@ -113,24 +113,6 @@ if [ "$(nproc)" -ge 2 ]; then
     PIN_LOAD=(taskset -c "$LOAD_CPU")
 fi
 
-# stat PORT NAME: one value from the general `stats`.
-stat() {
-    python3 - "$1" "$2" <<'EOF'
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
-s.sendall(b"stats\r\n")
-data = b""
-while not data.endswith(b"END\r\n"):
-    chunk = s.recv(65536)
-    if not chunk:
-        break
-    data += chunk
-for line in data.decode().splitlines():
-    f = line.split()
-    if len(f) == 3 and f[1] == sys.argv[2]:
-        print(f[2])
-EOF
-}
 
 wait_ready() {
     local port=$1 pid=$2 i

@@ -156,25 +156,6 @@ if [ "$(nproc)" -ge 2 ]; then
     PIN_LOAD=(taskset -c "$LOAD_CPU")
 fi
 
-# stat PORT NAME [SUB]: one value from `stats` (or `stats SUB`).
-stat() {
-    python3 - "$@" <<'EOF'
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-cmd = "stats " + sys.argv[3] if len(sys.argv) > 3 else "stats"
-s.sendall(cmd.encode() + b"\r\n")
-data = b""
-while not data.endswith(b"END\r\n") and not data.endswith(b"ERROR\r\n"):
-    chunk = s.recv(65536)
-    if not chunk:
-        break
-    data += chunk
-for line in data.decode().splitlines():
-    f = line.split()
-    if len(f) == 3 and f[1] == sys.argv[2]:
-        print(f[2])
-EOF
-}
 
 # wait_version PORT PID T0: waits for the first `version` reply and prints
 # the seconds since T0 (an $EPOCHREALTIME taken just before the exec).
