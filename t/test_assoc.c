@@ -311,8 +311,15 @@ test_prefetch_chains(void)
     }
     ok(good, "prefetch finds what lookups find, chains of 1..20, "
        "batches of 1..300");
-    prefetch_walk(NULL, 0, true);
-    ok(1, "an empty batch is a no-op");
+    {
+        struct prefetch_key k = { ikey(all[0]), all[0]->nkey, ihash(all[0]),
+                                  all[1] };
+
+        prefetch_walk(&k, 0, true);
+        ok(k.found == all[1], "an empty batch touches no key");
+        prefetch_walk(&k, 1, true);
+        ok(k.found == all[0], "a batch of one finds its item");
+    }
     assoc_destroy();
     for (uint32_t i = 0; i < n; i++) {
         free(all[i]);
