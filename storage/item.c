@@ -33,67 +33,19 @@ _Static_assert(offsetof(struct item, clsid) ==
 _Static_assert(offsetof(struct item, tier) ==
                offsetof(struct item_chunk, tier), "tier offset");
 
-static size_t
-cas_len(const struct item *it)
-{
-    return (item_flags(it) & ITEM_CAS) ? sizeof(uint64_t) : 0;
-}
-
-/* Offset in data[] of the value (or of the chunk pointer). */
-static size_t
-value_off(const struct item *it)
-{
-    return cas_len(it) + it->nkey + 1 +
-           ((item_flags(it) & ITEM_CFLAGS) ? sizeof(uint32_t) : 0);
-}
-
 struct item_chunk *
 item_first_chunk(const struct item *it)
 {
     struct item_chunk *ch;
 
-    memcpy(&ch, it->data + value_off(it), sizeof(ch));
+    memcpy(&ch, it->data + item_value_off(it), sizeof(ch));
     return ch;
 }
 
 void
 item_set_first_chunk(struct item *it, struct item_chunk *ch)
 {
-    memcpy(it->data + value_off(it), &ch, sizeof(ch));
-}
-
-const char *
-item_key(const struct item *it)
-{
-    return it->data + cas_len(it);
-}
-
-size_t
-item_nkey(const struct item *it)
-{
-    return it->nkey;
-}
-
-uint32_t
-item_client_flags(const struct item *it)
-{
-    uint32_t fl = 0;
-
-    if (item_flags(it) & ITEM_CFLAGS) {
-        memcpy(&fl, it->data + cas_len(it) + it->nkey + 1, sizeof(fl));
-    }
-    return fl;
-}
-
-uint64_t
-item_cas(const struct item *it)
-{
-    uint64_t cas = 0;
-
-    if (item_flags(it) & ITEM_CAS) {
-        memcpy(&cas, it->data, sizeof(cas));
-    }
-    return cas;
+    memcpy(it->data + item_value_off(it), &ch, sizeof(ch));
 }
 
 void
@@ -116,29 +68,10 @@ item_atime(const struct item *it)
     return item_time(it);
 }
 
-unsigned
-item_clsid(const struct item *it)
-{
-    return it->clsid & ITEM_CLSID_MASK;
-}
-
 size_t
 item_ntotal(const struct item *it)
 {
-    return sizeof(struct item) + value_off(it) + it->nbytes;
-}
-
-bool
-item_in_pmem(const struct item *it)
-{
-    return it->tier == TIER_PMEM;
-}
-
-enum item_lru
-item_lru(const struct item *it)
-{
-    return (enum item_lru)(__atomic_load_n(&it->clsid, __ATOMIC_RELAXED) >>
-                           ITEM_LRU_SHIFT);
+    return sizeof(struct item) + item_value_off(it) + it->nbytes;
 }
 
 bool
@@ -151,19 +84,6 @@ void
 item_set_key_binary(struct item *it)
 {
     item_flags_set(it, ITEM_KEY_BINARY);
-}
-
-uint32_t
-item_vlen(const struct item *it)
-{
-    return it->nbytes - 2;
-}
-
-char *
-item_value(struct item *it)
-{
-    assert(!(item_flags(it) & ITEM_CHUNKED));
-    return it->data + value_off(it);
 }
 
 size_t
@@ -204,7 +124,7 @@ item_value_iov(const struct item *it, size_t off, struct iovec *iov,
     if (item_flags(it) & ITEM_CHUNKED) {
         return chunked_iov(it, off, iov, max);
     }
-    iov[0].iov_base = (char *)it->data + value_off(it) + off;
+    iov[0].iov_base = (char *)it->data + item_value_off(it) + off;
     iov[0].iov_len = it->nbytes - off;
     return 1;
 }
@@ -289,7 +209,7 @@ item_release(struct item *it)
 size_t
 item_header_size(const struct item *it)
 {
-    return sizeof(struct item) + value_off(it) + sizeof(struct item_chunk *);
+    return sizeof(struct item) + item_value_off(it) + sizeof(struct item_chunk *);
 }
 
 static void
@@ -366,10 +286,10 @@ fill_header(struct item *it, const char *key, size_t nkey,
                                     (client_flags ? ITEM_CFLAGS : 0)));
     it->nkey = (uint8_t)nkey;
     item_set_cas(it, 0);
-    memcpy(it->data + cas_len(it), key, nkey);
-    it->data[cas_len(it) + nkey] = '\0';
+    memcpy(it->data + item_cas_len(it), key, nkey);
+    it->data[item_cas_len(it) + nkey] = '\0';
     if (client_flags != 0) {
-        memcpy(it->data + cas_len(it) + nkey + 1, &client_flags,
+        memcpy(it->data + item_cas_len(it) + nkey + 1, &client_flags,
                sizeof(client_flags));
     }
 }

@@ -14,40 +14,34 @@
 #ifndef MCPM_STORAGE_ITEM_H
 #define MCPM_STORAGE_ITEM_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "storage/clock.h"
+#include "storage/tier.h"
 
 struct item;
 
-const char *item_key(const struct item *it);
-size_t      item_nkey(const struct item *it);
-uint32_t    item_client_flags(const struct item *it);
-uint64_t    item_cas(const struct item *it);         /* 0 with CAS off */
+/*
+ * The accessors every request calls (item_key(), item_nkey(),
+ * item_client_flags(), item_cas(), item_clsid(), item_lru(),
+ * item_in_pmem(), item_vlen(), item_value()) are inline functions defined
+ * after the layout below; they are all a caller outside storage/ uses of
+ * it.
+ */
 rel_time_t  item_exptime(const struct item *it);     /* 0: never */
 rel_time_t  item_atime(const struct item *it);       /* last access */
-unsigned    item_clsid(const struct item *it);       /* slab class id */
 size_t      item_ntotal(const struct item *it);      /* bytes it takes */
-
-/* Sub-LRU the item sits in, for hits_to_hot/warm/cold/temp; a racy read
- * that is good enough for statistics. */
-enum item_lru { ITEM_LRU_HOT, ITEM_LRU_WARM, ITEM_LRU_COLD, ITEM_LRU_TEMP };
-enum item_lru item_lru(const struct item *it);
-
-/* Whether the item's memory is in the persistent (PMEM) tier. */
-bool item_in_pmem(const struct item *it);
 
 /* Keys sent base64-encoded (the meta b flag) are stored decoded and marked,
  * so that replies encode them again.  Mark only a fresh item from
  * cache_alloc() that nobody else can see yet. */
 bool item_key_binary(const struct item *it);
 void item_set_key_binary(struct item *it);
-
-/* Value length without the trailing "\r\n". */
-uint32_t    item_vlen(const struct item *it);
 
 /*
  * The value bytes plus the trailing "\r\n" (vlen + 2 in all), from byte
@@ -188,6 +182,95 @@ item_time_store(struct item *it, rel_time_t t)
     __atomic_store_n(&it->time, t, __ATOMIC_RELAXED);
 }
 
+static inline size_t
+item_cas_len(const struct item *it)
+{
+    return (item_flags(it) & ITEM_CAS) ? sizeof(uint64_t) : 0;
+}
+
+/* Offset in data[] of the value (or of a chunked item's chain pointer). */
+static inline size_t
+item_value_off(const struct item *it)
+{
+    return item_cas_len(it) + it->nkey + 1 +
+           ((item_flags(it) & ITEM_CFLAGS) ? sizeof(uint32_t) : 0);
+}
+
+static inline const char *
+item_key(const struct item *it)
+{
+    return it->data + item_cas_len(it);
+}
+
+static inline size_t
+item_nkey(const struct item *it)
+{
+    return it->nkey;
+}
+
+static inline uint32_t
+item_client_flags(const struct item *it)
+{
+    uint32_t fl = 0;
+
+    if (item_flags(it) & ITEM_CFLAGS) {
+        memcpy(&fl, it->data + item_cas_len(it) + it->nkey + 1, sizeof(fl));
+    }
+    return fl;
+}
+
+/* 0 with CAS off. */
+static inline uint64_t
+item_cas(const struct item *it)
+{
+    uint64_t cas = 0;
+
+    if (item_flags(it) & ITEM_CAS) {
+        memcpy(&cas, it->data, sizeof(cas));
+    }
+    return cas;
+}
+
+/* The slab class id. */
+static inline unsigned
+item_clsid(const struct item *it)
+{
+    return it->clsid & ITEM_CLSID_MASK;
+}
+
+/* Sub-LRU the item sits in, for hits_to_hot/warm/cold/temp; a racy read
+ * that is good enough for statistics. */
+enum item_lru { ITEM_LRU_HOT, ITEM_LRU_WARM, ITEM_LRU_COLD, ITEM_LRU_TEMP };
+
+static inline enum item_lru
+item_lru(const struct item *it)
+{
+    return (enum item_lru)(__atomic_load_n(&it->clsid, __ATOMIC_RELAXED) >>
+                           ITEM_LRU_SHIFT);
+}
+
+/* Whether the item's memory is in the persistent (PMEM) tier. */
+static inline bool
+item_in_pmem(const struct item *it)
+{
+    return it->tier == TIER_PMEM;
+}
+
+/* Value length without the trailing "\r\n". */
+static inline uint32_t
+item_vlen(const struct item *it)
+{
+    return it->nbytes - 2;
+}
+
+/* The contiguous value of an unchunked item (vlen + 2 bytes). */
+static inline char *
+item_value(struct item *it)
+{
+    assert(!(item_flags(it) & ITEM_CHUNKED));
+    return it->data + item_value_off(it);
+}
+
 /*
  * storage/-internal item calls.  Unless said otherwise the caller holds the
  * item's lock or the only reference.
@@ -232,9 +315,6 @@ struct item *item_original(const struct item *it);
 void     item_set_original(struct item *it, struct item *orig);
 
 void     item_set_cas(struct item *it, uint64_t cas);
-
-/* The contiguous value of an unchunked item (vlen + 2 bytes). */
-char    *item_value(struct item *it);
 
 /* A chunked item's chain: its first piece, setting it (recovery rebuilds
  * chains), and the bytes the head itself takes (all but the value, which
