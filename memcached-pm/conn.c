@@ -25,6 +25,7 @@
 #define RBUF_SIZE      16384          /* memcached's READ_BUFFER_SIZE */
 #define RBUF_MAX       (2 * 1024 * 1024)  /* longest multiget line */
 #define OBUF_SIZE      (16384 - 2 * sizeof(size_t))
+#define VALUE_COPY_MAX 1024           /* longest value copied, not referenced */
 #define OBUF_KEEP      4              /* arena blocks kept when idle */
 #define IOV_KEEP       1024           /* iovec entries kept when idle */
 #define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
@@ -346,12 +347,56 @@ refs_push(struct conn *c, struct item *it)
     return 0;
 }
 
+/* A short value is copied after the bytes queued before it, and its item
+ * let go at once: the reply stays one run of bytes (one iovec for the
+ * kernel to walk, not three) and no reference waits for the write. */
+static bool
+value_copied(const struct conn *c, struct item *it)
+{
+    return item_vlen(it) + 2 <= VALUE_COPY_MAX && !c->noreply &&
+           !(item_flags(it) & ITEM_CHUNKED);
+}
+
+/* Commit `used` bytes written at the reserved position with the value
+ * copied after them, and let the item go. */
+static int
+commit_with_value(struct conn *c, size_t used, struct item *it)
+{
+    struct obuf *b = c->obuf_cur;
+    size_t n = item_vlen(it) + 2;
+
+    memcpy(b->data + b->used + used, item_value(it), n);
+    conn_out_commit(c, used + n);
+    cache_release(it);
+    return 0;
+}
+
+char *
+conn_out_reserve_value(struct conn *c, size_t line_max, struct item *it)
+{
+    return conn_out_reserve(c, line_max + (value_copied(c, it)
+                                           ? item_vlen(it) + 2 : 0));
+}
+
+int
+conn_out_line_value(struct conn *c, size_t used, struct item *it)
+{
+    if (value_copied(c, it)) {
+        return commit_with_value(c, used, it);
+    }
+    conn_out_commit(c, used);
+    return conn_out_value(c, it);
+}
+
 int
 conn_out_value(struct conn *c, struct item *it)
 {
     struct iovec iov[16];
     size_t off = 0, n;
 
+    if (value_copied(c, it) && conn_out_reserve(c, item_vlen(it) + 2)) {
+        return commit_with_value(c, 0, it);
+    }
     if (refs_push(c, it) != 0) {
         cache_release(it);
         c->close_after_write = true;

@@ -113,9 +113,18 @@ int conn_out_rsp(struct conn *c, int rsp);      /* enum rsp_type */
 char *conn_out_reserve(struct conn *c, size_t n);
 void conn_out_commit(struct conn *c, size_t used);
 
-/* Queue an item's value bytes ("<data>\r\n") by reference; takes over the
- * caller's reference, released once written. */
+/* Queue an item's value bytes ("<data>\r\n"); takes over the caller's
+ * reference.  Values up to 1 KB are copied and the reference released at
+ * once; longer ones are sent by reference, released once written. */
 int conn_out_value(struct conn *c, struct item *it);
+
+/* A line followed by an item's value, with one reservation: reserve room
+ * for a line of at most line_max bytes (and the value, when it is short
+ * enough to be copied), write the line, then queue both; the value goes
+ * as conn_out_value() sends it. */
+char *conn_out_reserve_value(struct conn *c, size_t line_max,
+                             struct item *it);
+int conn_out_line_value(struct conn *c, size_t used, struct item *it);
 
 /* Name of a state for "stats conns" (memcached's conn_* names). */
 const char *conn_state_name(const struct conn *c);

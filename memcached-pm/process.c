@@ -91,7 +91,7 @@ process_count_hit(struct conn *c, bool touch, const struct item *it)
 static int
 out_value(struct conn *c, struct item *it, bool with_cas)
 {
-    char *p = conn_out_reserve(c, VALUE_LINE_MAX);
+    char *p = conn_out_reserve_value(c, VALUE_LINE_MAX, it);
     size_t n;
 
     if (p == NULL) {
@@ -101,8 +101,7 @@ out_value(struct conn *c, struct item *it, bool with_cas)
     n = compose_value(p, VALUE_LINE_MAX, item_key(it), item_nkey(it),
                       item_client_flags(it), item_vlen(it), with_cas,
                       item_cas(it));
-    conn_out_commit(c, n);
-    return conn_out_value(c, it);
+    return conn_out_line_value(c, n, it);
 }
 
 static int
@@ -266,14 +265,15 @@ process_get(struct conn *c, struct request *req)
     if (req->keys.len > PROTO_KEY_MAX && !keys_ok(&req->keys)) {
         return reply(c, RSP_CLIENT_ERROR_FORMAT);
     }
-    while ((n = next_window(&cursor, pf, max)) > 0) {
+    do {
+        n = next_window(&cursor, pf, max);
         process_prefetch(c, pf, n);
         for (unsigned i = 0; i < n; i++) {
             if (get_one(c, &pf[i], touch, exptime, with_cas) != 0) {
                 return reply(c, RSP_SERVER_ERROR_OOM_GET);
             }
         }
-    }
+    } while (cursor.len > 0);
     return reply(c, RSP_END);
 }
 

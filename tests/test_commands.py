@@ -336,3 +336,28 @@ def test_shutdown_enabled_exits(server_factory, cmd):
         c.send(cmd)
         assert c.wait_closed(5)
     assert s.wait(10) == 0
+
+
+def test_values_around_the_copy_size(conn):
+    """Values up to 1 KB (with their "\r\n") are copied into the reply,
+    longer ones sent from the item: replies on both sides of that size,
+    many per reply so that they straddle the reply's 16 KB blocks, are the
+    same bytes."""
+    sizes = (0, 1, 31, 1021, 1022, 1023, 1024, 4000)
+    keys = []
+    for i in range(64):
+        n = sizes[i % len(sizes)]
+        key = b"cv%d" % i
+        data = bytes([97 + i % 26]) * n
+        conn.call(b"set %s %d 0 %d\r\n%s\r\n" % (key, i, n, data),
+                  b"STORED\r\n")
+        keys.append((key, i, data))
+    want = b"".join(b"VALUE %s %d %d\r\n%s\r\n" % (k, f, len(d), d)
+                    for k, f, d in keys) + b"END\r\n"
+    conn.call(b"get " + b" ".join(k for k, _, _ in keys) + b"\r\n", want)
+    conn.call(b"".join(b"get %s\r\n" % k for k, _, _ in keys),
+              b"".join(b"VALUE %s %d %d\r\n%s\r\nEND\r\n" % (k, f, len(d), d)
+                       for k, f, d in keys))
+    conn.call(b"".join(b"mg %s v f\r\n" % k for k, _, _ in keys),
+              b"".join(b"VA %d f%d\r\n%s\r\n" % (len(d), f, d)
+                       for _, f, d in keys))
