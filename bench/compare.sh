@@ -148,6 +148,7 @@ stop_server() {
 
 throughput() {
     local pa pb a b side round port pid f ops p99 err reqs c0 c1 cpr
+    local u0 s0 u1 s1 kern
     local load=(--conns "$CONNS" --keys "$KEYS" --value-size "$VALUE_SIZE"
                 --get-ratio "$GET_RATIO" --duration "$DURATION"
                 --requests 0 --json)
@@ -172,8 +173,8 @@ throughput() {
             --depth 16 --json >"$TMP/preload.json" ||
             die "preload of port $port failed"
     done
-    printf '%-14s %5s %12s %10s %12s %8s\n' side round ops/s p99_us \
-        cpu_ns/req errors
+    printf '%-14s %5s %12s %10s %12s %6s %8s\n' side round ops/s p99_us \
+        cpu_ns/req kern% errors
     for round in $(seq "$ROUNDS"); do
         for side in A B; do
             port=$pa
@@ -184,8 +185,12 @@ throughput() {
             fi
             f="$TMP/run-$side-$round.json"
             c0=$(cpu_ns "$pid")
+            read -r u0 s0 < <(ticks "$pid")
             mcload --server "127.0.0.1:$port" "${load[@]}" >"$f" || true
             c1=$(cpu_ns "$pid")
+            read -r u1 s1 < <(ticks "$pid")
+            kern=$(awk -v u="$((u1 - u0))" -v s="$((s1 - s0))" \
+                   'BEGIN { printf "%.0f", (u + s > 0 ? 100 * s / (u + s) : 0) }')
             read -r ops p99 err reqs < <(json "$f" ops_per_sec \
                                           latency_us.p99 errors requests)
             cpr=$(awk -v d="$((c1 - c0))" -v n="$reqs" \
@@ -193,9 +198,10 @@ throughput() {
             echo "$ops" >>"$TMP/ops-$side"
             echo "$p99" >>"$TMP/p99-$side"
             echo "$cpr" >>"$TMP/cpu-$side"
-            printf '%-14s %5d %12.0f %10.1f %12d %8d\n' \
+            echo "$kern" >>"$TMP/kern-$side"
+            printf '%-14s %5d %12.0f %10.1f %12d %6d %8d\n' \
                 "$([ "$side" = A ] && echo "$A_NAME" || echo "$B_NAME")" \
-                "$round" "$ops" "$p99" "$cpr" "$err"
+                "$round" "$ops" "$p99" "$cpr" "$kern" "$err"
         done
     done
     summary
@@ -211,10 +217,10 @@ summary() {
     qb=$(median <"$TMP/p99-B")
     ca=$(median <"$TMP/cpu-A")
     cb=$(median <"$TMP/cpu-B")
-    printf 'median  %-12s %.0f ops/s p99 %.1f us cpu %.0f ns/req\n' \
-        "$A_NAME" "$ma" "$qa" "$ca"
-    printf 'median  %-12s %.0f ops/s p99 %.1f us cpu %.0f ns/req\n' \
-        "$B_NAME" "$mb" "$qb" "$cb"
+    printf 'median  %-12s %.0f ops/s p99 %.1f us cpu %.0f ns/req kernel %s%%\n' \
+        "$A_NAME" "$ma" "$qa" "$ca" "$(median <"$TMP/kern-A")"
+    printf 'median  %-12s %.0f ops/s p99 %.1f us cpu %.0f ns/req kernel %s%%\n' \
+        "$B_NAME" "$mb" "$qb" "$cb" "$(median <"$TMP/kern-B")"
     awk -v a="$ma" -v b="$mb" -v qa="$qa" -v qb="$qb" -v ca="$ca" \
         -v cb="$cb" -v na="$A_NAME" -v nb="$B_NAME" 'BEGIN {
         printf "ratio   %s / %s: ops/s %.3f  p99 %.3f  cpu/req %.3f\n",

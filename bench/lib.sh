@@ -67,6 +67,13 @@ cpu_ns() {
         awk '{ s += $1 } END { printf "%.0f\n", s }'
 }
 
+# ticks PID: the server's user and system CPU ticks ("utime stime"),
+# all threads; the kernel's share of a request is what no user-space
+# change can take away.
+ticks() {
+    awk '{ sub(/.*\) /, ""); print $12, $13 }' /proc/"$1"/stat 2>/dev/null
+}
+
 median() {
     sort -g | awk '{ v[NR] = $1 } END {
         if (NR % 2) { print v[(NR + 1) / 2] }
