@@ -7,10 +7,12 @@
 # mcload pinned to different cores:
 #
 #   get-set      GET/SET 90/10, 32-byte values, 50 connections
+#   get-set-d8   the same with 8 requests in flight per connection
 #   multiget     16-key multigets, 8 in flight per connection, 50 conns
 #   set-512      SET only, 512-byte values, 50 connections
 #   prefetch-20M memcached-pm against itself, prefetch_batch 16 against 0:
-#                GETs uniform over 20M keys, 16 in flight per connection
+#                GETs uniform over 20M keys, 16 in flight per connection,
+#                five rounds a side (its rounds spread the most)
 #
 # then bench/callgrind.sh (instructions per request), and draws
 # throughput.png and p99.png from the medians.  Everything goes to OUT
@@ -25,6 +27,7 @@ BUILD_DIR=${BUILD_DIR:-/tmp/mcpm-perf-build}
 PYTHON=${PYTHON:-}
 PREFETCH_KEYS=${PREFETCH_KEYS:-20000000}
 PREFETCH_MEM=${PREFETCH_MEM:-4096}
+PREFETCH_ROUNDS=${PREFETCH_ROUNDS:-5}
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     cat <<EOF
@@ -32,7 +35,8 @@ usage: bench/perf.sh
 environment (defaults in brackets):
   MCPM_BIN [built in BUILD_DIR]   BUILD_DIR [/tmp/mcpm-perf-build]
   OUT [doc/perf]                  PYTHON [.venv/bin/python, else python3]
-  PREFETCH_KEYS [20000000] PREFETCH_MEM [4096] the prefetch workload
+  PREFETCH_KEYS [20000000] PREFETCH_MEM [4096] PREFETCH_ROUNDS [5]
+                                  the prefetch workload
   and compare.sh's knobs (THREADS, ROUNDS, DURATION, SERVER_CPU, ...)
 EOF
     exit 0
@@ -73,10 +77,13 @@ workload() {
 }
 
 workload get-set CONNS=50 GET_RATIO=0.9 VALUE_SIZE=32
+workload get-set-d8 CONNS=50 GET_RATIO=0.9 VALUE_SIZE=32 \
+    LOAD_ARGS="--depth 8"
 workload multiget CONNS=50 GET_RATIO=1 VALUE_SIZE=32 \
     LOAD_ARGS="--multiget 16 --depth 8"
 workload set-512 CONNS=50 GET_RATIO=0 VALUE_SIZE=512
-workload prefetch-20M MC_BIN="$MCPM_BIN" KEYS="$PREFETCH_KEYS" \
+workload prefetch-20M ROUNDS="$PREFETCH_ROUNDS" MC_BIN="$MCPM_BIN" \
+    KEYS="$PREFETCH_KEYS" \
     MEM="$PREFETCH_MEM" GET_RATIO=1 CONNS=20 LOAD_ARGS="--depth 16" \
     A_NAME=prefetch-16 B_NAME=prefetch-0 \
     A_ARGS="-o prefetch_batch=16,hashpower=25" \

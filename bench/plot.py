@@ -57,9 +57,9 @@ def main():
     if not rows:
         sys.exit("plot.py: no results in %s" % sys.argv[1])
     out = sys.argv[2]
-    bars(rows, 1, "ops/s (median of 3)", "Throughput, A/B above each pair",
+    bars(rows, 1, "ops/s (median of the rounds)", "Throughput, A/B above each pair",
          os.path.join(out, "throughput.png"))
-    bars(rows, 2, "p99 latency, us (median of 3)", "p99, A/B above each pair",
+    bars(rows, 2, "p99 latency, us (median of the rounds)", "p99, A/B above each pair",
          os.path.join(out, "p99.png"))
 
 
