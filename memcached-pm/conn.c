@@ -185,6 +185,7 @@ conn_free(struct conn **cp)
         event_del(&c->ev);
     }
     worker_conn_del(c->worker, c);
+    process_ahead_drop(c);
     close(c->fd);
     release_refs(c);
     if (c->nitem != NULL) {
@@ -529,6 +530,8 @@ read_more(struct conn *c)
 {
     ssize_t n;
 
+    /* The buffer may move: what the look-ahead parsed from it goes. */
+    process_ahead_drop(c);
     if (rbuf_room(c) != 0) {
         return -1;
     }
@@ -611,32 +614,41 @@ after_process(struct conn *c, enum process_result r)
 static enum conn_state
 parse_one(struct conn *c)
 {
-    struct request req;
-    ssize_t n = text_parse(&req, c->rbuf + c->rstart, c->rend - c->rstart);
+    struct ahead_req *a = process_ahead_take(c);
+    struct request local, *req = &local;
+    ssize_t n;
 
-    if (n == PROTO_EUNFIN) {
-        return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
-    }
-    if (n == PROTO_ECLOSE) {
-        c->close_after_write = true;
-        return CONN_WRITE;
+    if (a != NULL) {
+        req = &a->req;
+        n = (ssize_t)a->len;
+    } else {
+        c->worker->memo.key = NULL;
+        n = text_parse(&local, c->rbuf + c->rstart, c->rend - c->rstart);
+        if (n == PROTO_EUNFIN) {
+            return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
+        }
+        if (n == PROTO_ECLOSE) {
+            c->close_after_write = true;
+            return CONN_WRITE;
+        }
+        /* More bytes after this request's line, none looked at yet: a
+         * pipeline.  Parse the requests after this one and walk their
+         * keys side by side (process_prefetch_pipeline); they then run
+         * one by one from what was parsed. */
+        if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
+            c->pf_end = c->rstart +
+                        process_prefetch_pipeline(c, &local, (size_t)n);
+        }
     }
     if (settings.verbose > 1) {
         log_write("<%d %.*s", c->fd, (int)(n > 1 ? n - 1 : 0),
                   c->rbuf + c->rstart);
     }
-    /* More bytes after this request's line, none looked at yet: a
-     * pipeline.  Walk the keys of the requests from this one on side by
-     * side (process_prefetch_pipeline) before they run one by one. */
-    if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
-        c->pf_end = c->rstart +
-                    process_prefetch_pipeline(c, c->rbuf + c->rstart,
-                                              c->rend - c->rstart);
-    }
     c->rstart += (size_t)n;
     c->last_cmd = clock_now();
-    c->noreply = req.noreply;
-    n = after_process(c, process_request(c, &req));
+    c->noreply = req->noreply;
+    n = after_process(c, process_request(c, req));
+    c->worker->memo.key = NULL;
     c->noreply = false;
     return (enum conn_state)n;
 }

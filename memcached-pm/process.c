@@ -137,9 +137,22 @@ keys_ok(const struct token *keys)
     return more == 0;
 }
 
-/* Hash up to `max` more keys of a multiget into pf; how many. */
+uint32_t
+process_key_hash(const struct conn *c, const char *key, size_t nkey)
+{
+    const struct prefetch_key *m = &c->worker->memo;
+
+    if (m->key == key && m->nkey == nkey) {
+        return m->hv;
+    }
+    return hash_murmur3(key, nkey);
+}
+
+/* Hash up to `max` more keys of a multiget into pf; how many.  c: the
+ * connection whose request it is, or NULL for the look-ahead. */
 static unsigned
-next_window(struct token *cursor, struct prefetch_key *pf, unsigned max)
+next_window(const struct conn *c, struct token *cursor,
+            struct prefetch_key *pf, unsigned max)
 {
     struct token key;
     unsigned n = 0;
@@ -147,7 +160,8 @@ next_window(struct token *cursor, struct prefetch_key *pf, unsigned max)
     while (n < max && text_next_key(cursor, &key) > 0) {
         pf[n].key = key.p;
         pf[n].nkey = key.len;
-        pf[n].hv = hash_murmur3(key.p, key.len);
+        pf[n].hv = c != NULL ? process_key_hash(c, key.p, key.len)
+                             : hash_murmur3(key.p, key.len);
         n++;
     }
     return n;
@@ -192,7 +206,7 @@ add_keys(const struct request *req, struct prefetch_key *pf, unsigned n,
     case REQ_GET: case REQ_GETS: case REQ_GAT: case REQ_GATS: {
         struct token cursor = req->keys;
 
-        return n + next_window(&cursor, pf + n, max - n);
+        return n + next_window(NULL, &cursor, pf + n, max - n);
     }
     case REQ_MG: case REQ_MS: case REQ_MD: case REQ_MA: case REQ_ME:
         if (req->ntokens < 2) {
@@ -216,33 +230,84 @@ add_keys(const struct request *req, struct prefetch_key *pf, unsigned n,
     return n + 1;
 }
 
+/* The request `first` (parsed, `len` bytes of line) begins c's unread
+ * bytes and more follow: parse the requests after it whose bytes are all
+ * here, into c->worker->ahead, and walk the keys of all of them side by
+ * side, up to prefetch_batch keys.  The requests then run one by one
+ * from ahead[] (process_ahead_take()), and the keys' hashes are reused
+ * (process_key_hash()).  Returns the bytes covered from c->rstart. */
 size_t
-process_prefetch_pipeline(struct conn *c, const char *buf, size_t len)
+process_prefetch_pipeline(struct conn *c, const struct request *first,
+                          size_t len)
 {
-    unsigned max = settings.prefetch_batch, n = 0;
-    struct prefetch_key *pf = c->worker->pf;
-    size_t off = 0;
+    struct worker *w = c->worker;
+    unsigned max = settings.prefetch_batch, n, k = 0;
+    struct prefetch_key *pf = w->pf;
+    const char *buf = c->rbuf + c->rstart;
+    size_t have = c->rend - c->rstart, off = len;
+    size_t data = data_bytes(first);
 
-    if (max < 2) {
+    if (max < 2 || first->type == REQ_ERROR || data > have - off) {
         return 0;
     }
-    while (n < max && off < len) {
-        struct request req;
-        ssize_t line = text_parse(&req, buf + off, len - off);
-        size_t data;
+    off += data;
+    n = add_keys(first, pf, 0, max);
+    w->memo = n > 0 ? pf[0] : (struct prefetch_key){ 0 };
+    while (n < max && k < max && off < have) {
+        struct ahead_req *a = &w->ahead[k];
+        ssize_t line = text_parse(&a->req, buf + off, have - off);
+        unsigned m;
 
-        if (line <= 0 || req.type == REQ_ERROR) {
+        if (line <= 0 || a->req.type == REQ_ERROR) {
             break;
         }
-        data = data_bytes(&req);
-        if (data > len - off - (size_t)line) {
+        data = data_bytes(&a->req);
+        if (data > have - off - (size_t)line) {
             break;
         }
-        n = add_keys(&req, pf, n, max);
+        m = add_keys(&a->req, pf, n, max);
+        a->key = m > n ? pf[n] : (struct prefetch_key){ 0 };
+        a->off = c->rstart + off;
+        a->len = (size_t)line;
+        n = m;
+        k++;
         off += (size_t)line + data;
     }
+    w->ahead_conn = k > 0 ? c : NULL;
+    w->ahead_n = k;
+    w->ahead_next = 0;
     process_prefetch(c, pf, n);
     return off;
+}
+
+struct ahead_req *
+process_ahead_take(struct conn *c)
+{
+    struct worker *w = c->worker;
+    struct ahead_req *a;
+
+    if (w->ahead_conn != c) {
+        return NULL;
+    }
+    a = &w->ahead[w->ahead_next];
+    if (a->off != c->rstart) {
+        /* not where this connection is (cannot happen: a guard) */
+        w->ahead_conn = NULL;
+        return NULL;
+    }
+    if (++w->ahead_next == w->ahead_n) {
+        w->ahead_conn = NULL;
+    }
+    w->memo = a->key;
+    return a;
+}
+
+void
+process_ahead_drop(struct conn *c)
+{
+    if (c->worker->ahead_conn == c) {
+        c->worker->ahead_conn = NULL;
+    }
 }
 
 /*
@@ -265,8 +330,14 @@ process_get(struct conn *c, struct request *req)
     if (req->keys.len > PROTO_KEY_MAX && !keys_ok(&req->keys)) {
         return reply(c, RSP_CLIENT_ERROR_FORMAT);
     }
+    /* One key, already split and hashed by the look-ahead. */
+    if (c->worker->memo.key == req->keys.p &&
+        c->worker->memo.nkey == req->keys.len) {
+        return get_one(c, &c->worker->memo, touch, exptime, with_cas) != 0
+               ? reply(c, RSP_SERVER_ERROR_OOM_GET) : reply(c, RSP_END);
+    }
     do {
-        n = next_window(&cursor, pf, max);
+        n = next_window(c, &cursor, pf, max);
         process_prefetch(c, pf, n);
         for (unsigned i = 0; i < n; i++) {
             if (get_one(c, &pf[i], touch, exptime, with_cas) != 0) {
@@ -314,7 +385,7 @@ process_store_refused(struct conn *c, enum cache_status st, const char *key,
 static enum process_result
 process_update(struct conn *c, struct request *req)
 {
-    uint32_t hv = hash_murmur3(req->key.p, req->key.len);
+    uint32_t hv = process_key_hash(c, req->key.p, req->key.len);
     enum cache_status st;
     struct item *it;
 
@@ -392,7 +463,7 @@ process_store(struct conn *c)
 static enum process_result
 process_delete(struct conn *c, struct request *req)
 {
-    uint32_t hv = hash_murmur3(req->key.p, req->key.len);
+    uint32_t hv = process_key_hash(c, req->key.p, req->key.len);
     unsigned clsid = 0;
     enum cache_status st;
 
@@ -413,7 +484,7 @@ static enum process_result
 process_delta(struct conn *c, struct request *req)
 {
     bool incr = req->type == REQ_INCR;
-    uint32_t hv = hash_murmur3(req->key.p, req->key.len);
+    uint32_t hv = process_key_hash(c, req->key.p, req->key.len);
     struct thread_stats *ts = tstats(c);
     uint64_t value;
     unsigned clsid = 0;
@@ -446,7 +517,7 @@ process_delta(struct conn *c, struct request *req)
 static enum process_result
 process_touch(struct conn *c, struct request *req)
 {
-    uint32_t hv = hash_murmur3(req->key.p, req->key.len);
+    uint32_t hv = process_key_hash(c, req->key.p, req->key.len);
     struct thread_stats *ts = tstats(c);
     enum cache_status st;
     struct item *it;

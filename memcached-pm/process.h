@@ -31,8 +31,21 @@ void process_prefetch(struct conn *c, struct prefetch_key *pf, unsigned n);
  * they run one by one.  Returns the bytes of the requests looked at (the
  * caller looks again past them); 0 when prefetch_batch is under 2.
  */
-size_t process_prefetch_pipeline(struct conn *c, const char *buf,
+/* The look-ahead of a pipeline; see process.c. */
+size_t process_prefetch_pipeline(struct conn *c, const struct request *first,
                                  size_t len);
+
+/* The next request the look-ahead parsed for c, if it starts at
+ * c->rstart (else NULL); its key's hash is kept for process_key_hash().
+ * process_ahead_drop(): c's read buffer is about to move or be freed,
+ * forget what was parsed from it. */
+struct ahead_req *process_ahead_take(struct conn *c);
+void process_ahead_drop(struct conn *c);
+
+/* hash_murmur3(key, nkey), or the look-ahead's hash of those very bytes
+ * when the running request was parsed by it. */
+uint32_t process_key_hash(const struct conn *c, const char *key,
+                          size_t nkey);
 
 /* Count a hit on `it` for get (or touch when `touch`): per-class hits and
  * which LRU segment served it. */

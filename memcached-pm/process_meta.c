@@ -152,7 +152,7 @@ mget_result(const struct meta *m, const struct cache_mget *a,
 static enum process_result
 meta_get(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
     struct meta_result r = { 0 };
     struct cache_mget a;
     enum cache_status st;
@@ -183,7 +183,7 @@ meta_get(struct conn *c, const struct meta *m)
 static enum process_result
 meta_debug(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
     struct cache_mget a = { .no_bump = true, .peek = true };
     enum cache_status st;
     struct item *it;
@@ -253,7 +253,7 @@ ms_save(struct conn *c, const struct request *req, const struct meta *m)
 static enum process_result
 meta_set(struct conn *c, const struct request *req, const struct meta *m)
 {
-    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
     rel_time_t exptime = meta_has(m, 'T') ? reltime(m->ttl) : 0;
     enum cache_status st;
     struct item *it;
@@ -366,7 +366,7 @@ process_meta_store(struct conn *c)
 static enum process_result
 meta_delete(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
     struct cache_mdelete a = { 0 };
     struct meta_result r = { 0 };
     enum cache_status st;
@@ -434,7 +434,7 @@ ma_count(struct conn *c, const struct cache_mdelta *a, enum cache_status st)
 static enum process_result
 meta_arith(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = hash_murmur3(m->key.p, m->key.len);
+    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
     struct meta_result r = { 0 };
     struct cache_mdelta a;
     enum cache_status st;

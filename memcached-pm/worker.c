@@ -127,6 +127,13 @@ worker_setup(struct worker *w, unsigned id)
     if (cfg == NULL) {
         return -1;
     }
+    if (settings.prefetch_batch > 1) {
+        w->ahead = calloc(settings.prefetch_batch, sizeof(*w->ahead));
+        if (w->ahead == NULL) {
+            event_config_free(cfg);
+            return -1;
+        }
+    }
     /* A base is touched by its own thread only.  Nothing here reads
      * libevent's cached time (the server keeps its own clock), so the
      * clock read it would make after every epoll_wait is skipped. */
@@ -226,6 +233,7 @@ worker_teardown(struct worker *w)
         event_free(w->tick_ev);
     }
     event_base_free(w->base);
+    free(w->ahead);
     close(w->notify_fd);
     pthread_mutex_destroy(&w->lock);
 }

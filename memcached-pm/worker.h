@@ -15,10 +15,20 @@
 #include <event2/event.h>
 
 #include "memcached-pm/stats.h"
+#include "proto/request.h"
 #include "storage/prefetch.h"
 
 struct conn;
 struct pending;
+
+/* A request of a pipeline that the look-ahead (process_prefetch_pipeline)
+ * has parsed; it runs from here instead of being parsed a second time. */
+struct ahead_req {
+    size_t              off;     /* where its line starts in the rbuf */
+    size_t              len;     /* the line's length */
+    struct prefetch_key key;     /* its first key, hashed (key NULL: none) */
+    struct request      req;
+};
 
 /* Connection buffer memory, for "stats" (read_buf_*, response_obj_*). */
 struct buffer_gauges {
@@ -43,6 +53,14 @@ struct worker {
     unsigned             nconns;
     struct buffer_gauges gauges;         /* written by this thread only */
     struct prefetch_key  pf[PREFETCH_BATCH_MAX];  /* a batch being walked */
+    /* The look-ahead's requests, ahead[ahead_next..ahead_n), parsed from
+     * ahead_conn's read buffer (NULL: none); prefetch_batch entries. */
+    struct ahead_req    *ahead;
+    struct conn         *ahead_conn;
+    unsigned             ahead_n, ahead_next;
+    /* The running request's key as the look-ahead hashed it (key NULL:
+     * none), so that it is not hashed again. */
+    struct prefetch_key  memo;
 };
 
 /* Start n workers; 0, or -1 with a message. */

@@ -103,6 +103,12 @@ locks_lock(uint32_t hv)
 }
 
 void
+locks_prefetch(uint32_t hv)
+{
+    __builtin_prefetch(&locks[hv & mask], 1);
+}
+
+void
 locks_unlock(uint32_t hv)
 {
     pthread_mutex_unlock(&locks[hv & mask]);

@@ -28,6 +28,9 @@ void locks_lock(uint32_t hv);
 void locks_unlock(uint32_t hv);
 bool locks_trylock(uint32_t hv);
 
+/* Ask for lock(hv)'s cache line ahead of taking it (prefetch walks). */
+void locks_prefetch(uint32_t hv);
+
 /* Take or drop every stripe, in index order: the hash table swap. */
 void locks_lock_all(void);
 void locks_unlock_all(void);

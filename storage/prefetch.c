@@ -13,6 +13,7 @@
 #include "storage/prefetch.h"
 #include "storage/assoc.h"
 #include "storage/item.h"
+#include "storage/locks.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -114,6 +115,7 @@ advance(struct prefetch_key *k, enum step s, const void **at,
             return STEP_DONE;
         }
         __builtin_prefetch(*at);
+        locks_prefetch(k->hv);
         return STEP_HEAD;
     case STEP_HEAD:
         it = load_ptr(*at);

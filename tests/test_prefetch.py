@@ -7,6 +7,8 @@ same requests must get byte-identical replies with prefetch_batch 0, 1, 16
 and 128, and `stats` counts the batches walked.
 """
 
+import base64
+
 import pytest
 
 pytestmark = pytest.mark.mcpm
@@ -19,10 +21,11 @@ def value(i):
     return b"v%d-" % i + b"x" * (i % 300)
 
 
-def load(c):
-    """Keys k0..k1199, every third one missing; flags vary."""
-    c.send(b"".join(b"set k%d %d 0 %d noreply\r\n%s\r\n"
-                    % (i, i % 7, len(value(i)), value(i))
+def load(c, p=b""):
+    """Keys k0..k1199 (prefixed by p), every third one missing; flags
+    vary."""
+    c.send(b"".join(b"set %sk%d %d 0 %d noreply\r\n%s\r\n"
+                    % (p, i, i % 7, len(value(i)), value(i))
                     for i in range(NKEYS) if i % 3 != 2))
     c.sync()
 
@@ -32,25 +35,26 @@ def multiget(n, cmd=b"get", start=0):
                                   for i in range(n)) + b"\r\n"
 
 
-def pipeline():
-    """One send of many mixed requests on hits, misses and new keys."""
+def pipeline(p=b""):
+    """One send of many mixed requests on hits, misses and new keys; p
+    prefixes every key."""
     out = []
     for i in range(0, 300, 3):
-        k = b"k%d" % i
+        k = p + b"k%d" % i
         out += [
             b"get %s\r\n" % k,
             b"mg %s v f c t s\r\n" % k,
-            b"gets k%d k%d k%d\r\n" % (i + 1, i + 2, i + 3),
-            b"ms n%d 3 T0\r\nabc\r\n" % i,
-            b"set s%d 1 0 2\r\nhi\r\n" % i,
+            b"gets %sk%d %sk%d %sk%d\r\n" % (p, i + 1, p, i + 2, p, i + 3),
+            b"ms %sn%d 3 T0\r\nabc\r\n" % (p, i),
+            b"set %ss%d 1 0 2\r\nhi\r\n" % (p, i),
             b"incr %s 1\r\n" % k,
-            b"ma c%d N0 J%d v\r\n" % (i, i),
+            b"ma %sc%d N0 J%d v\r\n" % (p, i, i),
             b"touch %s 100\r\n" % k,
-            b"gat 0 k%d\r\n" % (i + 1),
-            b"delete k%d\r\n" % (i + 1),
-            b"md n%d q\r\n" % i,
-            b"mg n%d v\r\n" % i,
-            b"mg k%d v k\r\n" % (i + 2),
+            b"gat 0 %sk%d\r\n" % (p, i + 1),
+            b"delete %sk%d\r\n" % (p, i + 1),
+            b"md %sn%d q\r\n" % (p, i),
+            b"mg %sn%d v\r\n" % (p, i),
+            b"mg %sk%d v k\r\n" % (p, i + 2),
         ]
     out.append(b"mn\r\n")
     return b"".join(out)
@@ -127,3 +131,36 @@ def test_prefetch_batch_bounds(run):
     r = run("-p", "0", "-o", "prefetch_batch=257")
     assert r.returncode == 1
     assert b"prefetch_batch" in r.stderr
+
+
+def test_parsed_ahead_on_connections_taking_turns(server_factory):
+    """Two connections of one worker, each with a long pipeline in one
+    read, made to yield after every request (-R 1): the worker's parsed
+    look-ahead keeps changing hands, and each connection's replies are
+    still those of a server that never looks ahead.  Base64 keys (mg b)
+    are looked up under their decoded bytes."""
+    def script(p):
+        return pipeline(p) + b"".join(
+            b"mg %s b v\r\n" % base64.b64encode(p + b"k%d" % i)
+            for i in range(60)) + b"mn\r\n"
+
+    replies = {}
+    for batch in (0, 16):
+        s = server_factory("-t", "1", "-R", "1",
+                           "-o", "prefetch_batch=%d" % batch)
+        a, b = s.conn(timeout=20), s.conn(timeout=20)
+        try:
+            load(a, b"a")
+            load(b, b"b")
+            a.send(script(b"a"))
+            b.send(script(b"b"))
+            replies[batch] = (a.read_until(b"MN\r\n"),
+                              b.read_until(b"MN\r\n"))
+            yields = int(a.stats()["conn_yields"])
+        finally:
+            a.close()
+            b.close()
+        assert yields > 1000
+    for i in (0, 1):
+        assert replies[16][i] == replies[0][i]
+    assert replies[0][0].count(b"VA ") > 100
