@@ -51,9 +51,10 @@ struct tier {
 #define TIER_DRAM 0
 
 /*
- * The DRAM tier: pages from aligned malloc up to `limit` bytes, or carved
- * from one block allocated now when `prealloc` (-L) is set.  Returns NULL
- * (and says why on stderr) when the memory cannot be had.
+ * The DRAM tier: pages up to `limit` bytes, taken from 2 MB aligned
+ * extents of the heap asked to be backed by transparent huge pages, or
+ * carved from one block allocated now when `prealloc` (-L) is set.
+ * Returns NULL (and says why on stderr) when the memory cannot be had.
  */
 struct tier *tier_dram_create(size_t limit, size_t page_size, bool prealloc);
 
