@@ -173,6 +173,8 @@ throughput() {
             --depth 16 --json >"$TMP/preload.json" ||
             die "preload of port $port failed"
     done
+    settle "$a"
+    settle "$b"
     printf '%-14s %5s %12s %10s %12s %6s %8s\n' side round ops/s p99_us \
         cpu_ns/req kern% errors
     for round in $(seq "$ROUNDS"); do

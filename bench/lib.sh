@@ -74,6 +74,21 @@ ticks() {
     awk '{ sub(/.*\) /, ""); print $12, $13 }' /proc/"$1"/stat 2>/dev/null
 }
 
+# settle PID: wait (up to 60 s) until the server's threads use under 2 %
+# of a core, so that the background work a preload starts (the LRU
+# maintainer sorting a million new items, the crawler) is not measured
+# as part of the first rounds.
+settle() {
+    local i c0 c1
+    for i in $(seq 60); do
+        c0=$(cpu_ns "$1")
+        sleep 1
+        c1=$(cpu_ns "$1")
+        [ $((c1 - c0)) -lt 20000000 ] && return 0
+    done
+    return 0
+}
+
 median() {
     sort -g | awk '{ v[NR] = $1 } END {
         if (NR % 2) { print v[(NR + 1) / 2] }
