@@ -102,29 +102,7 @@ die() {
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-# Prefixes that pin a command.  With fewer than two cores pinning would
-# put everything on one; skip it.  Background jobs start as plain commands
-# (never through a shell function), so $! is the process itself and a
-# signal sent to it reaches the server or mcload, not a subshell.
-PIN_SERVER=()
-PIN_LOAD=()
-if [ "$(nproc)" -ge 2 ]; then
-    PIN_SERVER=(taskset -c "$SERVER_CPU")
-    PIN_LOAD=(taskset -c "$LOAD_CPU")
-fi
-
-
-wait_ready() {
-    local port=$1 pid=$2 i
-    for i in $(seq 100); do
-        if [ -n "$(stat "$port" pid 2>/dev/null)" ]; then
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || die "server on port $port exited"
-        sleep 0.1
-    done
-    die "server on port $port did not answer"
-}
+pin_cpus
 
 # start_server BIN PORT EXTRA...: sets SERVER_PID, waits for `stats`.
 # memcached refuses to run as root without -u; memcached-pm takes the same.

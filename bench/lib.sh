@@ -1,7 +1,36 @@
 #!/bin/bash
-# lib.sh: what the benchmark scripts share; sourced by compare.sh and
-# pmem.sh after they set ROOT, MCPM_BIN, MC_BIN, MCLOAD and PIN_LOAD and
-# define die().
+# lib.sh: what the benchmark scripts share; sourced by compare.sh,
+# pmem.sh, kernel.sh and callgrind.sh after they set ROOT, MCPM_BIN,
+# MC_BIN and MCLOAD (and SERVER_CPU and LOAD_CPU, or PIN_LOAD) and define
+# die().
+
+# pin_cpus: sets PIN_SERVER and PIN_LOAD, the prefixes that pin a command
+# to SERVER_CPU and LOAD_CPU.  With fewer than two cores pinning would put
+# everything on one; they stay empty.  Background jobs start as plain
+# commands (never through a shell function), so $! is the process itself
+# and a signal sent to it reaches the server or mcload, not a subshell.
+pin_cpus() {
+    PIN_SERVER=()
+    PIN_LOAD=()
+    if [ "$(nproc)" -ge 2 ]; then
+        PIN_SERVER=(taskset -c "$SERVER_CPU")
+        PIN_LOAD=(taskset -c "$LOAD_CPU")
+    fi
+}
+
+# wait_ready PORT PID: until the server answers `stats`; die()s if it
+# exits or stays silent for 10 s.
+wait_ready() {
+    local port=$1 pid=$2 i
+    for i in $(seq 100); do
+        if [ -n "$(stat "$port" pid 2>/dev/null)" ]; then
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || die "server on port $port exited"
+        sleep 0.1
+    done
+    die "server on port $port did not answer"
+}
 
 # Build only what is missing; a configured tree is assumed.
 build_if_missing() {

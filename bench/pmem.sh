@@ -149,12 +149,7 @@ need_shm() {
     fi
 }
 
-PIN_SERVER=()
-PIN_LOAD=()
-if [ "$(nproc)" -ge 2 ]; then
-    PIN_SERVER=(taskset -c "$SERVER_CPU")
-    PIN_LOAD=(taskset -c "$LOAD_CPU")
-fi
+pin_cpus
 
 
 # wait_version PORT PID T0: waits for the first `version` reply and prints
