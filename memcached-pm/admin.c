@@ -201,45 +201,37 @@ stats_recovery(struct conn *c)
     if (!cache_recovery_stats(&r)) {
         return;
     }
-    stat_u64(c, "recovery_items", r.items);
-    stat_u64(c, "recovery_pages", r.pages);
-    stat_u64(c, "recovery_dropped_torn", r.torn);
-    stat_u64(c, "recovery_dropped_expired", r.expired);
-    stat_u64(c, "recovery_dropped_flushed", r.flushed);
-    stat_u64(c, "recovery_dropped_replaced", r.replaced);
-    stat_u64(c, "recovery_checksummed", r.checksummed);
-    stat_fmt(c, "recovery_seconds", "%.6f", r.seconds);
+#define RECOVERY_COUNT(name, v) stat_u64(c, "recovery_" #name, v);
+#define RECOVERY_US(name, v) \
+    stat_fmt(c, "recovery_" #name, "%.6f", (double)(v) / 1e6);
+#define RECOVERY_ROW(name, kind, unit) RECOVERY_##unit(name, r.name)
+    CACHE_RECOVERY_STATS(RECOVERY_ROW)
+#undef RECOVERY_ROW
 }
+
+/* Whether memcached prints a storage line (metrics.h `shown`). */
+static bool
+shown(int group)
+{
+    switch (group) {
+    case 1: return settings.cache.slab_reassign;
+    case 2: return settings.cache.lru_crawler;
+    case 3: return settings.lru_maintainer;
+    default: return true;
+    }
+}
+
+#define SHOWN_ALWAYS 0
+#define SHOWN_REASSIGN 1
+#define SHOWN_CRAWLER 2
+#define SHOWN_MAINTAINER 3
+#define STORAGE_ROW(name, kind, when) \
+    if (shown(SHOWN_##when)) { stat_u64(c, #name, s->name); }
 
 static void
 stats_storage(struct conn *c, const struct cache_stats *s)
 {
-    stat_u64(c, "hash_power_level", s->hash_power_level);
-    stat_u64(c, "hash_bytes", s->hash_bytes);
-    stat_u64(c, "hash_is_expanding", s->hash_is_expanding);
-    if (settings.cache.slab_reassign) {
-        stat_u64(c, "slab_reassign_rescues", s->slab_reassign_rescues);
-        stat_u64(c, "slab_reassign_chunk_rescues",
-                 s->slab_reassign_chunk_rescues);
-        stat_u64(c, "slab_reassign_inline_reclaim",
-                 s->slab_reassign_inline_reclaim);
-        stat_u64(c, "slab_reassign_busy_items", s->slab_reassign_busy_items);
-        stat_u64(c, "slab_reassign_busy_deletes",
-                 s->slab_reassign_busy_deletes);
-        stat_u64(c, "slab_reassign_busy_nomem", s->slab_reassign_busy_nomem);
-        stat_u64(c, "slab_reassign_last_busy_status",
-                 s->slab_reassign_last_busy_status);
-        stat_u64(c, "slab_reassign_running", s->slab_reassign_running);
-        stat_u64(c, "slabs_moved", s->slabs_moved);
-    }
-    if (settings.cache.lru_crawler) {
-        stat_u64(c, "lru_crawler_running", s->lru_crawler_running);
-        stat_u64(c, "lru_crawler_starts", s->lru_crawler_starts);
-    }
-    if (settings.lru_maintainer) {
-        stat_u64(c, "lru_maintainer_juggles", s->lru_maintainer_juggles);
-    }
-    stat_u64(c, "malloc_fails", s->malloc_fails);
+    CACHE_STATS_SERVER(STORAGE_ROW)
     /* No watch/log subsystem and no NAPI dispatch: these stay zero, but
      * are printed so that parsers expecting them find them. */
     stat_u64(c, "log_worker_dropped", 0);
@@ -254,23 +246,7 @@ stats_storage(struct conn *c, const struct cache_stats *s)
 static void
 stats_items_totals(struct conn *c, const struct cache_stats *s)
 {
-    stat_u64(c, "bytes", s->bytes);
-    stat_u64(c, "curr_items", s->curr_items);
-    stat_u64(c, "total_items", s->total_items);
-    stat_u64(c, "slab_global_page_pool", s->slab_global_page_pool);
-    stat_u64(c, "expired_unfetched", s->expired_unfetched);
-    stat_u64(c, "evicted_unfetched", s->evicted_unfetched);
-    stat_u64(c, "evicted_active", s->evicted_active);
-    stat_u64(c, "evictions", s->evictions);
-    stat_u64(c, "reclaimed", s->reclaimed);
-    stat_u64(c, "crawler_reclaimed", s->crawler_reclaimed);
-    stat_u64(c, "crawler_items_checked", s->crawler_items_checked);
-    stat_u64(c, "lrutail_reflocked", s->lrutail_reflocked);
-    stat_u64(c, "moves_to_cold", s->moves_to_cold);
-    stat_u64(c, "moves_to_warm", s->moves_to_warm);
-    stat_u64(c, "moves_within_lru", s->moves_within_lru);
-    stat_u64(c, "direct_reclaims", s->direct_reclaims);
-    stat_u64(c, "lru_bumps_dropped", s->lru_bumps_dropped);
+    CACHE_STATS_ITEMS(STORAGE_ROW)
 }
 
 #define ADD_SLAB(name) tot->name += t->slab[i].name;
@@ -417,10 +393,8 @@ stats_slabs(struct conn *c)
         }
         active++;
         snprintf(id, sizeof(id), "%u", i);
-#define SLAB_ROW(name) stat_pfx(c, id, #name, ss.name);
-        SLAB_ROW(chunk_size) SLAB_ROW(chunks_per_page) SLAB_ROW(total_pages)
-        SLAB_ROW(total_chunks) SLAB_ROW(used_chunks) SLAB_ROW(free_chunks)
-        SLAB_ROW(free_chunks_end)
+#define SLAB_ROW(name, kind, x) stat_pfx(c, id, #name, ss.name);
+        CACHE_SLAB_STATS(SLAB_ROW)
 #undef SLAB_ROW
 #define THREAD_ROW(name) stat_pfx(c, id, #name, ts->name);
         THREAD_ROW(get_hits) THREAD_ROW(cmd_set) THREAD_ROW(delete_hits)
@@ -454,21 +428,12 @@ stats_items(struct conn *c)
             continue;
         }
         snprintf(id, sizeof(id), "items:%u", i);
-#define ITEM_ROW(name) stat_pfx(c, id, #name, is.name);
-        ITEM_ROW(number) ITEM_ROW(number_hot) ITEM_ROW(number_warm)
-        ITEM_ROW(number_cold) ITEM_ROW(age_hot) ITEM_ROW(age_warm)
-        ITEM_ROW(age) ITEM_ROW(mem_requested) ITEM_ROW(evicted)
-        ITEM_ROW(evicted_nonzero) ITEM_ROW(evicted_time)
-        ITEM_ROW(outofmemory) ITEM_ROW(tailrepairs) ITEM_ROW(reclaimed)
-        ITEM_ROW(expired_unfetched) ITEM_ROW(evicted_unfetched)
-        ITEM_ROW(evicted_active) ITEM_ROW(crawler_reclaimed)
-        ITEM_ROW(crawler_items_checked) ITEM_ROW(lrutail_reflocked)
-        ITEM_ROW(moves_to_cold) ITEM_ROW(moves_to_warm)
-        ITEM_ROW(moves_within_lru) ITEM_ROW(direct_reclaims)
-#undef ITEM_ROW
-        if (settings.cache.temp_lru) {
-            stat_pfx(c, id, "number_temp", is.number_temp);
+#define ITEM_ROW(name, kind, total) \
+        if (strcmp(#name, "number_temp") != 0 || settings.cache.temp_lru) { \
+            stat_pfx(c, id, #name, is.name); \
         }
+        CACHE_ITEM_STATS(ITEM_ROW)
+#undef ITEM_ROW
         stat_pfx(c, id, "hits_to_hot", ts->hits_to_hot);
         stat_pfx(c, id, "hits_to_warm", ts->hits_to_warm);
         stat_pfx(c, id, "hits_to_cold", ts->hits_to_cold);
@@ -716,20 +681,10 @@ stats_tiers(struct conn *c)
     }
     stats_sum(t);
     for (unsigned i = 0; i < n; i++) {
-        const char *nm = ts[i].name;
-
-        stat_tier(c, nm, "durable", ts[i].durable);
-        stat_tier(c, nm, "persistent_memory", ts[i].real_pmem);
-        stat_tier(c, nm, "limit_maxbytes", ts[i].limit);
-        stat_tier(c, nm, "total_malloced", ts[i].bytes);
-        stat_tier(c, nm, "curr_items", ts[i].items);
-        stat_tier(c, nm, "bytes", ts[i].item_bytes);
-        stat_tier(c, nm, "hits", ts[i].durable ? t->hits_pmem : t->hits_dram);
-        stat_tier(c, nm, "evictions", ts[i].evictions);
-        stat_tier(c, nm, "promotions", ts[i].promotions);
-        stat_tier(c, nm, "demotions", ts[i].demotions);
-        stat_tier(c, nm, "flushes", ts[i].flushes);
-        stat_tier(c, nm, "flush_bytes", ts[i].flush_bytes);
+        ts[i].hits = ts[i].durable ? t->hits_pmem : t->hits_dram;
+#define TIER_ROW(f, kind, x) stat_tier(c, ts[i].name, #f, ts[i].f);
+        CACHE_TIER_STATS(TIER_ROW)
+#undef TIER_ROW
     }
     free(t);
     conn_out_rsp(c, RSP_END);

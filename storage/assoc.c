@@ -30,7 +30,7 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/locks.h"
-#include "storage/prefetch.h"
+#include "storage/quiesce.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -286,7 +286,7 @@ finish_expansion(void)
 
     atomic_store(&expanding, false);
     atomic_store(&old_table, NULL);
-    prefetch_quiesce();         /* a walk may still read the old slots */
+    quiesce_wait();         /* a walk may still read the old slots */
     free(old);
 }
 

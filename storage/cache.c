@@ -1,27 +1,29 @@
 /*
- * cache.c: the storage facade (cache.h).
+ * cache.c: the request rules of the storage facade (cache.h).
  *
  * Every request takes the key's item lock for its whole decision, so that
  * the store rules (memcached's do_store_item), incr/decr and delete see one
- * consistent item.  The LRU and slabs locks are only taken below, in that
+ * consistent item.  The list and slabs locks are only taken below, in that
  * order.  The GET hit path touches only the item lock and the item.
  *
  * The meta operations (cache_mstore, cache_mdelete, cache_mdelta) are the
  * general forms; the classic store, delete and incr/decr fill in their
  * knobs and call them, so both protocols share one set of rules.
+ *
+ * What a change to an item in the memory file must reach before the reply
+ * is the policy's answer (policy_durable()); linking commits new items
+ * (link.h); new items' memory and hits go through place.h.
  */
 #include "storage/cache.h"
 #include "storage/assoc.h"
-#include "storage/crawler.h"
+#include "storage/cache_priv.h"
+#include "storage/cas.h"
 #include "storage/hash.h"
-#include "storage/item.h"
+#include "storage/link.h"
 #include "storage/locks.h"
-#include "storage/lru.h"
 #include "storage/persist.h"
-#include "storage/recover.h"
-#include "storage/slabs.h"
-#include "storage/sblock.h"
-#include "storage/tier.h"
+#include "storage/place.h"
+#include "storage/policy.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -32,360 +34,7 @@
 #define INCR_MAX_LEN    24
 #define REFCOUNT_LIMIT  60000   /* refuse a fetch before the 16 bits wrap */
 
-static struct {
-    struct cache_options *opts;
-    uint64_t cas_id;            /* last unique handed out */
-    uint64_t total_items;
-    struct sblock sb;           /* the memory file's, with the PMEM tier */
-    struct cache_recovery recovery;
-} ca;
-
-/* ---- life cycle ------------------------------------------------------- */
-
-static int
-start_threads(struct cache_options *o)
-{
-    if (o->lru_segmented && lru_maintainer_start() != 0) {
-        return -1;
-    }
-    if (o->slab_reassign && slabs_mover_start() != 0) {
-        return -1;
-    }
-    if (o->hash_expand && assoc_thread_start() != 0) {
-        return -1;
-    }
-    return crawler_init(o);
-}
-
-/* Stop every thread (each stop is a no-op if it never started). */
-static void
-stop_threads(void)
-{
-    crawler_destroy();
-    lru_maintainer_stop();
-    slabs_mover_stop();
-    assoc_thread_stop();
-}
-
-/* The PMEM tier over opts->memory_file: the superblock's reserve, then as
- * many pages as the file holds. */
-static struct tier *
-pmem_tier_open(const struct cache_options *opts)
-{
-    struct tier_pmem_options po = {
-        .path = opts->memory_file,
-        .size = opts->memory_file_size,
-        .page_size = opts->page_size,
-        /* The superblock copies, then the page table (a byte a page). */
-        .reserve = SBLOCK_SIZE +
-                   opts->memory_file_size / opts->page_size,
-        .create = true,
-        .strict = opts->pmem_strict,
-    };
-    char err[512];
-    struct tier *t = tier_pmem_open(&po, err, sizeof(err));
-
-    if (t == NULL) {
-        fprintf(stderr, "%s\n", err);
-    } else if (opts->verbose > 0) {
-        /* Durability costs differ: a cache-line flush on PMEM, an msync
-         * of whole pages on any other file. */
-        fprintf(stderr, "memory file %s: %s\n", opts->memory_file,
-                tier_pmem_is_pmem(t) ? "persistent memory (pmem_persist)"
-                                     : "not persistent memory (msync)");
-    }
-    return t;
-}
-
-/* The settings that decide where items sit in the file. */
-static void
-pmem_params(const struct cache_options *opts, struct tier *t,
-            struct sblock_params *p, uint32_t *sizes)
-{
-    unsigned n = slabs_largest();
-
-    for (unsigned i = 0; i < n; i++) {
-        sizes[i] = (uint32_t)slabs_size(i + 1);
-    }
-    *p = (struct sblock_params) {
-        .file_size = tier_pmem_mapped_len(t),
-        .reserve = (uint64_t)((char *)tier_pmem_page(t, 0) -
-                              (char *)tier_pmem_base(t)),
-        .page_size = (uint32_t)opts->page_size,
-        .chunk_max = (uint32_t)slabs_chunk_max(),
-        .item_max = (uint32_t)opts->item_size_max,
-        .nclasses = n,
-        .class_sizes = sizes,
-        .use_cas = opts->use_cas,
-    };
-}
-
-/* A new (or discarded) file: every page free, then a fresh superblock
- * whose epoch is this process's rel 0.  The page table is cleared first:
- * a new superblock over an old table would bring the old pages back. */
-static int
-pmem_new_file(const struct cache_options *opts, struct tier *t,
-              const struct sblock_params *p)
-{
-    char err[512];
-
-    persist_clear_table();
-    if (sblock_init_new(&ca.sb, t, tier_pmem_base(t), p, err,
-                        sizeof(err)) != SBLOCK_OK) {
-        fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
-        return -1;
-    }
-    ca.sb.epoch = (int64_t)clock_process_started();
-    sblock_commit(&ca.sb);
-    return 0;
-}
-
-/*
- * Open the file's superblock: 1 when the file holds items to recover
- * (ca.sb loaded), 0 when it starts empty (new, or discarded as
- * memory_file_reinit asks), -1 to refuse it (another layout or settings,
- * or no valid superblock copy, without memory_file_reinit).
- */
-static int
-pmem_superblock(const struct cache_options *opts, struct tier *t)
-{
-    uint32_t sizes[CACHE_MAX_CLASSES];
-    struct sblock_params p;
-    char err[512];
-    int st = SBLOCK_EMPTY;
-
-    pmem_params(opts, t, &p, sizes);
-    if (!tier_pmem_created(t)) {
-        st = sblock_load(t, tier_pmem_base(t), &p, &ca.sb, err, sizeof(err));
-    }
-    if (st == SBLOCK_OK) {
-        return 1;
-    }
-    if (st == SBLOCK_INCOMPATIBLE || st == SBLOCK_CORRUPT) {
-        if (!opts->memory_file_reinit) {
-            fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
-            return -1;
-        }
-        fprintf(stderr, "memory file %s: %s; discarding its contents as "
-                "memory_file_reinit asks\n", opts->memory_file, err);
-    }
-    return pmem_new_file(opts, t, &p);
-}
-
-/* The DRAM policy's tier: malloc, or a memkind heap when memory_kind
- * names one (volatile too, so the rest of storage sees DRAM). */
-static struct tier *
-dram_tier_open(const struct cache_options *opts)
-{
-    char err[512];
-    struct tier *t;
-
-    if (opts->memory_kind == NULL) {
-        return tier_dram_create(opts->mem_limit, opts->page_size,
-                                opts->prealloc);
-    }
-    t = tier_memkind_create(opts->memory_kind, opts->mem_limit,
-                            opts->page_size, err, sizeof(err));
-    if (t == NULL) {
-        fprintf(stderr, "%s\n", err);
-    }
-    return t;
-}
-
-/* Slabs on the tiers the policy names (DRAM, the memory file, or both);
- * the tiers belong to slabs once this succeeds.  1 when the memory file
- * holds items to recover. */
-static int
-memory_init(struct cache_options *opts)
-{
-    enum cache_tier_policy pol = opts->tier_policy;
-    struct tier *dram = NULL, *pmem = NULL;
-    int old = 0;
-
-    if (pol != CACHE_TIER_PMEM && (dram = dram_tier_open(opts)) == NULL) {
-        return -1;
-    }
-    if (pol != CACHE_TIER_DRAM && (pmem = pmem_tier_open(opts)) == NULL) {
-        tier_destroy(&dram);
-        return -1;
-    }
-    if (slabs_init(opts, dram, pmem) != 0) {
-        tier_destroy(&dram);
-        tier_destroy(&pmem);
-        return -1;
-    }
-    if (pmem != NULL && (old = pmem_superblock(opts, pmem)) < 0) {
-        slabs_destroy();
-        return -1;
-    }
-    return old;
-}
-
-/*
- * Read the file's items back (recover.h), in the file's time, then mark
- * the file not clean before anything is served: from here on a crash
- * must bring the checksum pass back.
- */
-static int
-pmem_recover(struct cache_options *opts)
-{
-    struct recover_params p = {
-        .check_crc = !ca.sb.clean,
-        .use_cas = opts->use_cas,
-        .hash_bulk_move = opts->hash_bulk_move,
-        .verbose = opts->verbose,
-    };
-
-    if (ca.sb.epoch != 0) {
-        clock_adopt_epoch(ca.sb.epoch);
-    }
-    p.now = clock_now();
-    if (ca.sb.flush_time != 0) {
-        int64_t rel = ca.sb.flush_time - (int64_t)clock_process_started();
-
-        p.flush_time = rel < 1 ? 1 : (rel_time_t)rel;
-        lru_set_flush(p.flush_time);
-    }
-    if (recover_run(slabs_tier(TIER_PMEM), &p, &ca.recovery) != 0) {
-        return -1;
-    }
-    if (opts->verbose > 0) {
-        fprintf(stderr, "memory file %s: recovered %llu items from %llu "
-                "pages in %.3f s\n", opts->memory_file,
-                (unsigned long long)ca.recovery.items,
-                (unsigned long long)ca.recovery.pages,
-                ca.recovery.seconds);
-    }
-    ca.sb.clean = false;
-    sblock_commit(&ca.sb);
-    return 0;
-}
-
-/* The memory file's superblock rules seq and CAS from now on: no value
- * at or below its mark is handed out again. */
-static void
-pmem_serve(void)
-{
-    if (ca.opts->pmem_crash_after != 0) {
-        tier_pmem_crash_after(slabs_tier(TIER_PMEM),
-                              ca.opts->pmem_crash_after);
-    }
-    persist_set_sblock(&ca.sb);
-    if (ca.sb.cas_hwm > ca.cas_id) {
-        ca.cas_id = ca.sb.cas_hwm;
-    }
-}
-
-void
-cache_options_defaults(struct cache_options *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->mem_limit = (size_t)64 << 20;
-    o->page_size = (size_t)1 << 20;
-    o->item_size_max = (size_t)1 << 20;
-    o->slab_chunk_max = (size_t)512 << 10;
-    o->factor = 1.25;
-    o->chunk_min = 48;
-    o->use_cas = true;
-    o->evict = true;
-    o->hashpower = 16;
-    o->hash_expand = true;
-    o->hash_bulk_move = 1;
-    o->lru_segmented = true;
-    o->hot_lru_pct = 20;
-    o->warm_lru_pct = 40;
-    o->hot_max_factor = 0.2;
-    o->warm_max_factor = 2.0;
-    o->temporary_ttl = 61;
-    o->lru_crawler = true;
-    o->crawler_sleep_us = 100;
-    o->slab_reassign = true;
-    o->slab_automove = 1;
-    o->automove_ratio = 0.8;
-    o->automove_window = 10;
-    o->automove_freeratio = 0.01;
-}
-
-int
-cache_init(struct cache_options *opts, unsigned nworkers)
-{
-    unsigned lp = opts->lock_power ? opts->lock_power
-                                   : locks_power_for(nworkers);
-    int old;
-
-    memset(&ca, 0, sizeof(ca));
-    ca.opts = opts;
-    /* 1.6.45 starts the counter at 1: the first item gets cas 2. */
-    ca.cas_id = 1;
-    if (locks_init(lp) != 0) {
-        fprintf(stderr, "cache: cannot set up %u item locks\n", 1u << lp);
-        return -1;
-    }
-    if (assoc_init(opts->hashpower, opts->hash_bulk_move) != 0) {
-        fprintf(stderr, "cache: cannot set up the hash table (hashpower "
-                "%u, item lock power %u)\n", opts->hashpower, lp);
-        goto fail_locks;
-    }
-    old = memory_init(opts);
-    if (old < 0) {
-        goto fail_assoc;
-    }
-    if (lru_init(opts) != 0) {
-        goto fail_slabs;
-    }
-    if (old > 0 && pmem_recover(opts) != 0) {
-        lru_destroy();
-        goto fail_slabs;
-    }
-    if (ca.sb.tier != NULL) {
-        pmem_serve();
-    }
-    if (start_threads(opts) != 0) {
-        fprintf(stderr, "cache: cannot start storage threads\n");
-        stop_threads();
-        lru_destroy();
-        goto fail_slabs;
-    }
-    return 0;
-fail_slabs:
-    slabs_destroy();
-fail_assoc:
-    assoc_destroy();
-fail_locks:
-    locks_destroy();
-    return -1;
-}
-
-void
-cache_shutdown(void)
-{
-    stop_threads();
-    /* Nothing writes any more: the file is consistent as it stands. */
-    if (ca.sb.tier != NULL) {
-        persist_set_sblock(NULL);
-        ca.sb.clean = true;
-        sblock_commit(&ca.sb);
-        ca.sb.tier = NULL;
-    }
-    lru_destroy();
-    slabs_destroy();
-    assoc_destroy();
-    locks_destroy();
-}
-
-void
-cache_tick(void)
-{
-    if (ca.opts->hash_expand) {
-        uint64_t n = 0;
-
-        for (unsigned id = 1; id <= slabs_largest(); id++) {
-            n += lru_items_in_class(id);
-        }
-        assoc_maybe_expand(n);
-    }
-    slabs_automove_tick();
-}
+static struct cache_priv *const ca = &cache_priv;
 
 /* ---- lookups ---------------------------------------------------------- */
 
@@ -401,8 +50,8 @@ find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
     if (it == NULL) {
         return NULL;
     }
-    if (lru_is_dead(it, clock_now(), &flushed)) {
-        lru_unlink(it, hv);
+    if (link_is_dead(it, clock_now(), &flushed)) {
+        link_unlink(it, hv);
         *st = flushed ? CACHE_FLUSHED : CACHE_EXPIRED;
         return NULL;
     }
@@ -410,21 +59,12 @@ find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
     return it;
 }
 
-/* The item in the memory file whose state a change to `it` must reach
- * before the reply: it, or the original a DRAM copy stands for; NULL for
- * an item in DRAM only. */
-static struct item *
-file_item(struct item *it)
-{
-    return it->tier == TIER_PMEM ? it : item_original(it);
-}
-
 /* A new TTL for a live item: one aligned 4-byte store, durable before the
  * reply when the item is in the memory file (exptime is outside the CRC). */
 static void
 set_exptime(struct item *it, rel_time_t exptime)
 {
-    struct item *f = file_item(it);
+    struct item *f = policy_durable(it);
 
     __atomic_store_n(&it->exptime, exptime, __ATOMIC_RELAXED);
     if (f != NULL) {
@@ -466,7 +106,7 @@ cache_get(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
     locks_lock(hv);
     it = fetch_live(key, nkey, hv, st);
     if (it != NULL) {
-        it = lru_bump(it, hv);
+        it = place_hit(it, hv);
     }
     locks_unlock(hv);
     return it;
@@ -482,7 +122,7 @@ cache_touch(const char *key, size_t nkey, uint32_t hv, rel_time_t exptime,
     it = fetch_live(key, nkey, hv, st);
     if (it != NULL) {
         set_exptime(it, exptime);
-        it = lru_bump(it, hv);
+        it = place_hit(it, hv);
     }
     locks_unlock(hv);
     return it;
@@ -496,13 +136,13 @@ cache_alloc(const char *key, size_t nkey, uint32_t hv,
     struct item *it;
 
     (void)hv;
-    if (item_size(nkey, client_flags, vlen, ca.opts->use_cas) >
-        ca.opts->item_size_max) {
+    if (item_size(nkey, client_flags, vlen, ca->opts->use_cas) >
+        ca->opts->item_size_max) {
         *st = CACHE_TOO_LARGE;
         return NULL;
     }
-    it = item_alloc(key, nkey, client_flags, exptime, vlen,
-                    ca.opts->use_cas);
+    it = place_new(key, nkey, client_flags, exptime, vlen,
+                   ca->opts->use_cas);
     *st = it != NULL ? CACHE_OK : CACHE_NO_MEMORY;
     return it;
 }
@@ -515,51 +155,24 @@ cache_release(struct item *it)
 
 /* ---- linking ---------------------------------------------------------- */
 
-/* With a memory file, no CAS leaves here before the superblock's mark
- * covers it, so a restart never hands it out again. */
-static uint64_t
-next_cas(void)
-{
-    uint64_t cas = __atomic_add_fetch(&ca.cas_id, 1, __ATOMIC_RELAXED);
-
-    if (ca.sb.tier != NULL) {
-        sblock_reserve_seq(&ca.sb, cas);
-    }
-    return cas;
-}
-
-/* The cas unique a new value gets: the client's (meta E) or the next. */
+/* The cas unique a new value gets: the client's (meta E) or the next;
+ * 0 with CAS off. */
 static uint64_t
 cas_for(uint64_t wanted)
 {
-    if (!ca.opts->use_cas) {
-        return 0;
-    }
-    if (wanted == 0) {
-        return next_cas();
-    }
-    if (ca.sb.tier != NULL) {
-        sblock_reserve_seq(&ca.sb, wanted);
-    }
-    return wanted;
+    return ca->opts->use_cas ? cas_take(wanted) : 0;
 }
 
-/* Link `it` in place of `old` (may be NULL) with cas_for(wanted).  In the
- * memory file the new item is committed before the old one dies (in
- * lru_unlink), so a crash leaves one or both live, never neither. */
+/* Link `it` in place of `old` (may be NULL) with cas_for(wanted), stored
+ * now, at the head of the list a new item enters (link_replace(): in the
+ * memory file the new item is committed before the old one dies). */
 static void
 link_new(struct item *old, struct item *it, uint32_t hv, uint64_t wanted)
 {
     item_set_cas(it, cas_for(wanted));
-    if (it->tier == TIER_PMEM) {
-        item_time_store(it, clock_now());
-        persist_commit(it);
-    }
-    if (old != NULL) {
-        lru_unlink(old, hv);
-    }
-    lru_link(it, hv);
-    __atomic_add_fetch(&ca.total_items, 1, __ATOMIC_RELAXED);
+    item_time_store(it, clock_now());
+    link_replace(old, it, hv, link_first_list(it));
+    __atomic_add_fetch(&ca->total_items, 1, __ATOMIC_RELAXED);
 }
 
 /* A new unlinked item holding `len` bytes of `val` (no "\r\n" in val). */
@@ -567,8 +180,8 @@ static struct item *
 small_item(const char *key, size_t nkey, uint32_t client_flags,
            rel_time_t exptime, const char *val, size_t len)
 {
-    struct item *n = item_alloc(key, nkey, client_flags, exptime,
-                                (uint32_t)len, ca.opts->use_cas);
+    struct item *n = place_new(key, nkey, client_flags, exptime,
+                               (uint32_t)len, ca->opts->use_cas);
 
     if (n != NULL) {
         memcpy(item_value(n), val, len);
@@ -593,7 +206,7 @@ mget_record(const struct item *it, struct cache_mget *a)
 }
 
 /* Touch, hand out the win token, bump: in memcached's order, after the
- * "before" state was recorded.  Returns the item to serve (lru_bump()). */
+ * "before" state was recorded.  Returns the item to serve (place_hit()). */
 static struct item *
 mget_apply(struct item *it, uint32_t hv, struct cache_mget *a)
 {
@@ -612,7 +225,7 @@ mget_apply(struct item *it, uint32_t hv, struct cache_mget *a)
     }
     if (a->win) {
         /* Durable, so a restart does not hand out a second token. */
-        struct item *f = file_item(it);
+        struct item *f = policy_durable(it);
 
         item_flags_set(it, ITEM_TOKEN_SENT);
         if (f != NULL) {
@@ -620,7 +233,7 @@ mget_apply(struct item *it, uint32_t hv, struct cache_mget *a)
             persist_flags(f);
         }
     }
-    return a->no_bump ? it : lru_bump(it, hv);
+    return a->no_bump ? it : place_hit(it, hv);
 }
 
 /* N on a miss: an empty item, linked; the allocation's reference becomes
@@ -678,7 +291,7 @@ store_cas_test(const struct item *old, const struct cache_mstore *a)
 {
     uint64_t have = item_cas(old);
 
-    if (!a->compare || a->compare_cas == 0 || !ca.opts->use_cas) {
+    if (!a->compare || a->compare_cas == 0 || !ca->opts->use_cas) {
         return CAS_NONE;
     }
     if (a->compare_cas == have) {
@@ -708,11 +321,11 @@ store_concat(struct item *old, struct item *it, struct cache_mstore *a,
     struct item *n;
 
     if (item_size(item_nkey(it), item_client_flags(old), ov + nv,
-                  ca.opts->use_cas) > ca.opts->item_size_max) {
+                  ca->opts->use_cas) > ca->opts->item_size_max) {
         return CACHE_TOO_LARGE;
     }
-    n = item_alloc(item_key(it), item_nkey(it), item_client_flags(old),
-                   item_exptime(old), ov + nv, ca.opts->use_cas);
+    n = place_new(item_key(it), item_nkey(it), item_client_flags(old),
+                  item_exptime(old), ov + nv, ca->opts->use_cas);
     if (n == NULL) {
         return CACHE_NO_MEMORY;
     }
@@ -839,9 +452,9 @@ mdelete_stale_copy(struct item *it, const struct cache_mdelete *a,
 
     /* Our reference keeps `it` whole while the allocation may evict. */
     item_ref_incr(it);
-    n = item_alloc(item_key(it), item_nkey(it), item_client_flags(it),
-                   a->touch ? a->exptime : it->exptime, item_vlen(it),
-                   ca.opts->use_cas);
+    n = place_new(item_key(it), item_nkey(it), item_client_flags(it),
+                  a->touch ? a->exptime : it->exptime, item_vlen(it),
+                  ca->opts->use_cas);
     if (n != NULL) {
         item_value_move(n, 0, it, 0, it->nbytes);
         item_flags_set(n, (uint16_t)(ITEM_STALE | (item_flags(it) &
@@ -902,14 +515,14 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
     } else {
         a->clsid = item_clsid(it);
         st = CACHE_DELETED;
-        if (a->invalidate && file_item(it) != NULL) {
+        if (a->invalidate && policy_durable(it) != NULL) {
             st = mdelete_stale_copy(it, a, hv);
         } else if (a->invalidate) {
             mdelete_stale(it, a);
         } else if (a->tombstone) {
             st = mdelete_tombstone(it, a, hv);
         } else {
-            lru_unlink(it, hv);
+            link_unlink(it, hv);
         }
     }
     locks_unlock(hv);
@@ -979,7 +592,7 @@ static void
 delta_finish(struct item *it, struct cache_mdelta *a)
 {
     /* As memcached, E overrides the unique already taken for the value. */
-    if (a->new_cas != 0 && ca.opts->use_cas) {
+    if (a->new_cas != 0 && ca->opts->use_cas) {
         item_set_cas(it, a->new_cas);
     }
     /* T updates the TTL of a counter that existed; one that N created
@@ -996,9 +609,9 @@ delta_finish(struct item *it, struct cache_mdelta *a)
 static struct item *
 number_item(const struct item *it, const char *num, size_t len, size_t vlen)
 {
-    struct item *n = item_alloc(item_key(it), item_nkey(it),
-                                item_client_flags(it), item_exptime(it),
-                                (uint32_t)vlen, ca.opts->use_cas);
+    struct item *n = place_new(item_key(it), item_nkey(it),
+                               item_client_flags(it), item_exptime(it),
+                               (uint32_t)vlen, ca->opts->use_cas);
 
     if (n != NULL) {
         memset(item_value(n), ' ', vlen);
@@ -1022,7 +635,7 @@ write_number(struct item *it, uint64_t v, uint32_t hv, struct cache_mdelta *a)
                 __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 2;
     struct item *n;
 
-    if (fits && file_item(it) == NULL) {
+    if (fits && policy_durable(it) == NULL) {
         memset(item_value(it) + len, ' ', it->nbytes - 2 - (size_t)len);
         memcpy(item_value(it), num, (size_t)len);
         item_set_cas(it, cas_for(0));
@@ -1125,243 +738,20 @@ cache_delta(const char *key, size_t nkey, uint32_t hv, bool incr,
     return st;
 }
 
-/* ---- administration --------------------------------------------------- */
+/* ---- flush_all ---------------------------------------------------------- */
 
 void
 cache_flush(rel_time_t when)
 {
     /* Durable before the reply, as wall-clock seconds: rel_time_t does
      * not survive a restart. */
-    if (ca.sb.tier != NULL) {
-        sblock_set_flush(&ca.sb, when == 0 ? 0 : (int64_t)when +
+    if (ca->sb.tier != NULL) {
+        sblock_set_flush(&ca->sb, when == 0 ? 0 : (int64_t)when +
                          (int64_t)clock_process_started());
     }
-    lru_set_flush(when);
+    link_set_flush(when);
     if (when != 0 && when <= clock_now()) {
-        lru_flush_recent(when);
+        link_flush_recent(when);
     }
 }
 
-int
-cache_set_memlimit(size_t bytes)
-{
-    if (slabs_set_memlimit(bytes) != 0) {
-        return -1;
-    }
-    ca.opts->mem_limit = bytes;
-    return 0;
-}
-
-enum cache_status
-cache_slabs_reassign(int src, int dst)
-{
-    if (!ca.opts->slab_reassign) {
-        return CACHE_DISABLED;
-    }
-    return slabs_reassign(src, dst);
-}
-
-enum cache_status
-cache_crawl(const bool classes[CACHE_MAX_CLASSES])
-{
-    return crawler_request(classes);
-}
-
-int
-cache_crawler_enable(bool on)
-{
-    return crawler_enable(on);
-}
-
-/* ---- metadump --------------------------------------------------------- */
-
-struct dump_ctx {
-    const bool *classes;
-    int       (*emit)(const char *line, size_t len, void *ctx);
-    void       *ctx;
-};
-
-/* Percent-encode everything but RFC 3986 unreserved characters. */
-static size_t
-uri_encode(char *out, const char *in, size_t n)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)in[i];
-
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-            c == '~') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-    return o;
-}
-
-static int
-dump_one(struct item *it, void *arg)
-{
-    struct dump_ctx *d = arg;
-    char key[3 * 256], line[3 * 256 + 200];
-    time_t base = clock_process_started();
-    bool flushed;
-    int len;
-
-    if ((d->classes != NULL && !d->classes[item_clsid(it)]) ||
-        lru_is_dead(it, clock_now(), &flushed)) {
-        return 0;
-    }
-    uri_encode(key, item_key(it), item_nkey(it));
-    len = snprintf(line, sizeof(line),
-                   "key=%s exp=%lld la=%lld cas=%llu fetch=%s cls=%u "
-                   "size=%zu\n", key,
-                   it->exptime == 0 ? -1LL : (long long)(it->exptime + base),
-                   (long long)(item_time(it) + base),
-                   (unsigned long long)item_cas(it),
-                   (item_flags(it) & ITEM_FETCHED) ? "yes" : "no",
-                   item_clsid(it), item_ntotal(it));
-    return d->emit(line, (size_t)len, d->ctx);
-}
-
-void
-cache_metadump(const bool classes[CACHE_MAX_CLASSES],
-               int (*emit)(const char *line, size_t len, void *ctx),
-               void *ctx)
-{
-    struct dump_ctx d = { classes, emit, ctx };
-
-    assoc_walk(dump_one, &d);
-}
-
-/* ---- stats ------------------------------------------------------------ */
-
-void
-cache_stats(struct cache_stats *out)
-{
-    memset(out, 0, sizeof(*out));
-    lru_totals(out);
-    slabs_totals(out);
-    slabs_mover_stats(out);
-    crawler_stats(out);
-    assoc_stats(&out->hash_power_level, &out->hash_bytes,
-                &out->hash_is_expanding);
-    out->total_items = __atomic_load_n(&ca.total_items, __ATOMIC_RELAXED);
-}
-
-unsigned
-cache_nclasses(void)
-{
-    return slabs_largest();
-}
-
-/* With two tiers, "stats slabs" and "stats items" show each class as the
- * sum of its two tier classes (ages: the older tail). */
-bool
-cache_slab_stats(unsigned id, struct cache_slab_stats *out)
-{
-    struct cache_slab_stats p;
-    bool any = slabs_class_stats(SLABS_TC(TIER_DRAM, id), out);
-
-    if (slabs_class_stats(SLABS_TC(TIER_PMEM, id), &p)) {
-        out->chunk_size = p.chunk_size;
-        out->chunks_per_page = p.chunks_per_page;
-        out->total_pages += p.total_pages;
-        out->total_chunks += p.total_chunks;
-        out->used_chunks += p.used_chunks;
-        out->free_chunks += p.free_chunks;
-        out->free_chunks_end += p.free_chunks_end;
-        any = true;
-    }
-    return any;
-}
-
-static uint64_t
-max_u64(uint64_t a, uint64_t b)
-{
-    return a > b ? a : b;
-}
-
-bool
-cache_item_stats(unsigned id, struct cache_item_stats *out)
-{
-    struct cache_item_stats d, p;
-    bool in_dram = lru_item_stats(SLABS_TC(TIER_DRAM, id), &d);
-    bool in_pmem = lru_item_stats(SLABS_TC(TIER_PMEM, id), &p);
-    uint64_t *o = (uint64_t *)out;
-    const uint64_t *dq = (const uint64_t *)&d, *pq = (const uint64_t *)&p;
-
-    if (!in_dram || !in_pmem) {
-        *out = in_dram ? d : p;
-        return in_dram || in_pmem;
-    }
-    for (size_t i = 0; i < sizeof(*out) / sizeof(*o); i++) {
-        o[i] = dq[i] + pq[i];
-    }
-    out->age_hot = max_u64(d.age_hot, p.age_hot);
-    out->age_warm = max_u64(d.age_warm, p.age_warm);
-    out->age = max_u64(d.age, p.age);
-    out->evicted_time = max_u64(d.evicted_time, p.evicted_time);
-    return true;
-}
-
-bool
-cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
-            void *ctx)
-{
-    return lru_sizes(emit, ctx);
-}
-
-unsigned
-cache_tier_stats(struct cache_tier_stats *out, unsigned max)
-{
-    unsigned n = 0;
-
-    for (unsigned id = TIER_DRAM; id <= TIER_PMEM && n < max; id++) {
-        struct tier *t = slabs_tier(id);
-        struct cache_tier_stats *o = &out[n];
-        struct cache_stats s;
-
-        if (t == NULL) {
-            continue;
-        }
-        memset(&s, 0, sizeof(s));
-        lru_tier_totals(id, &s);
-        memset(o, 0, sizeof(*o));
-        o->name = t->ops->name;
-        o->durable = id == TIER_PMEM;
-        o->real_pmem = id == TIER_PMEM && tier_pmem_is_pmem(t);
-        slabs_tier_usage(id, &o->limit, &o->bytes);
-        o->items = s.curr_items;
-        o->item_bytes = s.bytes;
-        o->evictions = s.evictions;
-        lru_tier_moves(id, &o->promotions, &o->demotions);
-        if (id == TIER_PMEM) {
-            tier_pmem_flush_stats(t, &o->flushes, &o->flush_bytes);
-        }
-        n++;
-    }
-    return n;
-}
-
-bool
-cache_recovery_stats(struct cache_recovery *out)
-{
-    *out = ca.recovery;
-    return ca.sb.tier != NULL;
-}
-
-void
-cache_stats_reset(void)
-{
-    lru_stats_reset();
-    slabs_stats_reset();
-    crawler_stats_reset();
-    __atomic_store_n(&ca.total_items, 0, __ATOMIC_RELAXED);
-}

@@ -2,15 +2,18 @@
  * crawler.c: the LRU crawler thread.
  *
  * A crawl puts a cursor item at the tail of each list of a class and lets
- * lru_crawler_step() move it towards the head one item at a time; the
- * step only trylocks item locks, so the crawler never waits on a worker
- * while holding a list lock.  Lists are crawled one after the other.
+ * crawler_step() move it towards the head one item at a time; the step
+ * only trylocks item locks, so the crawler never waits on a worker while
+ * holding a list lock.  Lists are crawled one after the other.
+ *
+ * Locking: the thread's state and requests are under cr.lock; a crawl
+ * runs without it.
  */
 #include "storage/crawler.h"
-#include "storage/item.h"
+#include "storage/link.h"
+#include "storage/locks.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
-#include "storage/tier.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -30,17 +33,67 @@ static struct {
     bool            on;
     bool            stop;
     bool            pending;
-    bool            running;
     bool            want[CACHE_MAX_CLASSES];
     rel_time_t      next_auto[CACHE_MAX_CLASSES];
     unsigned        interval[CACHE_MAX_CLASSES];
-    uint64_t        starts;
+    struct cache_stats st;      /* lru_crawler_starts, _running */
 } cr;
 
 static bool
 should_stop(void)
 {
     return __atomic_load_n(&cr.stop, __ATOMIC_RELAXED);
+}
+
+/* The item the cursor passed: reclaim it if dead.  List, item locked;
+ * our reference held. */
+static int
+check(unsigned tc, struct item *it, uint32_t hv, bool *had_ttl)
+{
+    bool flushed;
+
+    LRU_COUNT(tc, crawler_items_checked, 1);
+    *had_ttl = it->exptime != 0;
+    if (link_is_dead(it, clock_now(), &flushed)) {
+        LRU_COUNT(tc, crawler_reclaimed, 1);
+        if (!(item_flags(it) & ITEM_FETCHED)) {
+            LRU_COUNT(tc, expired_unfetched, 1);
+        }
+        do_link_unlink(it, hv);
+    }
+    return 1;
+}
+
+int
+crawler_step(struct item *cursor, bool *had_ttl)
+{
+    unsigned tc = lru_tc(cursor);
+    enum item_lru which = item_lru(cursor);
+    struct item *it;
+    uint32_t hv;
+    int rc = 0;
+
+    *had_ttl = false;
+    lru_lock(tc, which);
+    it = do_lru_cursor_step(cursor);
+    if (it == NULL) {
+        lru_unlock(tc, which);
+        return -1;
+    }
+    if (lru_is_cursor(it)) {
+        lru_unlock(tc, which);
+        return 0;
+    }
+    hv = link_hv(it);
+    if (locks_trylock(hv)) {
+        if (item_ref_incr(it) == 2) {
+            rc = check(tc, it, hv, had_ttl);
+        }
+        item_release(it);
+        locks_unlock(hv);
+    }
+    lru_unlock(tc, which);
+    return rc;
 }
 
 /* Crawl one list; true if it held an item with an exptime. */
@@ -54,8 +107,8 @@ crawl_list(unsigned id, enum item_lru which, uint64_t *checked)
     unsigned n = 0;
     int rc;
 
-    lru_crawler_insert(cursor, id, which);
-    while ((rc = lru_crawler_step(cursor, &ttl)) >= 0) {
+    lru_cursor_insert(cursor, id, which);
+    while ((rc = crawler_step(cursor, &ttl)) >= 0) {
         any_ttl |= ttl;
         n += (unsigned)rc;
         if (rc > 0 && ++*checked % SLEEP_EVERY == 0 &&
@@ -63,7 +116,7 @@ crawl_list(unsigned id, enum item_lru which, uint64_t *checked)
             usleep(cr.opts->crawler_sleep_us);
         }
         if ((limit != 0 && n >= limit) || should_stop()) {
-            lru_crawler_remove(cursor);
+            lru_cursor_remove(cursor);
             break;
         }
     }
@@ -151,15 +204,15 @@ crawler_thread(void *arg)
             wait_a_second();
             continue;
         }
-        cr.running = true;
-        cr.starts++;
+        cr.st.lru_crawler_running = 1;
+        cr.st.lru_crawler_starts++;
         pthread_mutex_unlock(&cr.lock);
         crawl(want);
         pthread_mutex_lock(&cr.lock);
-        cr.running = false;
+        cr.st.lru_crawler_running = 0;
         pthread_cond_broadcast(&cr.idle);
     }
-    cr.running = false;
+    cr.st.lru_crawler_running = 0;
     pthread_cond_broadcast(&cr.idle);
     pthread_mutex_unlock(&cr.lock);
     return NULL;
@@ -231,7 +284,7 @@ crawler_request(const bool classes[CACHE_MAX_CLASSES])
     pthread_mutex_lock(&cr.lock);
     if (!cr.on) {
         st = CACHE_DISABLED;
-    } else if (cr.pending || cr.running) {
+    } else if (cr.pending || cr.st.lru_crawler_running) {
         st = CACHE_BUSY;
     } else {
         for (unsigned id = 1; id < CACHE_MAX_CLASSES; id++) {
@@ -249,7 +302,7 @@ void
 crawler_wait(void)
 {
     pthread_mutex_lock(&cr.lock);
-    while (cr.on && (cr.pending || cr.running)) {
+    while (cr.on && (cr.pending || cr.st.lru_crawler_running)) {
         pthread_cond_wait(&cr.idle, &cr.lock);
     }
     pthread_mutex_unlock(&cr.lock);
@@ -259,8 +312,7 @@ void
 crawler_stats(struct cache_stats *out)
 {
     pthread_mutex_lock(&cr.lock);
-    out->lru_crawler_running = cr.running;
-    out->lru_crawler_starts = cr.starts;
+    cache_stats_add(out, &cr.st);
     pthread_mutex_unlock(&cr.lock);
 }
 
@@ -268,6 +320,6 @@ void
 crawler_stats_reset(void)
 {
     pthread_mutex_lock(&cr.lock);
-    cr.starts = 0;
+    cache_stats_reset_counters(&cr.st);
     pthread_mutex_unlock(&cr.lock);
 }

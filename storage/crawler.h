@@ -1,6 +1,7 @@
 /*
- * crawler.h: the LRU crawler thread, which walks the LRUs of chosen
- * classes from tail to head and reclaims expired and flushed items.
+ * crawler.h: the LRU crawler thread, which walks the lists of chosen
+ * classes from tail to head with a cursor and reclaims expired and
+ * flushed items.
  *
  * Crawls are requested (lru_crawler crawl) or scheduled by the thread
  * itself: a class is crawled again 5 s after a crawl that saw items with
@@ -12,7 +13,10 @@
 
 #include <stdbool.h>
 
-#include "storage/cache.h"
+#include "storage/item.h"
+#include "storage/metrics.h"
+#include "storage/options.h"
+#include "storage/status.h"
 
 /* Keep opts; start the thread if opts->lru_crawler.  0 or -1. */
 int  crawler_init(const struct cache_options *opts);
@@ -29,6 +33,15 @@ enum cache_status crawler_request(const bool classes[CACHE_MAX_CLASSES]);
 
 /* Block until no crawl is queued or running (tests). */
 void crawler_wait(void);
+
+/*
+ * Move a cursor (lru.h) one item towards its list's head, reclaiming the
+ * item it passes if that is dead.  Returns 1 (checked one), 0 (skipped a
+ * busy one) or -1 (reached the head: the cursor is off the list).
+ * *had_ttl: the item had an exptime.  Takes the list lock, then only
+ * trylocks the item's.
+ */
+int  crawler_step(struct item *cursor, bool *had_ttl);
 
 /* lru_crawler_running and lru_crawler_starts; reset zeroes the starts. */
 void crawler_stats(struct cache_stats *out);

@@ -14,9 +14,7 @@
  * memory is kept in the first chunk's orig_clsid.
  */
 #include "storage/item.h"
-#include "storage/lru.h"
 #include "storage/slabs.h"
-#include "storage/tier.h"
 
 #include <assert.h>
 #include <stddef.h>
@@ -32,6 +30,20 @@ _Static_assert(offsetof(struct item, clsid) ==
                offsetof(struct item_chunk, clsid), "clsid offset");
 _Static_assert(offsetof(struct item, tier) ==
                offsetof(struct item_chunk, tier), "tier offset");
+/* Both lie over the header slabs writes into every chunk. */
+_Static_assert(sizeof(struct item) == sizeof(struct slabs_chunk),
+               "chunk header size");
+_Static_assert(offsetof(struct item, refcount) ==
+               offsetof(struct slabs_chunk, refcount), "refcount offset");
+_Static_assert(offsetof(struct item, flags) ==
+               offsetof(struct slabs_chunk, flags), "flags offset");
+_Static_assert(offsetof(struct item, clsid) ==
+               offsetof(struct slabs_chunk, clsid), "clsid offset");
+_Static_assert(offsetof(struct item, tier) ==
+               offsetof(struct slabs_chunk, tier), "tier offset");
+_Static_assert(offsetof(struct item, h_next) ==
+               offsetof(struct slabs_chunk, hint), "hash chain offset");
+_Static_assert(ITEM_SLABBED == SLABS_FREE, "the free mark");
 
 struct item_chunk *
 item_first_chunk(const struct item *it)
@@ -297,14 +309,14 @@ fill_header(struct item *it, const char *key, size_t nkey,
 /* One chunk in tier t for up to `want` value bytes: a full chunk of the
  * largest class, or the smallest class that holds the rest. */
 static struct item_chunk *
-chunk_alloc(unsigned t, size_t want)
+chunk_alloc(item_mem_fn *mem, unsigned t, size_t want)
 {
     size_t cap = slabs_chunk_max() - sizeof(struct item_chunk);
     unsigned id = want >= cap ? slabs_largest()
                               : slabs_clsid(want + sizeof(struct item_chunk));
     size_t used = want < cap ? want : cap;
-    struct item_chunk *ch = lru_alloc(sizeof(*ch) + used, SLABS_TC(t, id),
-                                      SLABS_TC(t, slabs_largest()));
+    struct item_chunk *ch = mem(sizeof(*ch) + used, SLABS_TC(t, id),
+                                SLABS_TC(t, slabs_largest()));
 
     if (ch == NULL) {
         return NULL;
@@ -320,12 +332,12 @@ chunk_alloc(unsigned t, size_t want)
 /* Build the chain for `total` value bytes; NULL (and nothing held) if
  * memory runs out part way. */
 static struct item_chunk *
-chain_alloc(struct item *head, size_t total)
+chain_alloc(item_mem_fn *mem, struct item *head, size_t total)
 {
     struct item_chunk *first = NULL, *last = NULL;
 
     while (total > 0) {
-        struct item_chunk *ch = chunk_alloc(head->tier, total);
+        struct item_chunk *ch = chunk_alloc(mem, head->tier, total);
 
         if (ch == NULL) {
             free_chunks(first);
@@ -345,15 +357,15 @@ chain_alloc(struct item *head, size_t total)
 }
 
 static struct item *
-alloc_chunked(unsigned t, const char *key, size_t nkey,
+alloc_chunked(item_mem_fn *mem, unsigned t, const char *key, size_t nkey,
               uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
               bool use_cas)
 {
     size_t htotal = item_size(nkey, client_flags, 0, use_cas) - 2 +
                     sizeof(struct item_chunk *);
     unsigned hid = slabs_clsid(htotal);
-    struct item *it = hid != 0 ? lru_alloc(htotal, SLABS_TC(t, hid),
-                                           SLABS_TC(t, hid)) : NULL;
+    struct item *it = hid != 0 ? mem(htotal, SLABS_TC(t, hid),
+                                     SLABS_TC(t, hid)) : NULL;
     struct item_chunk *ch;
 
     if (it == NULL) {
@@ -361,7 +373,7 @@ alloc_chunked(unsigned t, const char *key, size_t nkey,
     }
     fill_header(it, key, nkey, client_flags, exptime, vlen, use_cas);
     item_flags_set(it, ITEM_CHUNKED);
-    ch = chain_alloc(it, (size_t)vlen + 2);
+    ch = chain_alloc(mem, it, (size_t)vlen + 2);
     if (ch == NULL) {
         slabs_free(it, htotal, SLABS_TC(t, hid));
         return NULL;
@@ -373,42 +385,24 @@ alloc_chunked(unsigned t, const char *key, size_t nkey,
 }
 
 struct item *
-item_alloc_in(unsigned t, const char *key, size_t nkey,
-              uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
-              bool use_cas)
+item_new(item_mem_fn *mem, unsigned t, const char *key, size_t nkey,
+         uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
+         bool use_cas)
 {
     size_t ntotal = item_size(nkey, client_flags, vlen, use_cas);
     struct item *it;
     unsigned id;
 
     if (ntotal > slabs_chunk_max()) {
-        return alloc_chunked(t, key, nkey, client_flags, exptime, vlen,
+        return alloc_chunked(mem, t, key, nkey, client_flags, exptime, vlen,
                              use_cas);
     }
     id = slabs_clsid(ntotal);
-    it = id != 0 ? lru_alloc(ntotal, SLABS_TC(t, id), SLABS_TC(t, id))
-                 : NULL;
+    it = id != 0 ? mem(ntotal, SLABS_TC(t, id), SLABS_TC(t, id)) : NULL;
     if (it == NULL) {
         return NULL;
     }
     fill_header(it, key, nkey, client_flags, exptime, vlen, use_cas);
     it->clsid = (uint8_t)id;
-    return it;
-}
-
-/* Under tier_policy capacity a new item that DRAM has no room for goes
- * to the memory file (slabs' home tier is DRAM, and the file is there). */
-struct item *
-item_alloc(const char *key, size_t nkey, uint32_t client_flags,
-           rel_time_t exptime, uint32_t vlen, bool use_cas)
-{
-    unsigned home = slabs_home_tier();
-    struct item *it = item_alloc_in(home, key, nkey, client_flags, exptime,
-                                    vlen, use_cas);
-
-    if (it == NULL && home == TIER_DRAM && slabs_tier(TIER_PMEM) != NULL) {
-        it = item_alloc_in(TIER_PMEM, key, nkey, client_flags, exptime,
-                           vlen, use_cas);
-    }
     return it;
 }

@@ -86,7 +86,7 @@ size_t item_value_copy(const struct item *it, char *buf, size_t len);
  */
 #define ITEM_LINKED    0x0001
 #define ITEM_CAS       0x0002
-#define ITEM_SLABBED   0x0004
+#define ITEM_SLABBED   0x0004  /* free in its slab (slabs.h SLABS_FREE) */
 #define ITEM_FETCHED   0x0008
 #define ITEM_ACTIVE    0x0010
 #define ITEM_CHUNKED   0x0020
@@ -281,19 +281,20 @@ size_t item_size(size_t nkey, uint32_t client_flags, uint32_t vlen,
                  bool use_cas);
 
 /*
- * A new unlinked item with one reference, memory taken through
- * lru_alloc() (which may evict); chunked when item_size() is over the slab
- * chunk limit.  NULL when no memory can be had.  No lock needed.
+ * Memory for an item or one piece of its value: `size` bytes of tier
+ * class tc (slabs.h), room made in the lists of tier class lru_tc if need
+ * be (by eviction or demotion: place.h); NULL when none can be had.
  */
-struct item *item_alloc(const char *key, size_t nkey, uint32_t client_flags,
-                        rel_time_t exptime, uint32_t vlen, bool use_cas);
+typedef void *item_mem_fn(size_t size, unsigned tc, unsigned lru_tc);
 
-/* item_alloc() takes the policy's home tier (slabs_home_tier()), and the
- * memory file when DRAM has no room under tier_policy capacity;
- * item_alloc_in() takes tier t, for moves between tiers. */
-struct item *item_alloc_in(unsigned t, const char *key, size_t nkey,
-                           uint32_t client_flags, rel_time_t exptime,
-                           uint32_t vlen, bool use_cas);
+/*
+ * A new unlinked item in tier t with one reference, its memory from mem;
+ * chunked when item_size() is over the slab chunk limit.  NULL when memory
+ * runs out (nothing is held then).  No lock needed.
+ */
+struct item *item_new(item_mem_fn *mem, unsigned t, const char *key,
+                      size_t nkey, uint32_t client_flags, rel_time_t exptime,
+                      uint32_t vlen, bool use_cas);
 
 /* References: atomic; item_release() frees the memory at zero.  Any thread,
  * no lock needed. */

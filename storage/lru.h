@@ -1,18 +1,24 @@
 /*
- * lru.h: the segmented LRU (HOT, WARM, COLD, TEMP per slab class), item
- * linking, eviction on allocation and the maintainer thread.
+ * lru.h: the segmented LRU lists of every tier class, and their counters.
  *
- * Each of the four lists of each class has its own mutex.  An item's list
- * (the LRU bits of it->clsid) only changes under its item lock and the list
- * locks; lists are only nested in index order (HOT, WARM, COLD, TEMP) so
- * that a move HOT->COLD never deadlocks with another thread.  Threads that
- * already hold a list lock only trylock item locks.
+ * Each tier class (slabs.h SLABS_TC) has four lists, HOT, WARM, COLD and
+ * TEMP (enum item_lru), each a doubly linked list of items through
+ * it->next and it->prev with its size, its bytes and its own mutex.  An
+ * item names its list: its tier, its class and the LRU bits of it->clsid.
+ * This module only puts items on lists, moves them and takes them off;
+ * which items go where is decided above it: link.h (enter and leave),
+ * evict.h (tails), maint.h (the maintainer), place.h (tiers).
  *
- * Lists and counters are kept per tier class (slabs.h SLABS_TC): the calls
- * below that take an id take a tier class, which in a DRAM-only server is
- * the class id itself.  An item's lists are chosen by it->tier and its
- * class.  With two tiers, list locks of the DRAM tier rank before those of
- * the memory file's: a demotion holds a DRAM item and takes file lists.
+ * Locking: a mutex per list.  do_lru_*() calls expect the caller to hold
+ * the lock of the list they act on (lru_lock()); the others take it.  The
+ * lists of a class nest only in index order (HOT, WARM, COLD, TEMP), and
+ * with two tiers a DRAM list before any of the file's.  An item's list
+ * changes only under its item lock and the list locks.  A thread holding
+ * a list lock only trylocks item locks.
+ *
+ * The crawler walks a list with a cursor: a fake item (nkey 0, flags
+ * ITEM_LINKED only) that sits on the list, uncounted, and moves from the
+ * tail towards the head one item at a time.
  */
 #ifndef MCPM_STORAGE_LRU_H
 #define MCPM_STORAGE_LRU_H
@@ -21,103 +27,101 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/cache.h"
+#include "storage/item.h"
+#include "storage/metrics.h"
+#include "storage/options.h"
+#include "storage/slabs.h"
 
-/* Keep opts (runtime fields are re-read).  0 or -1. */
+#define LRU_NLISTS 4
+
+/* Keep opts (lru_segmented is re-read at every hit).  0 or -1. */
 int  lru_init(const struct cache_options *opts);
 void lru_destroy(void);
 
-/*
- * Memory for `size` bytes in slab class id: slabs first, then reclaim or
- * evict from the COLD tail of class lru_id's LRU (pushing a HOT tail item
- * to COLD when COLD is empty), up to 10 tries, then a page moved from
- * another class.  lru_id is id itself except for the chunks of chunked
- * items, whose owners live in the largest class's LRU.  NULL (counting
- * outofmemory) when nothing can be freed or eviction is off.  No LRU or
- * slabs lock may be held; an item lock may.
- */
-void *lru_alloc(size_t size, unsigned tc, unsigned lru_tc);
+void lru_lock(unsigned tc, enum item_lru which);
+void lru_unlock(unsigned tc, enum item_lru which);
 
-/* Link a new item: hash table, LRU head (HOT, TEMP for short TTLs, COLD in
- * flat mode), ITEM_LINKED and one reference.  Caller holds lock(hv). */
-void lru_link(struct item *it, uint32_t hv);
+/* The tier class of an item's lists. */
+static inline unsigned
+lru_tc(const struct item *it)
+{
+    return SLABS_TC(it->tier, it->clsid & ITEM_CLSID_MASK);
+}
 
-/* Recovery: put an item read back from the memory file, already in the
- * hash table, at the head of its class's COLD list (link the oldest
- * first) with the link's reference.  Before any other storage thread
- * starts: it takes no lock. */
-void lru_link_recovered(struct item *it);
+/* Name the list an item goes to: on no list, or with its locks held. */
+void lru_set(struct item *it, enum item_lru which);
 
-/* Undo lru_link() if linked: the link's reference is dropped (the memory
- * may be freed).  Caller holds lock(hv). */
-void lru_unlink(struct item *it, uint32_t hv);
+/* At the head of the item's list, and off it. */
+void lru_push(struct item *it);
+void lru_remove(struct item *it);
+void do_lru_push(struct item *it);
+void do_lru_remove(struct item *it);
 
+/* To the head of list `to` of its class, one lock at a time. */
+void lru_move(struct item *it, enum item_lru to);
 
-/* A hit: FETCHED, then ACTIVE (set as a flag; the maintainer moves the
- * item).  Under tier_policy capacity a second hit on an item in the
- * memory file moves it to DRAM: the item to serve is returned, and the
- * caller's reference (which it must hold) has moved to it.  Caller holds
- * lock(hv). */
-struct item *lru_bump(struct item *it, uint32_t hv);
+/* From its list, locked by the caller, to the head of list `to`, whose
+ * lock is taken nested: `to` is never before the item's list. */
+void do_lru_move(struct item *it, enum item_lru to);
 
-/* Expired (exptime reached) or flushed at `now`; *flushed says which. */
-bool lru_is_dead(const struct item *it, rel_time_t now, bool *flushed);
+/* From its list, locked by the caller, to the head of an earlier list
+ * `to`, whose lock is only tried: false (nothing moved) when busy. */
+bool do_lru_try_move(struct item *it, enum item_lru to);
 
-/* flush_all: items with time <= when read as dead once when <= now. */
-void lru_set_flush(rel_time_t when);
+/* A locked list's ends (cursors included); walk with it->prev/next. */
+struct item *do_lru_head(unsigned tc, enum item_lru which);
+struct item *do_lru_tail(unsigned tc, enum item_lru which);
 
-/* An immediate flush also unlinks, from the list heads, the items stored
- * after `when` (within the last second), as memcached does.  No lock. */
-void lru_flush_recent(rel_time_t when);
+bool lru_is_cursor(const struct item *it);
 
 /*
- * The page mover's hand-off: `it` is an allocated item (or the head of a
- * chunk) whose reference the mover took, `key` a copy of its key.  Rescue
- * (copy to another chunk of its class) if `rescue`, else unlink it; an
- * item readers hold is left alone unless `force`, then unlinked so that
- * its chunk frees when they let go.  Drops the mover's reference in all
- * cases.  Returns 0 when the item left its chunk (or will when readers
- * let go), 1 when busy (retry later).
+ * A hit: FETCHED, then on a second hit ACTIVE (a flag; the maintainer
+ * moves the item when it reaches a tail).  In flat mode (lru_segmented
+ * off) a hit at most once a minute moves the item to its list's head.
+ * Caller holds the item lock.
  */
-int  lru_evacuate(struct item *it, const char *key, size_t nkey,
-                  bool rescue, bool force, struct cache_stats *mst);
+void lru_hit(struct item *it);
 
-/* One maintainer pass over tier class tc: moves made. */
-unsigned lru_juggle(unsigned tc);
+/* ---- the crawler's cursor ---------------------------------------------- */
 
-int  lru_maintainer_start(void);
-void lru_maintainer_stop(void);
+/* Put the cursor at the tail of a list. */
+void lru_cursor_insert(struct item *cursor, unsigned tc,
+                       enum item_lru which);
 
-/*
- * The crawler's cursor: a fake item (nkey 0, flags ITEM_LINKED only) that
- * walks a list from its tail towards the head.  insert puts it at the
- * tail; step moves it past one item, reclaiming that item if dead, and
- * returns 1 (checked one), 0 (skipped a busy one) or -1 (reached the head,
- * cursor removed).  *had_ttl is set when the item had an exptime.
- */
-void lru_crawler_insert(struct item *cursor, unsigned tc, enum item_lru l);
-int  lru_crawler_step(struct item *cursor, bool *had_ttl);
-void lru_crawler_remove(struct item *cursor);
+/* Move the cursor past the item before it, in place (sizes never change,
+ * so a stats read never misses an item the cursor passes), and return
+ * that item; NULL when the cursor was at the head: it is off the list. */
+struct item *do_lru_cursor_step(struct item *cursor);
 
-/* Stats: per tier class ("stats items"), totals, reset. */
-bool lru_item_stats(unsigned tc, struct cache_item_stats *out);
-void lru_totals(struct cache_stats *out);
-void lru_stats_reset(void);
+/* Take the cursor off its list (if it is on one). */
+void lru_cursor_remove(struct item *cursor);
+
+/* ---- figures and counters ---------------------------------------------- */
+
+/* Items and bytes of a tier class (TEMP's bytes only if with_temp), of
+ * one list, and the age of a list's tail item (0 when empty).  Racy. */
 uint64_t lru_class_items(unsigned tc);
+uint64_t lru_items_in_class(unsigned id);        /* in every tier */
+uint64_t lru_class_bytes(unsigned tc, bool with_temp);
+uint64_t lru_list_size(unsigned tc, enum item_lru which);
+uint64_t lru_list_bytes(unsigned tc, enum item_lru which);
+rel_time_t lru_tail_age(unsigned tc, enum item_lru which, rel_time_t now);
 
-/* Items of class id in every tier. */
-uint64_t lru_items_in_class(unsigned id);
+/* The counters of a tier class, bumped with relaxed atomics by whoever
+ * counts the event: LRU_COUNT(tc, evicted, 1). */
+struct cache_class_counters *lru_counters(unsigned tc);
 
-/* lru_totals() of one tier's classes only (no maintainer figures). */
-void lru_tier_totals(unsigned tier_id, struct cache_stats *out);
+#define LRU_COUNT(tc, field, n) \
+    __atomic_add_fetch(&lru_counters(tc)->field, (n), __ATOMIC_RELAXED)
 
-/* Items a tier received from the other: promotions into DRAM, demotions
- * into the memory file (0 for the other direction). */
-void lru_tier_moves(unsigned tier_id, uint64_t *promotions,
-                    uint64_t *demotions);
+/* "stats items" of a tier class: false if it has no items. */
+bool lru_item_stats(unsigned tc, struct cache_item_stats *out);
 
-/* stats sizes: the histogram (when track_sizes). */
-bool lru_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
-               void *ctx);
+/* Items, bytes and the TOTAL counters of the tier classes of tier t (or
+ * of every tier when t is SLABS_NTIERS), added into out. */
+void lru_totals(unsigned t, struct cache_stats *out);
+
+/* "stats reset": zero every class's counters. */
+void lru_stats_reset(void);
 
 #endif

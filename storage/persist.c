@@ -1,15 +1,12 @@
 /*
- * persist.c: commit words, item checksums and the page table of the PMEM
- * tier (persist.h).  Every store that recovery will trust goes through
+ * persist.c: commit words and item checksums of the PMEM tier
+ * (persist.h).  Every store that recovery will trust goes through
  * tier_persist() in the order doc/PERSISTENCE.md gives.
  */
 #include "storage/persist.h"
 #include "storage/crc.h"
 #include "storage/sblock.h"
 
-#include <stdio.h>
-
-_Static_assert(PERSIST_TABLE_OFF == SBLOCK_SIZE, "table follows the copies");
 #include <string.h>
 
 _Static_assert(sizeof(struct persist_prefix) == PERSIST_PREFIX,
@@ -17,43 +14,15 @@ _Static_assert(sizeof(struct persist_prefix) == PERSIST_PREFIX,
 
 static struct {
     struct tier    *tier;
-    unsigned char  *table;      /* one byte per page, in the reserve */
-    size_t          npages;
     uint64_t        seq;        /* the last seq handed out */
     struct sblock  *sb;         /* its high-water mark, when set */
 } pe;
 
-int
-persist_init(struct tier *t, char *err, size_t errlen)
+void
+persist_init(struct tier *t)
 {
-    char *base = tier_pmem_base(t);
-    size_t npages = tier_pmem_npages(t);
-    size_t room = (size_t)((char *)tier_pmem_page(t, 0) - base);
-
-    if (room < PERSIST_TABLE_OFF + npages) {
-        snprintf(err, errlen, "the reserve of %zu bytes cannot hold the "
-                 "superblock and a page table of %zu pages", room, npages);
-        return -1;
-    }
     memset(&pe, 0, sizeof(pe));
     pe.tier = t;
-    pe.table = (unsigned char *)base + PERSIST_TABLE_OFF;
-    pe.npages = npages;
-    return 0;
-}
-
-void
-persist_clear_table(void)
-{
-    memset(pe.table, 0, pe.npages);
-    tier_persist(pe.tier, pe.table, pe.npages);
-}
-
-const unsigned char *
-persist_table(size_t *npages)
-{
-    *npages = pe.npages;
-    return pe.table;
 }
 
 void
@@ -69,18 +38,6 @@ void
 persist_destroy(void)
 {
     memset(&pe, 0, sizeof(pe));
-}
-
-void
-persist_page_set(const void *page, unsigned clsid)
-{
-    size_t i = tier_pmem_index(pe.tier, page);
-
-    if (i >= pe.npages) {
-        return;
-    }
-    pe.table[i] = (unsigned char)clsid;
-    tier_persist(pe.tier, &pe.table[i], 1);
 }
 
 /* Bytes of data[] before the value: CAS slot, key, NUL, client flags. */

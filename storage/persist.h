@@ -12,9 +12,9 @@
  *                            seq; crc holds the piece's index in the chain
  *   commit = 0               free or dead
  *
- * The reserve page of the file holds, after the two superblock copies, the
- * page table: one byte per page, 0 = free, else the page's slab class.
- * doc/PERSISTENCE.md gives the commit order these calls implement.
+ * The page table (pagetab.h) says how each page is cut; the superblock
+ * (sblock.h) holds the rest.  doc/PERSISTENCE.md gives the commit order
+ * these calls implement.
  *
  * Chunked items (values over the slab chunk limit): the pieces carry the
  * prefix too, tagged with their head's seq and their index, so recovery
@@ -24,9 +24,9 @@
  * seq never repeats across restarts: it is reserved against the
  * superblock's high-water mark (sblock_reserve_seq) before it is used.
  *
- * Locking: the item calls run under the item's lock (or with the only
- * reference); persist_page_set() under the slabs lock.  All calls are only
- * for items and pages of the PMEM tier (it->tier == TIER_PMEM).
+ * Locking: every call runs under the item's lock (or with the only
+ * reference).  All calls are only for items of the PMEM tier
+ * (it->tier == TIER_PMEM).
  */
 #ifndef MCPM_STORAGE_PERSIST_H
 #define MCPM_STORAGE_PERSIST_H
@@ -39,7 +39,6 @@
 #include "storage/tier.h"
 
 #define PERSIST_PREFIX 16       /* bytes in front of an item in PMEM */
-#define PERSIST_TABLE_OFF 8192  /* the page table: after both superblocks */
 
 struct persist_prefix {
     uint64_t    commit;
@@ -47,21 +46,8 @@ struct persist_prefix {
     uint32_t    reserved;
 };
 
-/*
- * Take the PMEM tier `t` (not owned: slabs owns it) and find the page
- * table after the superblock copies; nothing is written.  -1 with a
- * message in err if the reserve cannot hold one byte per page.  Call once
- * before serving; not thread-safe.
- */
-int persist_init(struct tier *t, char *err, size_t errlen);
-
-/* Every page free: clear the page table, persisted (a new or discarded
- * file). */
-void persist_clear_table(void);
-
-/* The page table: one byte per page, 0 free, else the page's class; and
- * its length.  For recovery, which reads it before serving. */
-const unsigned char *persist_table(size_t *npages);
+/* Take the PMEM tier `t` (not owned: slabs owns it).  Before serving. */
+void persist_init(struct tier *t);
 
 struct sblock;
 
@@ -80,11 +66,6 @@ persist_prefix_of(const void *it)
 {
     return (struct persist_prefix *)((char *)(uintptr_t)it - PERSIST_PREFIX);
 }
-
-/* The page table byte of the page at `page`: set it to clsid (0 = free)
- * and persist it.  The caller has made the page's chunk prefixes zero and
- * durable first. */
-void persist_page_set(const void *page, unsigned clsid);
 
 /* The flags the CRC covers and recovery keeps; the others are volatile. */
 #define PERSIST_FLAGS (ITEM_CAS | ITEM_CFLAGS | ITEM_CHUNKED | \

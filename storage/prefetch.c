@@ -1,59 +1,21 @@
 /*
  * prefetch.c: the batched lookup walk (prefetch.h has the state machine).
  *
- * A walk in progress is counted in its thread's slot of `active`; one
- * slot per thread (64 of them, shared round robin beyond that), each on
- * its own cache line, so walks on different workers never touch a shared
- * line.  prefetch_quiesce() waits for each slot to read 0 once: any walk
- * that began before the caller made its memory unreachable has ended by
- * then, and one that begins later cannot reach it.  The slot increment is
- * sequentially consistent, so a walk that loads a table pointer after it
- * is seen by the quiescer, or sees the pointer already cleared.
+ * A walk is a lock-free read section (quiesce.h): the hash table and the
+ * slab pages wait for it before they free memory it may be reading.
  */
 #include "storage/prefetch.h"
 #include "storage/assoc.h"
 #include "storage/item.h"
 #include "storage/locks.h"
-
-#include <sched.h>
-#include <stdatomic.h>
-
-#define SLOTS 64
+#include "storage/quiesce.h"
 
 enum step { STEP_SLOT, STEP_HEAD, STEP_CHAIN, STEP_DONE };
-
-static struct {
-    _Atomic unsigned n;
-    char pad[64 - sizeof(unsigned)];
-} active[SLOTS];
-
-static _Atomic unsigned slot_next;
-static _Thread_local int slot_mine = -1;
-
-static unsigned
-my_slot(void)
-{
-    if (slot_mine < 0) {
-        slot_mine = (int)(atomic_fetch_add(&slot_next, 1) % SLOTS);
-    }
-    return (unsigned)slot_mine;
-}
-
-void
-prefetch_quiesce(void)
-{
-    atomic_thread_fence(memory_order_seq_cst);
-    for (unsigned i = 0; i < SLOTS; i++) {
-        while (atomic_load(&active[i].n) != 0) {
-            sched_yield();
-        }
-    }
-}
 
 /*
  * Relaxed loads of fields other threads write under locks.  A pointer
  * the walk follows may be stale, but it always points where an item
- * header was once, in a page still mapped (prefetch_quiesce() guards the
+ * header was once, in a page still mapped (quiesce_wait() guards the
  * frees), and the key compare stops at the first byte that differs from
  * the key sought: it reads no further than that old item's key did.
  */
@@ -175,12 +137,10 @@ walk_window(struct prefetch_key *keys, unsigned n, bool values)
 void
 prefetch_walk(struct prefetch_key *keys, unsigned n, bool values)
 {
-    unsigned slot = my_slot();
-
-    atomic_fetch_add(&active[slot].n, 1);
+    quiesce_enter();
     for (unsigned i = 0; i < n; i += PREFETCH_BATCH_MAX) {
         walk_window(keys + i, n - i < PREFETCH_BATCH_MAX
                               ? n - i : PREFETCH_BATCH_MAX, values);
     }
-    atomic_fetch_sub_explicit(&active[slot].n, 1, memory_order_release);
+    quiesce_exit();
 }

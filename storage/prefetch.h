@@ -28,9 +28,9 @@
  * Safety: the walk reads slots and item fields that other threads change
  * under their locks, with relaxed atomic loads; what it sees may be stale,
  * which costs one useless prefetch and nothing else.  The memory it reads
- * is never unmapped under it: a hash table replaced by an expansion and a
- * slab page given back to the system are freed only after
- * prefetch_quiesce(), which waits for every walk in progress to end.
+ * is never unmapped under it: a walk is a read section (quiesce.h), and a
+ * hash table replaced by an expansion or a slab page given back to the
+ * system is freed only after quiesce_wait().
  */
 #ifndef MCPM_STORAGE_PREFETCH_H
 #define MCPM_STORAGE_PREFETCH_H
@@ -58,10 +58,5 @@ struct prefetch_key {
 /* Walk keys[0..n) as above; `values`: prefetch the values of the items
  * found too (reads).  Any thread, no lock held or taken. */
 void prefetch_walk(struct prefetch_key *keys, unsigned n, bool values);
-
-/* Wait until every walk that may have seen memory about to be freed has
- * ended.  The caller has already made that memory unreachable (a table
- * pointer cleared, a page off every list). */
-void prefetch_quiesce(void);
 
 #endif

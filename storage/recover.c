@@ -28,11 +28,11 @@
 #include "storage/assoc.h"
 #include "storage/hash.h"
 #include "storage/item.h"
+#include "storage/link.h"
 #include "storage/locks.h"
-#include "storage/lru.h"
+#include "storage/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
-#include "storage/tier.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -112,13 +112,13 @@ seq_of(const void *chunk)
                            __ATOMIC_RELAXED) >> 1;
 }
 
-static double
-now_seconds(void)
+static uint64_t
+now_us(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 /* Run fn on every worker, each in a thread of its own but the first; a
@@ -148,7 +148,7 @@ static int
 claim_pages(struct recovery *rc)
 {
     size_t n;
-    const unsigned char *table = persist_table(&n);
+    const unsigned char *table = pagetab_get(&n);
 
     rc->pages = calloc(n ? n : 1, sizeof(*rc->pages));
     if (rc->pages == NULL) {
@@ -162,7 +162,7 @@ claim_pages(struct recovery *rc)
         }
         if (id > rc->largest || !tier_pmem_claim(rc->tier, i)) {
             /* Only a damaged table names no class: the page is free. */
-            persist_page_set(tier_pmem_page(rc->tier, i), 0);
+            pagetab_set(tier_pmem_page(rc->tier, i), 0);
             continue;
         }
         rc->pages[rc->npages].page = tier_pmem_page(rc->tier, i);
@@ -701,7 +701,7 @@ link_lrus(struct recovery *rc, uint64_t *linked)
         if (j + AHEAD < k) {
             __builtin_prefetch(a[j + AHEAD], 1);
         }
-        lru_link_recovered(a[j]);
+        link_recovered(a[j]);
     }
     *linked = k;
     free(a);
@@ -750,10 +750,10 @@ phases(struct recovery *rc, struct cache_recovery *out)
     }
     out->pages = rc->npages;
     for (unsigned i = 0; i < rc->nthreads; i++) {
-        out->torn += rc->w[i].torn;
-        out->expired += rc->w[i].expired;
-        out->flushed += rc->w[i].flushed;
-        out->replaced += rc->w[i].replaced;
+        out->dropped_torn += rc->w[i].torn;
+        out->dropped_expired += rc->w[i].expired;
+        out->dropped_flushed += rc->w[i].flushed;
+        out->dropped_replaced += rc->w[i].replaced;
     }
     return 0;
 }
@@ -768,7 +768,7 @@ recover_run(struct tier *t, const struct recover_params *p,
         .largest = slabs_largest(),
         .nthreads = thread_count(p),
     };
-    double start = now_seconds();
+    uint64_t start = now_us();
     int ret;
 
     memset(out, 0, sizeof(*out));
@@ -795,6 +795,6 @@ recover_run(struct tier *t, const struct recover_params *p,
     free(rc.w);
     free(rc.pieces);
     free(rc.pages);
-    out->seconds = now_seconds() - start;
+    out->seconds = now_us() - start;
     return ret;
 }

@@ -24,8 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "storage/cache.h"
 #include "storage/clock.h"
+#include "storage/metrics.h"
 
 struct tier;
 

@@ -8,6 +8,7 @@
 #include "storage/item.h"
 #include "storage/locks.h"
 #include "storage/lru.h"
+#include "storage/maint.h"
 #include "storage/slabs.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
@@ -350,7 +351,7 @@ test_crawler(void)
     char key[32];
 
     /* The maintainer would reclaim some of them at the HOT tail. */
-    lru_maintainer_stop();
+    maint_stop();
     cache_stats(&s0);
     for (int i = 0; i < 50; i++) {
         snprintf(key, sizeof(key), "dead%d", i);
@@ -381,7 +382,7 @@ test_crawler(void)
     cls[1] = true;
     is_int(cache_crawl(cls), CACHE_DISABLED, "disabled crawler");
     cache_crawler_enable(true);
-    lru_maintainer_start();
+    maint_start();
 }
 
 int

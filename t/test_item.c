@@ -6,6 +6,7 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/lru.h"
+#include "storage/maint.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 
@@ -175,7 +176,7 @@ main(void)
         return 1;
     }
     /* The maintainer's passing references would blur the counts. */
-    lru_maintainer_stop();
+    maint_stop();
     test_sizes();
     test_chunked();
     test_refcounts();

@@ -3,9 +3,11 @@
  * moves, COLD hits, eviction from the COLD tail and -M.
  */
 #include "storage/cache.h"
+#include "storage/crawler.h"
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/lru.h"
+#include "storage/maint.h"
 #include "storage/slabs.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
@@ -34,7 +36,7 @@ start(void)
         exit(1);
     }
     /* The test drives the maintainer by hand. */
-    lru_maintainer_stop();
+    maint_stop();
 }
 
 static enum cache_status
@@ -90,7 +92,7 @@ test_segments(void)
     is_int(get(99), ITEM_LRU_HOT, "new items enter HOT");
     get(99);                            /* second hit: ACTIVE */
     get(5);
-    lru_juggle(1);
+    maint_juggle(1);
     lru_item_stats(1, &is);
     ok(is.number_cold > 0, "HOT over its share moves to COLD");
     ok(is.number_hot <= 20 + 1, "HOT kept near hot_lru_pct");
@@ -101,11 +103,11 @@ test_segments(void)
     is_int(l, ITEM_LRU_COLD, "a COLD hit only marks the item active");
     lru_item_stats(1, &is);
     is_int(is.moves_to_warm, 0, "no move on the request path");
-    lru_juggle(1);                      /* k0 is the COLD tail */
+    maint_juggle(1);                      /* k0 is the COLD tail */
     lru_item_stats(1, &is);
     is_int(is.moves_to_warm, 1, "the maintainer moves it: moves_to_warm");
     is_int(get(0), ITEM_LRU_WARM, "an active COLD tail item goes to WARM");
-    lru_juggle(1);                      /* k0 active again, WARM's tail */
+    maint_juggle(1);                      /* k0 active again, WARM's tail */
     lru_item_stats(1, &is);
     is_int(is.moves_within_lru, 1, "ACTIVE WARM tail reshuffled");
     is_int(get(0), ITEM_LRU_WARM, "still WARM");
@@ -119,7 +121,7 @@ test_segments(void)
 
         cache_release(it);              /* the TEMP tail is dead too */
     }
-    lru_juggle(1);
+    maint_juggle(1);
     lru_item_stats(1, &is);
     is_int(is.number_temp, 0, "the maintainer reclaims dead TEMP items");
     is_int(is.reclaimed, 2, "reclaimed counted");
@@ -246,8 +248,8 @@ test_crawler_counts(void)
         sched_yield();
     }
     for (int pass = 0; pass < 50; pass++) {
-        lru_crawler_insert(cursor, crawl_id, ITEM_LRU_COLD);
-        while (lru_crawler_step(cursor, &ttl) >= 0) {
+        lru_cursor_insert(cursor, crawl_id, ITEM_LRU_COLD);
+        while (crawler_step(cursor, &ttl) >= 0) {
             steps++;
         }
     }

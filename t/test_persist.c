@@ -8,6 +8,7 @@
 #include "storage/cache.h"
 #include "storage/hash.h"
 #include "storage/item.h"
+#include "storage/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
 #include "storage/tier.h"
@@ -102,7 +103,7 @@ file_table(const struct item *it)
     size_t i = tier_pmem_index(t, it);
     unsigned char b = 0xff;
 
-    if (pread(fd, &b, 1, PERSIST_TABLE_OFF + (off_t)i) != 1) {
+    if (pread(fd, &b, 1, PAGETAB_OFF + (off_t)i) != 1) {
         return 0xff;
     }
     return b;
@@ -254,7 +255,7 @@ table_at(size_t i)
 {
     unsigned char b = 0xff;
 
-    if (pread(fd, &b, 1, PERSIST_TABLE_OFF + (off_t)i) != 1) {
+    if (pread(fd, &b, 1, PAGETAB_OFF + (off_t)i) != 1) {
         return 0xff;
     }
     return b;

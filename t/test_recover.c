@@ -428,7 +428,7 @@ test_recover_items(void)
     r = restart(true);
     is_int(r.items, 303, "clean restart: every live item comes back");
     is_int(r.checksummed, 0, "the checksum pass is skipped");
-    is_int(r.torn + r.expired + r.flushed + r.replaced, 0, "none dropped");
+    is_int(r.dropped_torn + r.dropped_expired + r.dropped_flushed + r.dropped_replaced, 0, "none dropped");
     ok(holds("a", 'A', 10, 7, cas_a), "a: value, flags and cas");
     ok(holds("big", 'B', BIG, 9, cas_big), "the chunked value is whole");
     ok(holds("r299", 'a' + 299 % 26, 299 * 37 % 5000, 299, 0), "r299");
@@ -451,11 +451,11 @@ test_recover_torn(void)
 
     ok(poked, "a value byte of a changed in the file");
     r = restart(false);
-    is_int(r.torn, 1, "one torn item");
+    is_int(r.dropped_torn, 1, "one torn item");
     is_int(r.items, 303, "the others come back");
     ok(test_get("a") == NULL, "the torn item is not served");
     r = restart(false);
-    is_int(r.torn, 0, "its commit word was cleared: not seen again");
+    is_int(r.dropped_torn, 0, "its commit word was cleared: not seen again");
 }
 
 /* Store k twice with len value bytes; the file offset of the first copy's
@@ -495,7 +495,7 @@ test_recover_duplicate(void)
         return;
     }
     cache_recovery_stats(&r);
-    is_int(r.replaced, 2, "one copy of each dropped");
+    is_int(r.dropped_replaced, 2, "one copy of each dropped");
     ok(holds("dup1", 'n', 3, 0, 0), "dup1: the newer value wins");
     ok(holds("dup2", 'o', 3000, 0, 0), "dup2: the copy with the higher seq "
        "wins");
@@ -512,7 +512,7 @@ test_recover_expired(void)
     ok(off > 0 && poke(off + offsetof(struct item, exptime), &one,
                        sizeof(one)), "r5 expired in the file");
     r = restart(false);
-    is_int(r.expired, 1, "one expired item dropped");
+    is_int(r.dropped_expired, 1, "one expired item dropped");
     ok(test_get("r5") == NULL, "r5 is gone");
     ok(test_get("r6") != NULL, "r6 is not");
 }
@@ -542,7 +542,7 @@ test_recover_chain(void)
     }
     cache_recovery_stats(&r);
     is_int(r.checksummed, 0, "no checksum pass");
-    is_int(r.torn, 1, "the broken chain is dropped");
+    is_int(r.dropped_torn, 1, "the broken chain is dropped");
     ok(test_get("big") == NULL, "big is not served");
 }
 
@@ -562,7 +562,7 @@ test_recover_flushed(void)
     r = restart(true);
     /* flush_all unlinks (and kills in the file) what it finds at once;
      * recovery drops the rest as flushed. */
-    ok(r.flushed <= items, "no more dropped as flushed than there were");
+    ok(r.dropped_flushed <= items, "no more dropped as flushed than there were");
     is_int(r.items, 0, "none of them comes back");
     put_full("late", 'l', 4, 0);
     clock_tick();               /* nothing ticks the clock in this test */
@@ -576,7 +576,7 @@ test_recover_flushed(void)
         return;
     }
     cache_recovery_stats(&r);
-    is_int(r.flushed, 1, "the flush_all still applies after the restart");
+    is_int(r.dropped_flushed, 1, "the flush_all still applies after the restart");
     ok(test_get("late") == NULL, "late is gone");
     cache_shutdown();
 }
@@ -627,7 +627,7 @@ test_recover_mutations(void)
         }
     }
     is_int(bad, 0, "every item that comes back is whole");
-    ok(r.torn > 100, "most changes are caught as torn");
+    ok(r.dropped_torn > 100, "most changes are caught as torn");
     ok(back < 100, "only changes outside the checksum come back");
     cache_shutdown();
 }

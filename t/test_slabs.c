@@ -6,6 +6,7 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/lru.h"
+#include "storage/maint.h"
 #include "storage/slabs.h"
 #include "storage/tier.h"
 #include "t/cache_test.h"
@@ -30,7 +31,7 @@ slabs_only(const struct cache_options *o)
 {
     struct tier *t = tier_dram_create(o->mem_limit, o->page_size, false);
 
-    if (t == NULL || slabs_init(o, t, NULL) != 0) {
+    if (t == NULL || slabs_init(o, t, NULL, 0) != 0) {
         exit(1);
     }
 }
@@ -181,7 +182,7 @@ test_reassign(void)
         exit(1);
     }
     /* Its passing references would make items look busy. */
-    lru_maintainer_stop();
+    maint_stop();
     cls = slabs_clsid(item_size(5, 0, VLEN, true));
     per = (unsigned)((1u << 20) / slabs_size(cls));
     n = per + 10;
@@ -282,7 +283,7 @@ test_reassign_chunks(void)
     if (cache_init(&o, 4) != 0) {
         exit(1);
     }
-    lru_maintainer_stop();
+    maint_stop();
     for (unsigned i = 0; i < 3; i++) {
         char key[8];
         struct item *it;
@@ -333,7 +334,7 @@ test_reassign_busy(void)
     if (cache_init(&o, 4) != 0) {
         exit(1);
     }
-    lru_maintainer_stop();
+    maint_stop();
     cls = slabs_clsid(item_size(5, 0, VLEN, true));
     per = (unsigned)((1u << 20) / slabs_size(cls));
     for (unsigned i = 0; i < per + 1; i++) {
@@ -380,12 +381,12 @@ test_automove(void)
     if (cache_init(&o, 4) != 0) {
         exit(1);
     }
-    lru_maintainer_stop();
+    maint_stop();
     big = slabs_clsid(item_size(10, 0, 5000, true));
     for (i = 0; i < 3 * 10922; i++) {
         put_small(i, 10);
     }
-    lru_juggle(1);
+    maint_juggle(1);
     /* Age class 1's COLD tail (the key stored first sits there) as much
      * as the clock allows: it starts at 2 and this test does not tick. */
     tail = cache_get("s0", 2, hash_murmur3("s0", 2), &st);

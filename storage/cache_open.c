@@ -1,0 +1,442 @@
+/*
+ * cache_open.c: the cache's life cycle: its tiers and the memory file's
+ * superblock, recovery, the background threads, shutdown; and the
+ * operator's commands that act on them (cache.h).
+ *
+ * Start-up order, bottom up as the layers stand: item locks, hash table,
+ * tiers (the file's page table and commit words with them), slabs, the
+ * superblock, lists and links, recovery (the items of the file), then the
+ * threads.  Shutdown stops the threads, marks the file clean, and tears
+ * down top down.
+ */
+#include "storage/cache.h"
+#include "storage/assoc.h"
+#include "storage/cache_priv.h"
+#include "storage/cas.h"
+#include "storage/crawler.h"
+#include "storage/evict.h"
+#include "storage/link.h"
+#include "storage/locks.h"
+#include "storage/lru.h"
+#include "storage/maint.h"
+#include "storage/mover.h"
+#include "storage/pagetab.h"
+#include "storage/persist.h"
+#include "storage/policy.h"
+#include "storage/recover.h"
+#include "storage/sblock.h"
+#include "storage/slabs.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct cache_priv cache_priv;
+
+static struct cache_priv *const ca = &cache_priv;
+
+/* ---- threads ---------------------------------------------------------- */
+
+static int
+start_threads(struct cache_options *o)
+{
+    if (o->lru_segmented && maint_start() != 0) {
+        return -1;
+    }
+    if (o->slab_reassign && mover_start(o) != 0) {
+        return -1;
+    }
+    if (o->hash_expand && assoc_thread_start() != 0) {
+        return -1;
+    }
+    return crawler_init(o);
+}
+
+/* Stop every thread (each stop is a no-op if it never started). */
+static void
+stop_threads(void)
+{
+    crawler_destroy();
+    maint_stop();
+    mover_stop();
+    assoc_thread_stop();
+}
+
+/* ---- tiers and the memory file --------------------------------------- */
+
+/* The PMEM tier over opts->memory_file: the superblock's reserve, then as
+ * many pages as the file holds. */
+static struct tier *
+pmem_tier_open(const struct cache_options *opts)
+{
+    struct tier_pmem_options po = {
+        .path = opts->memory_file,
+        .size = opts->memory_file_size,
+        .page_size = opts->page_size,
+        /* The superblock copies, then the page table (a byte a page). */
+        .reserve = SBLOCK_SIZE +
+                   opts->memory_file_size / opts->page_size,
+        .create = true,
+        .strict = opts->pmem_strict,
+    };
+    char err[512];
+    struct tier *t = tier_pmem_open(&po, err, sizeof(err));
+
+    if (t == NULL) {
+        fprintf(stderr, "%s\n", err);
+    } else if (opts->verbose > 0) {
+        /* Durability costs differ: a cache-line flush on PMEM, an msync
+         * of whole pages on any other file. */
+        fprintf(stderr, "memory file %s: %s\n", opts->memory_file,
+                tier_pmem_is_pmem(t) ? "persistent memory (pmem_persist)"
+                                     : "not persistent memory (msync)");
+    }
+    return t;
+}
+
+/* The page table and commit words of the memory file.  0 or -1. */
+static int
+pmem_layers(struct tier *t)
+{
+    char err[256];
+
+    if (pagetab_init(t, err, sizeof(err)) != 0) {
+        fprintf(stderr, "slabs: memory file: %s\n", err);
+        return -1;
+    }
+    persist_init(t);
+    return 0;
+}
+
+static void
+pmem_layers_destroy(void)
+{
+    persist_destroy();
+    pagetab_destroy();
+}
+
+/* The settings that decide where items sit in the file. */
+static void
+pmem_params(const struct cache_options *opts, struct tier *t,
+            struct sblock_params *p, uint32_t *sizes)
+{
+    unsigned n = slabs_largest();
+
+    for (unsigned i = 0; i < n; i++) {
+        sizes[i] = (uint32_t)slabs_size(i + 1);
+    }
+    *p = (struct sblock_params) {
+        .file_size = tier_pmem_mapped_len(t),
+        .reserve = (uint64_t)((char *)tier_pmem_page(t, 0) -
+                              (char *)tier_pmem_base(t)),
+        .page_size = (uint32_t)opts->page_size,
+        .chunk_max = (uint32_t)slabs_chunk_max(),
+        .item_max = (uint32_t)opts->item_size_max,
+        .nclasses = n,
+        .class_sizes = sizes,
+        .use_cas = opts->use_cas,
+    };
+}
+
+/* A new (or discarded) file: every page free, then a fresh superblock
+ * whose epoch is this process's rel 0.  The page table is cleared first:
+ * a new superblock over an old table would bring the old pages back. */
+static int
+pmem_new_file(const struct cache_options *opts, struct tier *t,
+              const struct sblock_params *p)
+{
+    char err[512];
+
+    pagetab_clear();
+    if (sblock_init_new(&ca->sb, t, tier_pmem_base(t), p, err,
+                        sizeof(err)) != SBLOCK_OK) {
+        fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
+        return -1;
+    }
+    ca->sb.epoch = (int64_t)clock_process_started();
+    sblock_commit(&ca->sb);
+    return 0;
+}
+
+/*
+ * Open the file's superblock: 1 when the file holds items to recover
+ * (ca->sb loaded), 0 when it starts empty (new, or discarded as
+ * memory_file_reinit asks), -1 to refuse it (another layout or settings,
+ * or no valid superblock copy, without memory_file_reinit).
+ */
+static int
+pmem_superblock(const struct cache_options *opts, struct tier *t)
+{
+    uint32_t sizes[CACHE_MAX_CLASSES];
+    struct sblock_params p;
+    char err[512];
+    int st = SBLOCK_EMPTY;
+
+    pmem_params(opts, t, &p, sizes);
+    if (!tier_pmem_created(t)) {
+        st = sblock_load(t, tier_pmem_base(t), &p, &ca->sb, err, sizeof(err));
+    }
+    if (st == SBLOCK_OK) {
+        return 1;
+    }
+    if (st == SBLOCK_INCOMPATIBLE || st == SBLOCK_CORRUPT) {
+        if (!opts->memory_file_reinit) {
+            fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
+            return -1;
+        }
+        fprintf(stderr, "memory file %s: %s; discarding its contents as "
+                "memory_file_reinit asks\n", opts->memory_file, err);
+    }
+    return pmem_new_file(opts, t, &p);
+}
+
+/* The DRAM policy's tier: malloc, or a memkind heap when memory_kind
+ * names one (volatile too, so the rest of storage sees DRAM). */
+static struct tier *
+dram_tier_open(const struct cache_options *opts)
+{
+    char err[512];
+    struct tier *t;
+
+    if (opts->memory_kind == NULL) {
+        return tier_dram_create(opts->mem_limit, opts->page_size,
+                                opts->prealloc);
+    }
+    t = tier_memkind_create(opts->memory_kind, opts->mem_limit,
+                            opts->page_size, err, sizeof(err));
+    if (t == NULL) {
+        fprintf(stderr, "%s\n", err);
+    }
+    return t;
+}
+
+/* Slabs on the tiers the policy names (DRAM, the memory file, or both);
+ * the tiers belong to slabs once this succeeds.  1 when the memory file
+ * holds items to recover. */
+static int
+memory_init(struct cache_options *opts)
+{
+    struct tier *dram = NULL, *pmem = NULL;
+    bool want_dram, want_file;
+    int old = 0;
+
+    policy_tiers(opts->tier_policy, &want_dram, &want_file);
+    if (want_dram && (dram = dram_tier_open(opts)) == NULL) {
+        return -1;
+    }
+    if (want_file && ((pmem = pmem_tier_open(opts)) == NULL ||
+                      pmem_layers(pmem) != 0)) {
+        tier_destroy(&dram);
+        tier_destroy(&pmem);
+        return -1;
+    }
+    if (slabs_init(opts, dram, pmem, pmem != NULL ? PERSIST_PREFIX : 0)
+        != 0) {
+        tier_destroy(&dram);
+        tier_destroy(&pmem);
+        pmem_layers_destroy();
+        return -1;
+    }
+    if (pmem != NULL && (old = pmem_superblock(opts, pmem)) < 0) {
+        slabs_destroy();
+        pmem_layers_destroy();
+        return -1;
+    }
+    return old;
+}
+
+/*
+ * Read the file's items back (recover.h), in the file's time, then mark
+ * the file not clean before anything is served: from here on a crash
+ * must bring the checksum pass back.
+ */
+static int
+pmem_recover(struct cache_options *opts)
+{
+    struct recover_params p = {
+        .check_crc = !ca->sb.clean,
+        .use_cas = opts->use_cas,
+        .hash_bulk_move = opts->hash_bulk_move,
+        .verbose = opts->verbose,
+    };
+
+    if (ca->sb.epoch != 0) {
+        clock_adopt_epoch(ca->sb.epoch);
+    }
+    p.now = clock_now();
+    if (ca->sb.flush_time != 0) {
+        int64_t rel = ca->sb.flush_time - (int64_t)clock_process_started();
+
+        p.flush_time = rel < 1 ? 1 : (rel_time_t)rel;
+        link_set_flush(p.flush_time);
+    }
+    if (recover_run(slabs_tier(TIER_PMEM), &p, &ca->recovery) != 0) {
+        return -1;
+    }
+    if (opts->verbose > 0) {
+        fprintf(stderr, "memory file %s: recovered %llu items from %llu "
+                "pages in %.3f s\n", opts->memory_file,
+                (unsigned long long)ca->recovery.items,
+                (unsigned long long)ca->recovery.pages,
+                (double)ca->recovery.seconds / 1e6);
+    }
+    ca->sb.clean = false;
+    sblock_commit(&ca->sb);
+    return 0;
+}
+
+/* The memory file's superblock rules seq and CAS from now on: no value
+ * at or below its mark is handed out again. */
+static void
+pmem_serve(void)
+{
+    if (ca->opts->pmem_crash_after != 0) {
+        tier_pmem_crash_after(slabs_tier(TIER_PMEM),
+                              ca->opts->pmem_crash_after);
+    }
+    persist_set_sblock(&ca->sb);
+    cas_use_sblock(&ca->sb);
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+/* The layers above slabs, before anything is linked.  0 or -1. */
+static int
+lists_init(struct cache_options *opts)
+{
+    if (lru_init(opts) != 0) {
+        return -1;
+    }
+    if (link_init(opts) != 0) {
+        lru_destroy();
+        return -1;
+    }
+    evict_init(opts);
+    maint_init(opts);
+    return 0;
+}
+
+static void
+lists_destroy(void)
+{
+    link_destroy();
+    lru_destroy();
+}
+
+int
+cache_init(struct cache_options *opts, unsigned nworkers)
+{
+    unsigned lp = opts->lock_power ? opts->lock_power
+                                   : locks_power_for(nworkers);
+    int old;
+
+    memset(ca, 0, sizeof(*ca));
+    ca->opts = opts;
+    cas_init();
+    policy_init(opts->tier_policy);
+    if (locks_init(lp) != 0) {
+        fprintf(stderr, "cache: cannot set up %u item locks\n", 1u << lp);
+        return -1;
+    }
+    if (assoc_init(opts->hashpower, opts->hash_bulk_move) != 0) {
+        fprintf(stderr, "cache: cannot set up the hash table (hashpower "
+                "%u, item lock power %u)\n", opts->hashpower, lp);
+        goto fail_locks;
+    }
+    old = memory_init(opts);
+    if (old < 0) {
+        goto fail_assoc;
+    }
+    if (lists_init(opts) != 0) {
+        goto fail_slabs;
+    }
+    if (old > 0 && pmem_recover(opts) != 0) {
+        goto fail_lists;
+    }
+    if (ca->sb.tier != NULL) {
+        pmem_serve();
+    }
+    if (start_threads(opts) != 0) {
+        fprintf(stderr, "cache: cannot start storage threads\n");
+        stop_threads();
+        goto fail_lists;
+    }
+    return 0;
+fail_lists:
+    cas_use_sblock(NULL);
+    persist_set_sblock(NULL);
+    lists_destroy();
+fail_slabs:
+    slabs_destroy();
+    pmem_layers_destroy();
+fail_assoc:
+    assoc_destroy();
+fail_locks:
+    locks_destroy();
+    return -1;
+}
+
+void
+cache_shutdown(void)
+{
+    stop_threads();
+    /* Nothing writes any more: the file is consistent as it stands. */
+    if (ca->sb.tier != NULL) {
+        persist_set_sblock(NULL);
+        cas_use_sblock(NULL);
+        ca->sb.clean = true;
+        sblock_commit(&ca->sb);
+        ca->sb.tier = NULL;
+    }
+    lists_destroy();
+    slabs_destroy();
+    pmem_layers_destroy();
+    assoc_destroy();
+    locks_destroy();
+}
+
+void
+cache_tick(void)
+{
+    if (ca->opts->hash_expand) {
+        uint64_t n = 0;
+
+        for (unsigned id = 1; id <= slabs_largest(); id++) {
+            n += lru_items_in_class(id);
+        }
+        assoc_maybe_expand(n);
+    }
+    mover_tick();
+}
+
+/* ---- administration --------------------------------------------------- */
+
+int
+cache_set_memlimit(size_t bytes)
+{
+    if (slabs_set_memlimit(bytes) != 0) {
+        return -1;
+    }
+    ca->opts->mem_limit = bytes;
+    return 0;
+}
+
+enum cache_status
+cache_slabs_reassign(int src, int dst)
+{
+    if (!ca->opts->slab_reassign) {
+        return CACHE_DISABLED;
+    }
+    return slabs_reassign(policy_home(), src, dst);
+}
+
+enum cache_status
+cache_crawl(const bool classes[CACHE_MAX_CLASSES])
+{
+    return crawler_request(classes);
+}
+
+int
+cache_crawler_enable(bool on)
+{
+    return crawler_enable(on);
+}

@@ -1,0 +1,221 @@
+/*
+ * cache_stats.c: the facade's figures (cache.h; the tables are in
+ * metrics.h) and the metadump of live items.
+ *
+ * Every figure is read racily, as memcached reads its own: counters with
+ * relaxed atomic loads, list and slab figures under their own locks one
+ * at a time, so a "stats" reply never stops the cache.
+ */
+#include "storage/cache.h"
+#include "storage/assoc.h"
+#include "storage/cache_priv.h"
+#include "storage/crawler.h"
+#include "storage/link.h"
+#include "storage/lru.h"
+#include "storage/maint.h"
+#include "storage/mover.h"
+#include "storage/place.h"
+#include "storage/slabs.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static struct cache_priv *const ca = &cache_priv;
+
+void
+cache_stats(struct cache_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    lru_totals(SLABS_NTIERS, out);
+    slabs_totals(out);
+    mover_stats(out);
+    crawler_stats(out);
+    maint_stats(out);
+    assoc_stats(&out->hash_power_level, &out->hash_bytes,
+                &out->hash_is_expanding);
+    out->total_items = __atomic_load_n(&ca->total_items, __ATOMIC_RELAXED);
+}
+
+void
+cache_stats_reset(void)
+{
+    lru_stats_reset();
+    slabs_stats_reset();
+    mover_stats_reset();
+    crawler_stats_reset();
+    maint_stats_reset();
+    __atomic_store_n(&ca->total_items, 0, __ATOMIC_RELAXED);
+}
+
+unsigned
+cache_nclasses(void)
+{
+    return slabs_largest();
+}
+
+/* With two tiers, "stats slabs" and "stats items" show each class as the
+ * sum of its two tier classes (ages: the older tail). */
+bool
+cache_slab_stats(unsigned id, struct cache_slab_stats *out)
+{
+    struct cache_slab_stats p;
+    bool any = slabs_class_stats(SLABS_TC(TIER_DRAM, id), out);
+
+    if (slabs_class_stats(SLABS_TC(TIER_PMEM, id), &p)) {
+        out->chunk_size = p.chunk_size;
+        out->chunks_per_page = p.chunks_per_page;
+        out->total_pages += p.total_pages;
+        out->total_chunks += p.total_chunks;
+        out->used_chunks += p.used_chunks;
+        out->free_chunks += p.free_chunks;
+        out->free_chunks_end += p.free_chunks_end;
+        any = true;
+    }
+    return any;
+}
+
+static uint64_t
+max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+bool
+cache_item_stats(unsigned id, struct cache_item_stats *out)
+{
+    struct cache_item_stats d, p;
+    bool in_dram = lru_item_stats(SLABS_TC(TIER_DRAM, id), &d);
+    bool in_pmem = lru_item_stats(SLABS_TC(TIER_PMEM, id), &p);
+
+    if (!in_dram || !in_pmem) {
+        *out = in_dram ? d : p;
+        return in_dram || in_pmem;
+    }
+#define SUM(name, kind, total) out->name = d.name + p.name;
+    CACHE_ITEM_STATS(SUM)
+#undef SUM
+    out->age_hot = max_u64(d.age_hot, p.age_hot);
+    out->age_warm = max_u64(d.age_warm, p.age_warm);
+    out->age = max_u64(d.age, p.age);
+    out->evicted_time = max_u64(d.evicted_time, p.evicted_time);
+    return true;
+}
+
+bool
+cache_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
+            void *ctx)
+{
+    return link_sizes(emit, ctx);
+}
+
+/* One tier's figures; its hits are the daemon's. */
+static void
+tier_stats(unsigned id, struct tier *t, struct cache_tier_stats *o)
+{
+    struct cache_stats s;
+
+    memset(&s, 0, sizeof(s));
+    lru_totals(id, &s);
+    memset(o, 0, sizeof(*o));
+    o->name = t->ops->name;
+    o->durable = id == TIER_PMEM;
+    o->persistent_memory = id == TIER_PMEM && tier_pmem_is_pmem(t);
+    slabs_tier_usage(id, &o->limit_maxbytes, &o->total_malloced);
+    o->curr_items = s.curr_items;
+    o->bytes = s.bytes;
+    o->evictions = s.evictions;
+    place_tier_moves(id, &o->promotions, &o->demotions);
+    if (id == TIER_PMEM) {
+        tier_pmem_flush_stats(t, &o->flushes, &o->flush_bytes);
+    }
+}
+
+unsigned
+cache_tier_stats(struct cache_tier_stats *out, unsigned max)
+{
+    unsigned n = 0;
+
+    for (unsigned id = TIER_DRAM; id <= TIER_PMEM && n < max; id++) {
+        struct tier *t = slabs_tier(id);
+
+        if (t != NULL) {
+            tier_stats(id, t, &out[n++]);
+        }
+    }
+    return n;
+}
+
+bool
+cache_recovery_stats(struct cache_recovery *out)
+{
+    *out = ca->recovery;
+    return ca->sb.tier != NULL;
+}
+
+/* ---- metadump --------------------------------------------------------- */
+
+struct dump_ctx {
+    const bool *classes;
+    int       (*emit)(const char *line, size_t len, void *ctx);
+    void       *ctx;
+};
+
+/* Percent-encode everything but RFC 3986 unreserved characters. */
+static size_t
+uri_encode(char *out, const char *in, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+            c == '~') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
+static int
+dump_one(struct item *it, void *arg)
+{
+    struct dump_ctx *d = arg;
+    char key[3 * 256], line[3 * 256 + 200];
+    time_t base = clock_process_started();
+    bool flushed;
+    int len;
+
+    if ((d->classes != NULL && !d->classes[item_clsid(it)]) ||
+        link_is_dead(it, clock_now(), &flushed)) {
+        return 0;
+    }
+    uri_encode(key, item_key(it), item_nkey(it));
+    len = snprintf(line, sizeof(line),
+                   "key=%s exp=%lld la=%lld cas=%llu fetch=%s cls=%u "
+                   "size=%zu\n", key,
+                   it->exptime == 0 ? -1LL : (long long)(it->exptime + base),
+                   (long long)(item_time(it) + base),
+                   (unsigned long long)item_cas(it),
+                   (item_flags(it) & ITEM_FETCHED) ? "yes" : "no",
+                   item_clsid(it), item_ntotal(it));
+    return d->emit(line, (size_t)len, d->ctx);
+}
+
+void
+cache_metadump(const bool classes[CACHE_MAX_CLASSES],
+               int (*emit)(const char *line, size_t len, void *ctx),
+               void *ctx)
+{
+    struct dump_ctx d = { classes, emit, ctx };
+
+    assoc_walk(dump_one, &d);
+}
+

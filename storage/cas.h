@@ -1,0 +1,33 @@
+/*
+ * cas.h: CAS uniques.
+ *
+ * One counter for the whole cache, as memcached's: the first item stored
+ * gets 2.  With a memory file no unique leaves here before the
+ * superblock's high-water mark covers it (sblock_reserve_seq()), so a
+ * restart, clean or not, never hands one out again.
+ *
+ * Thread-safe: an atomic add, and the reserve takes the superblock's lock
+ * only when the mark must move.
+ */
+#ifndef MCPM_STORAGE_CAS_H
+#define MCPM_STORAGE_CAS_H
+
+#include <stdint.h>
+
+struct sblock;
+
+/* Start counting from 1 again, with no superblock. */
+void cas_init(void);
+
+/* Reserve against sb from now on (NULL: stop), and hand out only uniques
+ * above the mark it holds now.  Before serving. */
+void cas_use_sblock(struct sblock *sb);
+
+/* The next unique. */
+uint64_t cas_next(void);
+
+/* The unique a new value gets: `wanted` when the client chose it (meta E;
+ * reserved all the same), else the next. */
+uint64_t cas_take(uint64_t wanted);
+
+#endif

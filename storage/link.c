@@ -1,0 +1,260 @@
+/*
+ * link.c: linking, unlinking, liveness and flush_all (link.h).
+ */
+#include "storage/link.h"
+#include "storage/assoc.h"
+#include "storage/hash.h"
+#include "storage/locks.h"
+#include "storage/lru.h"
+#include "storage/persist.h"
+#include "storage/policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct {
+    const struct cache_options *opts;
+    rel_time_t  flush_time;
+    uint64_t   *histo;          /* track_sizes: 32-byte buckets */
+    size_t      nhisto;
+} ln;
+
+int
+link_init(const struct cache_options *opts)
+{
+    memset(&ln, 0, sizeof(ln));
+    ln.opts = opts;
+    if (opts->track_sizes) {
+        ln.nhisto = opts->item_size_max / 32 + 2;
+        ln.histo = calloc(ln.nhisto, sizeof(*ln.histo));
+        if (ln.histo == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+link_destroy(void)
+{
+    free(ln.histo);
+    memset(&ln, 0, sizeof(ln));
+}
+
+uint32_t
+link_hv(const struct item *it)
+{
+    return hash_murmur3(item_key(it), item_nkey(it));
+}
+
+static void
+histo_add(const struct item *it, int64_t n)
+{
+    size_t b = (item_ntotal(it) + 31) / 32;
+
+    if (ln.histo != NULL && b < ln.nhisto) {
+        __atomic_add_fetch(&ln.histo[b], (uint64_t)n, __ATOMIC_RELAXED);
+    }
+}
+
+enum item_lru
+link_first_list(const struct item *it)
+{
+    const struct cache_options *o = ln.opts;
+
+    if (!o->lru_segmented) {
+        return ITEM_LRU_COLD;
+    }
+    if (o->temp_lru && it->exptime != 0 &&
+        it->exptime <= clock_now() + o->temporary_ttl) {
+        return ITEM_LRU_TEMP;
+    }
+    return ITEM_LRU_HOT;
+}
+
+/* ---- in --------------------------------------------------------------- */
+
+void
+link_in(struct item *it, uint32_t hv, enum item_lru which)
+{
+    lru_set(it, which);
+    item_flags_set(it, ITEM_LINKED);
+    item_ref_incr(it);
+    assoc_insert(it, hv);
+    lru_push(it);
+    histo_add(it, 1);
+}
+
+void
+link_replace(struct item *old, struct item *n, uint32_t hv,
+             enum item_lru which)
+{
+    if (n->tier == TIER_PMEM) {
+        persist_commit(n);
+    }
+    if (old != NULL) {
+        link_unlink(old, hv);
+    }
+    link_in(n, hv, which);
+}
+
+void
+link_recovered(struct item *it)
+{
+    lru_set(it, ITEM_LRU_COLD);
+    item_flags_set(it, ITEM_LINKED);
+    item_ref_incr(it);
+    /* No other thread runs yet: no list lock (10M items, 10M locks). */
+    do_lru_push(it);
+    histo_add(it, 1);
+}
+
+/* ---- out -------------------------------------------------------------- */
+
+/* An item leaving the cache dies in the file first: itself, or the
+ * original a copy stands for. */
+static void
+kill_in_file(struct item *it)
+{
+    struct item *f = policy_durable(it);
+
+    if (f != NULL) {
+        persist_kill(f);
+    }
+}
+
+void
+do_link_unlink(struct item *it, uint32_t hv)
+{
+    kill_in_file(it);
+    item_flags_clear(it, ITEM_LINKED);
+    assoc_delete(item_key(it), item_nkey(it), hv);
+    do_lru_remove(it);
+    histo_add(it, -1);
+    item_release(it);
+}
+
+void
+link_detach(struct item *it, uint32_t hv)
+{
+    lru_lock(lru_tc(it), item_lru(it));
+    item_flags_clear(it, ITEM_LINKED);
+    do_lru_remove(it);
+    lru_unlock(lru_tc(it), item_lru(it));
+    assoc_delete(item_key(it), item_nkey(it), hv);
+    histo_add(it, -1);
+}
+
+void
+link_unlink(struct item *it, uint32_t hv)
+{
+    if (!(item_flags(it) & ITEM_LINKED)) {
+        return;
+    }
+    kill_in_file(it);
+    link_detach(it, hv);
+    item_release(it);
+}
+
+/* ---- liveness --------------------------------------------------------- */
+
+void
+link_set_flush(rel_time_t when)
+{
+    __atomic_store_n(&ln.flush_time, when, __ATOMIC_RELAXED);
+}
+
+bool
+link_is_dead(const struct item *it, rel_time_t now, bool *flushed)
+{
+    rel_time_t ft = __atomic_load_n(&ln.flush_time, __ATOMIC_RELAXED);
+
+    *flushed = false;
+    if (it->exptime != 0 && it->exptime <= now) {
+        return true;
+    }
+    if (ft != 0 && ft <= now && item_time(it) <= ft) {
+        *flushed = true;
+        return true;
+    }
+    return false;
+}
+
+/* The item lock of a list item was busy: wait for it the right way round
+ * (item lock first), then unlink the item if it is still linked.  Returns
+ * with the list lock held again. */
+static void
+flush_busy(unsigned tc, enum item_lru l, struct item *it, uint32_t hv)
+{
+    item_ref_incr(it);
+    lru_unlock(tc, l);
+    locks_lock(hv);
+    link_unlink(it, hv);
+    locks_unlock(hv);
+    item_release(it);
+    lru_lock(tc, l);
+}
+
+/*
+ * Unlink items newer than `when` from the head of one list; stops at the
+ * first older one.  An item whose lock is busy is waited for, so that a
+ * flush never leaves a recent item behind, and the walk restarts.
+ */
+static void
+flush_list(unsigned tc, enum item_lru l, rel_time_t when)
+{
+    struct item *it, *next;
+
+    lru_lock(tc, l);
+    for (it = do_lru_head(tc, l); it != NULL; it = next) {
+        uint32_t hv;
+
+        next = it->next;
+        if (lru_is_cursor(it)) {
+            continue;
+        }
+        if (item_time(it) <= when) {
+            break;
+        }
+        hv = link_hv(it);
+        if (!locks_trylock(hv)) {
+            flush_busy(tc, l, it, hv);
+            next = do_lru_head(tc, l);
+            continue;
+        }
+        item_ref_incr(it);
+        do_link_unlink(it, hv);
+        item_release(it);
+        locks_unlock(hv);
+    }
+    lru_unlock(tc, l);
+}
+
+void
+link_flush_recent(rel_time_t when)
+{
+    for (unsigned tc = 1; tc < SLABS_TC_MAX; tc++) {
+        for (unsigned l = 0; l < LRU_NLISTS; l++) {
+            flush_list(tc, (enum item_lru)l, when);
+        }
+    }
+}
+
+/* ---- stats sizes ------------------------------------------------------ */
+
+bool
+link_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
+           void *ctx)
+{
+    if (ln.histo == NULL) {
+        return false;
+    }
+    for (size_t b = 0; b < ln.nhisto; b++) {
+        uint64_t n = __atomic_load_n(&ln.histo[b], __ATOMIC_RELAXED);
+
+        if (n != 0) {
+            emit(b * 32, n, ctx);
+        }
+    }
+    return true;
+}

@@ -1,0 +1,91 @@
+/*
+ * link.h: items entering and leaving the cache.
+ *
+ * A linked item is in three places at once, and this module keeps them
+ * in step: the hash table (assoc.h), a list of its tier class (lru.h),
+ * and, when it lives in the memory file, the file itself, live by its
+ * commit word (persist.h).  ITEM_LINKED marks it, and the link holds one
+ * reference.  The order is the persistence rule: an item is committed in
+ * the file before it is linked, and dies in the file before it is
+ * unlinked, so a crash never brings back what a client saw deleted, nor
+ * loses what a client saw stored.
+ *
+ * Also here: whether a linked item still counts (expiry and flush_all),
+ * and the sizes of linked items ("stats sizes").
+ *
+ * Locking: every call that takes hv expects the caller to hold
+ * locks_lock(hv); do_link_unlink() also the item's list lock.
+ */
+#ifndef MCPM_STORAGE_LINK_H
+#define MCPM_STORAGE_LINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "storage/item.h"
+#include "storage/options.h"
+
+/* Keep opts (the first list of a new item reads lru_segmented, temp_lru
+ * and temporary_ttl); the sizes histogram when track_sizes.  0 or -1. */
+int  link_init(const struct cache_options *opts);
+void link_destroy(void);
+
+/* The hash of an item's key (hash.h), for a thread that found the item
+ * on a list and must take its item lock. */
+uint32_t link_hv(const struct item *it);
+
+/* The list a new item enters: HOT, TEMP for a short TTL, COLD in flat
+ * mode. */
+enum item_lru link_first_list(const struct item *it);
+
+/*
+ * Link n in place of old (NULL: none) at the head of list `which`.  An
+ * item in the file is committed first, so a crash leaves old or n live,
+ * never neither; then old leaves (dying in the file first) and n enters.
+ * The caller keeps its reference to n.
+ */
+void link_replace(struct item *old, struct item *n, uint32_t hv,
+                  enum item_lru which);
+
+/* Link an item already committed (or volatile) at the head of `which`. */
+void link_in(struct item *it, uint32_t hv, enum item_lru which);
+
+/* Recovery: an item read back from the file, already in the hash table,
+ * at the head of its class's COLD list (link the oldest first), ITEM_LINKED
+ * with the link's reference.  Before any other storage thread starts: it
+ * takes no lock. */
+void link_recovered(struct item *it);
+
+/* Unlink if linked: dead in the file, off its list and out of the table;
+ * the link's reference is dropped (the memory may be freed). */
+void link_unlink(struct item *it, uint32_t hv);
+
+/* link_unlink() of a linked item whose list lock the caller holds. */
+void do_link_unlink(struct item *it, uint32_t hv);
+
+/* Off its list and out of the table, but alive in the file; the link's
+ * reference becomes the caller's (the cache policy's original, held by
+ * its copy). */
+void link_detach(struct item *it, uint32_t hv);
+
+/* ---- liveness -------------------------------------------------------- */
+
+/* Expired (exptime reached) or flushed at `now`; *flushed says which. */
+bool link_is_dead(const struct item *it, rel_time_t now, bool *flushed);
+
+/* flush_all: items with time <= when read as dead once when <= now. */
+void link_set_flush(rel_time_t when);
+
+/* An immediate flush also unlinks, from the list heads, the items stored
+ * after `when` (within the last second), as memcached does.  No lock
+ * held. */
+void link_flush_recent(rel_time_t when);
+
+/* ---- stats sizes ----------------------------------------------------- */
+
+/* emit(size, count) per 32-byte bucket with linked items; false when
+ * track_sizes is off. */
+bool link_sizes(void (*emit)(uint64_t size, uint64_t count, void *ctx),
+                void *ctx);
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * policy.h: the tier policy (-o tier_policy), decided here and nowhere
+ * else.
+ *
+ *   policy     tiers        new items   a 2nd hit in    a full DRAM class
+ *                                       the file
+ *   dram       DRAM         DRAM        -               evicts its tail
+ *   pmem       file         file        stays           -
+ *   cache      DRAM, file   file        copied to DRAM  drops its tail's
+ *                                                       copies
+ *   capacity   DRAM, file   DRAM, file  moved to DRAM   demotes its tail
+ *                           when full                   into the file
+ *
+ * Every item in the file is committed there before the reply that
+ * acknowledges it, whatever the policy (policy_durable()).  A full class of
+ * the file evicts its tail.
+ *
+ * The modules that act (place.c, evict.c, cache.c) ask; none tests the
+ * policy itself.  Set once by policy_init() before serving, then read-only,
+ * so every call is thread-safe and takes no lock.
+ */
+#ifndef MCPM_STORAGE_POLICY_H
+#define MCPM_STORAGE_POLICY_H
+
+#include <stdbool.h>
+
+#include "storage/item.h"
+#include "storage/options.h"
+
+/* The tiers a policy needs: a DRAM tier, the memory file. */
+void policy_tiers(enum cache_tier_policy p, bool *dram, bool *file);
+
+/* Start deciding under p, with the tiers it has.  Before serving. */
+void policy_init(enum cache_tier_policy p);
+
+/* The tier new items go to, and the tier to try next when tier t has no
+ * room for a new item (-1: none, the store fails). */
+unsigned policy_home(void);
+int      policy_overflow(unsigned t);
+
+/* What a hit on an item already fetched once does. */
+enum policy_hit {
+    POLICY_STAY,            /* nothing */
+    POLICY_PROMOTE,         /* move it into DRAM */
+    POLICY_COPY             /* copy it into DRAM, the original stays */
+};
+
+extern enum cache_tier_policy policy_mode;
+
+/* A hit on `it`; `again`: it had been fetched before.  Inline: a GET
+ * asks it on every hit. */
+static inline enum policy_hit
+policy_on_hit(const struct item *it, bool again)
+{
+    if (!again || it->tier != TIER_PMEM) {
+        return POLICY_STAY;
+    }
+    switch (policy_mode) {
+    case CACHE_TIER_CAPACITY: return POLICY_PROMOTE;
+    case CACHE_TIER_CACHE: return POLICY_COPY;
+    default: return POLICY_STAY;
+    }
+}
+
+/* How tier class tc makes room for a new chunk: evict its COLD tail, or
+ * demote it (DRAM over a memory file: the tail moves into the file, or,
+ * being a copy, gives its place back to its original there). */
+enum policy_room { POLICY_EVICT, POLICY_DEMOTE };
+enum policy_room policy_room(unsigned tc);
+
+/* What the page mover does with an item it cannot keep in its class. */
+enum policy_leave {
+    POLICY_UNCACHE,         /* a DRAM copy: its original takes its place */
+    POLICY_DEMOTE_ITEM,     /* a DRAM item over a memory file: into it */
+    POLICY_DROP             /* out of the cache */
+};
+enum policy_leave policy_leave(const struct item *it);
+
+/*
+ * The item in the memory file that a change to `it` must reach, durably,
+ * before the reply: `it` itself, the original a DRAM copy stands for, or
+ * NULL for an item that lives in DRAM only.
+ */
+struct item *policy_durable(struct item *it);
+
+#endif
