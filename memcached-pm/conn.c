@@ -1,5 +1,6 @@
 /*
- * conn.c: reading requests, queueing replies, writing them.
+ * conn.c: the connection object: buffers, the reply queue, socket I/O,
+ * and the connection lists of the workers (conn.h).
  */
 #include "config.h"
 
@@ -15,12 +16,8 @@
 #include <unistd.h>
 
 #include "memcached-pm/log.h"
-#include "memcached-pm/process.h"
 #include "memcached-pm/settings.h"
-#include "memcached-pm/stats.h"
-#include "memcached-pm/worker.h"
 #include "proto/response.h"
-#include "proto/text.h"
 
 #define RBUF_SIZE      16384          /* memcached's READ_BUFFER_SIZE */
 #define RBUF_MAX       (2 * 1024 * 1024)  /* longest multiget line */
@@ -28,7 +25,6 @@
 #define VALUE_COPY_MAX 1024           /* longest value copied, not referenced */
 #define OBUF_KEEP      4              /* arena blocks kept when idle */
 #define IOV_KEEP       1024           /* iovec entries kept when idle */
-#define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
 #define IOV_BATCH      (IOV_MAX < 1024 ? IOV_MAX : 1024)
 
 struct obuf {
@@ -37,14 +33,100 @@ struct obuf {
     char         data[OBUF_SIZE];
 };
 
-static void conn_drive(struct conn *c);
+/* ---- lists ------------------------------------------------------------ */
+
+static struct conn_list *lists;
+static unsigned nlists;
+
+struct conn_list *
+conn_lists_new(unsigned n)
+{
+    lists = calloc(n, sizeof(*lists));
+    if (lists == NULL) {
+        return NULL;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        pthread_mutex_init(&lists[i].lock, NULL);
+    }
+    nlists = n;
+    return lists;
+}
+
+void
+conn_lists_free(void)
+{
+    for (unsigned i = 0; i < nlists; i++) {
+        pthread_mutex_destroy(&lists[i].lock);
+    }
+    free(lists);
+    lists = NULL;
+    nlists = 0;
+}
+
+static void
+list_add(struct conn_list *l, struct conn *c)
+{
+    pthread_mutex_lock(&l->lock);
+    c->prev = NULL;
+    c->next = l->head;
+    if (l->head != NULL) {
+        l->head->prev = c;
+    }
+    l->head = c;
+    l->n++;
+    pthread_mutex_unlock(&l->lock);
+}
+
+static void
+list_del(struct conn_list *l, struct conn *c)
+{
+    pthread_mutex_lock(&l->lock);
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        l->head = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    l->n--;
+    pthread_mutex_unlock(&l->lock);
+}
+
+void
+conn_each(void (*fn)(struct conn *c, void *ctx), void *ctx)
+{
+    for (unsigned i = 0; i < nlists; i++) {
+        pthread_mutex_lock(&lists[i].lock);
+        for (struct conn *c = lists[i].head; c != NULL; c = c->next) {
+            fn(c, ctx);
+        }
+        pthread_mutex_unlock(&lists[i].lock);
+    }
+}
+
+#define GLOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+
+void
+conn_gauges(struct buffer_gauges *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < nlists; i++) {
+        const struct buffer_gauges *g = &lists[i].gauges;
+
+        out->read_buf_count += GLOAD(g->read_buf_count);
+        out->read_buf_bytes += GLOAD(g->read_buf_bytes);
+        out->response_obj_count += GLOAD(g->response_obj_count);
+        out->response_obj_bytes += GLOAD(g->response_obj_bytes);
+    }
+}
 
 /* Buffer gauges of the owning worker: single writer, so a relaxed load
  * and store (STAT_ADD) is enough; a negative delta wraps as intended. */
 static void
 gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
 {
-    struct buffer_gauges *g = &c->worker->gauges;
+    struct buffer_gauges *g = &c->list->gauges;
 
     STAT_ADD(g->read_buf_count, (uint64_t)count);
     STAT_ADD(g->read_buf_bytes, (uint64_t)bytes);
@@ -53,50 +135,19 @@ gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
 static void
 gauge_obuf(struct conn *c, int64_t count)
 {
-    struct buffer_gauges *g = &c->worker->gauges;
+    struct buffer_gauges *g = &c->list->gauges;
 
-    STAT_ADD(g->resp_obj_count, (uint64_t)count);
-    STAT_ADD(g->resp_obj_bytes, (uint64_t)(count * (int64_t)OBUF_SIZE));
-}
-
-/* ---- events ----------------------------------------------------------- */
-
-static void
-on_event(evutil_socket_t fd, short what, void *arg)
-{
-    struct conn *c = arg;
-
-    (void)fd;
-    (void)what;
-    c->yielded = false;
-    conn_drive(c);
-}
-
-/* Register for readability or writability, when that changes. */
-static void
-conn_wait(struct conn *c, short flags)
-{
-    if (c->ev_flags == flags) {
-        return;
-    }
-    if (c->ev_flags != 0) {
-        event_del(&c->ev);
-    }
-    event_assign(&c->ev, c->worker->base, c->fd, flags | EV_PERSIST,
-                 on_event, c);
-    if (event_add(&c->ev, NULL) != 0) {
-        log_error("conn %d: event_add failed", c->fd);
-    }
-    c->ev_flags = flags;
-}
-
-static void
-set_state(struct conn *c, enum conn_state s)
-{
-    __atomic_store_n(&c->state, s, __ATOMIC_RELAXED);
+    STAT_ADD(g->response_obj_count, (uint64_t)count);
+    STAT_ADD(g->response_obj_bytes, (uint64_t)(count * (int64_t)OBUF_SIZE));
 }
 
 /* ---- life ------------------------------------------------------------- */
+
+void
+conn_set_state(struct conn *c, enum conn_state s)
+{
+    __atomic_store_n(&c->state, s, __ATOMIC_RELAXED);
+}
 
 static void
 peer_name(struct conn *c)
@@ -129,7 +180,8 @@ peer_name(struct conn *c)
 }
 
 struct conn *
-conn_new(struct worker *w, int fd, bool is_unix, const char *listen_addr)
+conn_new(const struct conn_owner *o, int fd, bool is_unix,
+         const char *listen_addr)
 {
     struct conn *c = calloc(1, sizeof(*c));
 
@@ -144,7 +196,10 @@ conn_new(struct worker *w, int fd, bool is_unix, const char *listen_addr)
         return NULL;
     }
     c->fd = fd;
-    c->worker = w;
+    c->base = o->base;
+    c->list = o->list;
+    c->stats = o->stats;
+    c->la = o->la;
     c->is_unix = is_unix;
     c->rsize = RBUF_SIZE;
     c->obuf_head->next = NULL;
@@ -153,11 +208,10 @@ conn_new(struct worker *w, int fd, bool is_unix, const char *listen_addr)
     c->last_cmd = clock_now();
     snprintf(c->listen_addr, sizeof(c->listen_addr), "%s", listen_addr);
     peer_name(c);
-    set_state(c, CONN_READ);
+    conn_set_state(c, CONN_READ);
     gauge_rbuf(c, 1, RBUF_SIZE);
     gauge_obuf(c, 1);
-    worker_conn_add(w, c);
-    conn_wait(c, EV_READ);
+    list_add(c->list, c);
     log_info("<%d new client connection", fd);
     return c;
 }
@@ -184,8 +238,7 @@ conn_free(struct conn **cp)
     if (c->ev_flags != 0) {
         event_del(&c->ev);
     }
-    worker_conn_del(c->worker, c);
-    process_ahead_drop(c);
+    list_del(c->list, c);
     close(c->fd);
     release_refs(c);
     if (c->nitem != NULL) {
@@ -202,7 +255,7 @@ conn_free(struct conn **cp)
     free(c->iov);
     free(c->rbuf);
     free(c);
-    SERVER_STAT_DECR(curr_conns);
+    SERVER_STAT_DECR(curr_connections);
     *cp = NULL;
 }
 
@@ -331,6 +384,14 @@ conn_out_rsp(struct conn *c, int rsp)
     return conn_out(c, rsp_str[rsp], rsp_len[rsp]);
 }
 
+enum process_result
+conn_swallow(struct conn *c, int rsp, uint64_t bytes)
+{
+    conn_out_rsp(c, rsp);
+    c->swallow = bytes;
+    return PROCESS_SWALLOW;
+}
+
 static int
 refs_push(struct conn *c, struct item *it)
 {
@@ -449,9 +510,8 @@ out_reset(struct conn *c)
     }
 }
 
-/* Send what is queued.  1: all sent; 0: the socket is full; -1: error. */
-static int
-out_flush(struct conn *c)
+int
+conn_flush(struct conn *c)
 {
     while (c->iov_sent < c->iov_len) {
         struct msghdr msg = { 0 };
@@ -464,7 +524,7 @@ out_flush(struct conn *c)
         if (n < 0) {
             return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
         }
-        STAT_ADD(c->worker->stats->bytes_written, (uint64_t)n);
+        STAT_ADD(c->stats->bytes_written, (uint64_t)n);
         c->out_bytes -= (size_t)n;
         while (n > 0) {
             struct iovec *v = &c->iov[c->iov_sent];
@@ -524,22 +584,13 @@ rbuf_room(struct conn *c)
     return 0;
 }
 
-/* Read what the socket has.  >0 bytes, 0: would block, -1: closed/error. */
+/* A read's result as the callers take it: the bytes (counted), 0 when
+ * the socket had none, -1 when it is closed or failed. */
 static ssize_t
-read_more(struct conn *c)
+got_bytes(struct conn *c, ssize_t n)
 {
-    ssize_t n;
-
-    /* The buffer may move: what the look-ahead parsed from it goes. */
-    process_ahead_drop(c);
-    if (rbuf_room(c) != 0) {
-        return -1;
-    }
-    n = read(c->fd, c->rbuf + c->rend, c->rsize - c->rend);
     if (n > 0) {
-        c->read_short = (size_t)n < c->rsize - c->rend;
-        c->rend += (size_t)n;
-        STAT_ADD(c->worker->stats->bytes_read, (uint64_t)n);
+        STAT_ADD(c->stats->bytes_read, (uint64_t)n);
         return n;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -548,9 +599,24 @@ read_more(struct conn *c)
     return -1;
 }
 
-/* Copy buffered bytes into the item being read. */
-static void
-nread_from_buffer(struct conn *c)
+ssize_t
+conn_read(struct conn *c)
+{
+    ssize_t n;
+
+    if (rbuf_room(c) != 0) {
+        return -1;
+    }
+    n = read(c->fd, c->rbuf + c->rend, c->rsize - c->rend);
+    if (n > 0) {
+        c->read_short = (size_t)n < c->rsize - c->rend;
+        c->rend += (size_t)n;
+    }
+    return got_bytes(c, n);
+}
+
+void
+conn_nread_buffered(struct conn *c)
 {
     size_t want = item_vlen(c->nitem) + 2 - c->nread_off;
     size_t have = c->rend - c->rstart;
@@ -572,9 +638,8 @@ nread_from_buffer(struct conn *c)
     c->rstart += done;
 }
 
-/* Read the rest of a large value straight into item memory. */
-static ssize_t
-nread_direct(struct conn *c)
+ssize_t
+conn_nread_direct(struct conn *c)
 {
     struct iovec iov[64];
     size_t n = item_value_iov(c->nitem, c->nread_off, iov, 64);
@@ -582,202 +647,8 @@ nread_direct(struct conn *c)
 
     if (got > 0) {
         c->nread_off += (size_t)got;
-        STAT_ADD(c->worker->stats->bytes_read, (uint64_t)got);
-        return got;
     }
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        return 0;
-    }
-    return -1;
-}
-
-/* ---- the state machine ------------------------------------------------ */
-
-static enum conn_state
-after_process(struct conn *c, enum process_result r)
-{
-    switch (r) {
-    case PROCESS_NREAD:
-        return CONN_NREAD;
-    case PROCESS_SWALLOW:
-        return CONN_SWALLOW;
-    case PROCESS_CLOSE:
-        c->close_after_write = true;
-        return CONN_WRITE;
-    case PROCESS_OK:
-    default:
-        return CONN_PARSE;
-    }
-}
-
-/* Parse and execute one request from the buffer. */
-static enum conn_state
-parse_one(struct conn *c)
-{
-    struct ahead_req *a = process_ahead_take(c);
-    struct request local, *req = &local;
-    ssize_t n;
-
-    if (a != NULL) {
-        req = &a->req;
-        n = (ssize_t)a->len;
-    } else {
-        c->worker->memo.key = NULL;
-        n = text_parse(&local, c->rbuf + c->rstart, c->rend - c->rstart);
-        if (n == PROTO_EUNFIN) {
-            return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
-        }
-        if (n == PROTO_ECLOSE) {
-            c->close_after_write = true;
-            return CONN_WRITE;
-        }
-        /* More bytes after this request's line, none looked at yet: a
-         * pipeline.  Parse the requests after this one and walk their
-         * keys side by side (process_prefetch_pipeline); they then run
-         * one by one from what was parsed. */
-        if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
-            c->pf_end = c->rstart +
-                        process_prefetch_pipeline(c, &local, (size_t)n);
-        }
-    }
-    if (settings.verbose > 1) {
-        log_write("<%d %.*s", c->fd, (int)(n > 1 ? n - 1 : 0),
-                  c->rbuf + c->rstart);
-    }
-    c->rstart += (size_t)n;
-    c->last_cmd = clock_now();
-    c->noreply = req->noreply;
-    n = after_process(c, process_request(c, req));
-    c->worker->memo.key = NULL;
-    c->noreply = false;
-    return (enum conn_state)n;
-}
-
-static enum conn_state
-state_parse(struct conn *c, int *budget)
-{
-    if (c->rstart == c->rend) {
-        c->rstart = c->rend = c->pf_end = 0;
-        return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
-    }
-    if (c->out_bytes > OUT_HIGH_WATER) {
-        return CONN_WRITE;
-    }
-    if ((*budget)-- <= 0) {
-        /* Let the worker's other connections in; come back next turn. */
-        STAT_INCR(c->worker->stats->conn_yields);
-        c->yielded = true;
-        return CONN_WRITE;
-    }
-    return parse_one(c);
-}
-
-static enum conn_state
-state_nread(struct conn *c, bool *stop)
-{
-    size_t total = item_vlen(c->nitem) + 2;
-
-    nread_from_buffer(c);
-    if (c->nread_off == total) {
-        process_store(c);
-        return CONN_PARSE;
-    }
-    switch (nread_direct(c)) {
-    case -1: return CONN_CLOSING;
-    case 0: *stop = true; conn_wait(c, EV_READ); return CONN_NREAD;
-    default: return CONN_NREAD;
-    }
-}
-
-static enum conn_state
-state_swallow(struct conn *c, bool *stop)
-{
-    size_t have = c->rend - c->rstart;
-    size_t take = c->swallow < have ? (size_t)c->swallow : have;
-
-    c->rstart += take;
-    c->swallow -= take;
-    if (c->swallow == 0) {
-        return CONN_PARSE;
-    }
-    switch (read_more(c)) {
-    case -1: return CONN_CLOSING;
-    case 0: *stop = true; conn_wait(c, EV_READ); return CONN_SWALLOW;
-    default: return CONN_SWALLOW;
-    }
-}
-
-static enum conn_state
-state_read(struct conn *c, bool *stop)
-{
-    if (c->read_short) {
-        /* The last read drained the socket; poll before reading again
-         * (the event is level-triggered, so nothing is missed). */
-        c->read_short = false;
-        *stop = true;
-        conn_wait(c, EV_READ);
-        return CONN_READ;
-    }
-    switch (read_more(c)) {
-    case -1:
-        return CONN_CLOSING;
-    case 0:
-        *stop = true;
-        conn_wait(c, EV_READ);
-        return CONN_READ;
-    default:
-        return CONN_PARSE;
-    }
-}
-
-static enum conn_state
-state_write(struct conn *c, bool *stop)
-{
-    switch (out_flush(c)) {
-    case -1:
-        return CONN_CLOSING;
-    case 0:
-        *stop = true;
-        conn_wait(c, EV_WRITE);
-        return CONN_WRITE;
-    default:
-        break;
-    }
-    if (c->close_after_write) {
-        return CONN_CLOSING;
-    }
-    if (c->yielded) {
-        *stop = true;
-        conn_wait(c, EV_READ);
-        event_active(&c->ev, EV_READ, 0);
-        return CONN_PARSE;
-    }
-    conn_wait(c, EV_READ);
-    return CONN_PARSE;
-}
-
-static void
-conn_drive(struct conn *c)
-{
-    int budget = settings.reqs_per_event;
-    bool stop = false;
-
-    while (!stop) {
-        enum conn_state next;
-
-        switch (c->state) {
-        case CONN_PARSE: next = state_parse(c, &budget); break;
-        case CONN_READ: next = state_read(c, &stop); break;
-        case CONN_NREAD: next = state_nread(c, &stop); break;
-        case CONN_SWALLOW: next = state_swallow(c, &stop); break;
-        case CONN_WRITE: next = state_write(c, &stop); break;
-        case CONN_CLOSING:
-        default:
-            conn_free(&c);
-            return;
-        }
-        set_state(c, next);
-    }
+    return got_bytes(c, got);
 }
 
 const char *

@@ -1,24 +1,18 @@
 /*
- * conn.h: one client connection and its state machine.
+ * conn.h: one client connection: its socket, its read buffer, its reply
+ * queue, and the list of connections of its worker.
  *
- * A connection belongs to one worker for its whole life and is touched only
- * by that worker's thread.  Its loop:
+ * This is the object the request layer works on (process.h, exec.h,
+ * admin.h write replies into its queue); the state machine that drives
+ * it from socket events is machine.h, the thread that owns it worker.h.
+ * A connection belongs to one worker for its whole life and is touched
+ * only by that worker's thread, but for the few fields "stats conns"
+ * reads (see conn_each()).
  *
- *      +--------+  line   +---------+  storage cmd   +-------+
- *   -->|  READ  |-------->|  PARSE  |--------------->| NREAD |--+
- *      +--------+         +---------+                +-------+  |
- *          ^                |  ^   |  error with data             |
- *          | no full line,  |  |   +--------------->+---------+  |
- *          | nothing queued |  |                    | SWALLOW |  |
- *          |                v  +--------------------+---------+  |
- *      +--------+  replies queued, or the -R budget spent         |
- *      | WRITE  |<-------------------------------------------------+
- *      +--------+
- *
- * PARSE handles every complete request in the read buffer, queueing each
- * reply as iovecs: small lines are copied into an output arena, values are
- * pointed at in item memory while the connection holds a reference.  WRITE
- * sends the queue with sendmsg() and only then gives the references back.
+ * Replies are queued as iovecs: small lines are copied into an output
+ * arena, values are pointed at in item memory while the connection holds
+ * a reference; conn_flush() sends the queue with sendmsg() and only then
+ * gives the references back.
  */
 #ifndef MCPM_CONN_H
 #define MCPM_CONN_H
@@ -26,16 +20,46 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/uio.h>
+
+#include <pthread.h>
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
 
+#include "memcached-pm/stats.h"
 #include "proto/request.h"
 #include "storage/cache.h"
 
-struct worker;
 struct obuf;
+struct lookahead;
+
+/* What executing a request asks of its connection next. */
+enum process_result {
+    PROCESS_OK,          /* reply queued (or suppressed), parse on */
+    PROCESS_NREAD,       /* c->nitem allocated: read its value next */
+    PROCESS_SWALLOW,     /* c->swallow data bytes to discard next */
+    PROCESS_CLOSE        /* close after writing what is queued */
+};
+
+/* Connection buffer memory, for "stats" (read_buf_*, response_obj_*). */
+struct buffer_gauges {
+    uint64_t read_buf_count;
+    uint64_t read_buf_bytes;
+    uint64_t response_obj_count;
+    uint64_t response_obj_bytes;
+};
+
+/* The connections of one worker.  Its thread links and unlinks them
+ * under the lock; "stats conns" walks them under it.  The gauges are
+ * written by that thread only. */
+struct conn_list {
+    pthread_mutex_t      lock;
+    struct conn         *head;
+    unsigned             n;
+    struct buffer_gauges gauges;
+};
 
 enum conn_state {
     CONN_READ,
@@ -49,7 +73,6 @@ enum conn_state {
 struct conn {
     int              fd;
     enum conn_state  state;
-    struct worker   *worker;
     struct event     ev;
     short            ev_flags;       /* what ev is registered for */
     bool             is_unix;
@@ -59,6 +82,12 @@ struct conn {
     rel_time_t       last_cmd;
     char             addr[64];       /* "tcp:ip:port" for stats conns */
     char             listen_addr[64];
+
+    /* what it shares with the other connections of its worker */
+    struct event_base   *base;
+    struct conn_list    *list;
+    struct thread_stats *stats;      /* the worker's counters */
+    struct lookahead    *la;         /* the worker's look-ahead */
 
     /* read buffer: [rstart, rend) holds unparsed bytes */
     char            *rbuf;
@@ -94,13 +123,61 @@ struct conn {
     struct conn     *prev;
 };
 
-/* Create a connection for an accepted fd on worker w's event base and start
- * reading.  NULL on allocation failure (the fd is then closed). */
-struct conn *conn_new(struct worker *w, int fd, bool is_unix,
+/* The worker that will own a new connection. */
+struct conn_owner {
+    struct event_base   *base;
+    struct conn_list    *list;
+    struct thread_stats *stats;
+    struct lookahead    *la;
+};
+
+/* ---- lists ----------------------------------------------------------- */
+
+/* The lists of n workers, zeroed, owned here; NULL on allocation
+ * failure.  conn_lists_free() when every connection is gone. */
+struct conn_list *conn_lists_new(unsigned n);
+void conn_lists_free(void);
+
+/*
+ * "stats conns": call fn for every connection of every worker, holding
+ * that worker's list lock.  fn may read only the fields a connection never
+ * changes after creation (fd, addr, listen_addr), and its state and
+ * last_cmd through relaxed atomic loads.
+ */
+void conn_each(void (*fn)(struct conn *c, void *ctx), void *ctx);
+
+/* Every worker's buffer gauges summed (relaxed reads). */
+void conn_gauges(struct buffer_gauges *out);
+
+/* ---- life ------------------------------------------------------------ */
+
+/* A connection for an accepted fd, on its owner's list, in CONN_READ with
+ * no event registered yet (machine_start()).  NULL on allocation failure
+ * (the fd is then closed). */
+struct conn *conn_new(const struct conn_owner *o, int fd, bool is_unix,
                       const char *listen_addr);
 
-/* Close the socket, release every held item and free the connection. */
+/* Close the socket, release every held item and free the connection.
+ * Its look-ahead must be dropped first (machine_close() does both). */
 void conn_free(struct conn **c);
+
+/* Set the state, for stats conns' racy readers. */
+void conn_set_state(struct conn *c, enum conn_state s);
+
+/* ---- input ----------------------------------------------------------- */
+
+/* Read what the socket has into the read buffer, making room first (the
+ * buffer may move: drop the look-ahead before).  >0 bytes, 0: would
+ * block, -1: closed, an error, or a line longer than 2 MB. */
+ssize_t conn_read(struct conn *c);
+
+/* Copy buffered bytes into c->nitem's value (NREAD), then read the rest
+ * of a large value straight into item memory: >0 bytes read, 0: would
+ * block, -1: closed or an error. */
+void    conn_nread_buffered(struct conn *c);
+ssize_t conn_nread_direct(struct conn *c);
+
+/* ---- output ---------------------------------------------------------- */
 
 /* Queue reply bytes (copied) or a fixed reply.  They return 0, or -1 when
  * the arena cannot grow (the connection is then closed after writing what
@@ -125,6 +202,14 @@ int conn_out_value(struct conn *c, struct item *it);
 char *conn_out_reserve_value(struct conn *c, size_t line_max,
                              struct item *it);
 int conn_out_line_value(struct conn *c, size_t used, struct item *it);
+
+/* Queue reply rsp and drop the next `bytes` bytes of input (the data
+ * block of a refused request).  Returns PROCESS_SWALLOW. */
+enum process_result conn_swallow(struct conn *c, int rsp, uint64_t bytes);
+
+/* Send what is queued.  1: all sent (references given back, arena
+ * rewound); 0: the socket is full; -1: an error. */
+int conn_flush(struct conn *c);
 
 /* Name of a state for "stats conns" (memcached's conn_* names). */
 const char *conn_state_name(const struct conn *c);

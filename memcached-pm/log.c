@@ -1,5 +1,8 @@
 /*
  * log.c: the one place that writes diagnostics.
+ *
+ * Locking: none of its own; one fprintf per message, so that lines from
+ * different threads do not interleave (stdio locks the stream).
  */
 #include "config.h"
 

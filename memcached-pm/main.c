@@ -29,7 +29,8 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/admin.h"
+#include "memcached-pm/admin_stats.h"
+#include "memcached-pm/cmdline.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
@@ -82,11 +83,11 @@ on_resume(evutil_socket_t fd, short what, void *arg)
 static void
 note_structures(void)
 {
-    uint64_t now = __atomic_load_n(&stats.server.curr_conns,
+    uint64_t now = __atomic_load_n(&stats.server.curr_connections,
                                    __ATOMIC_RELAXED) + nlisteners;
 
-    if (now > stats.server.conn_structures) {
-        __atomic_store_n(&stats.server.conn_structures, now,
+    if (now > stats.server.connection_structures) {
+        __atomic_store_n(&stats.server.connection_structures, now,
                          __ATOMIC_RELAXED);
     }
 }
@@ -95,7 +96,7 @@ note_structures(void)
 static bool
 over_limit(int fd)
 {
-    uint64_t curr = __atomic_load_n(&stats.server.curr_conns,
+    uint64_t curr = __atomic_load_n(&stats.server.curr_connections,
                                     __ATOMIC_RELAXED);
     const char *msg = rsp_str[RSP_ERROR_TOO_MANY_CONNS];
 
@@ -106,7 +107,7 @@ over_limit(int fd)
         /* the client is gone already; nothing to tell */
     }
     close(fd);
-    SERVER_STAT_INCR(rejected_conns);
+    SERVER_STAT_INCR(rejected_connections);
     return true;
 }
 
@@ -132,11 +133,11 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
     if (!l->is_unix) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    SERVER_STAT_INCR(curr_conns);
-    SERVER_STAT_INCR(total_conns);
+    SERVER_STAT_INCR(curr_connections);
+    SERVER_STAT_INCR(total_connections);
     note_structures();
     if (worker_dispatch(fd, l->is_unix, l->addr) != 0) {
-        SERVER_STAT_DECR(curr_conns);
+        SERVER_STAT_DECR(curr_connections);
     }
 }
 
@@ -160,7 +161,7 @@ add_listener(int fd, bool is_unix, const char *addr)
         return -1;
     }
     nlisteners++;
-    SERVER_STAT_INCR(total_conns);
+    SERVER_STAT_INCR(total_connections);
     note_structures();
     admin_add_listener(fd, addr);
     return 0;
@@ -522,7 +523,7 @@ start(void)
 int
 main(int argc, char **argv)
 {
-    int rc = settings_parse(argc, argv);
+    int rc = cmdline_parse(argc, argv);
 
     if (rc != 0) {
         return rc > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
@@ -535,7 +536,7 @@ main(int argc, char **argv)
     close_listeners();
     worker_stop_all();
     cache_shutdown();
-    admin_shutdown();
+    admin_stats_shutdown();
     stats_destroy();
     if (settings.pidfile != NULL) {
         unlink(settings.pidfile);

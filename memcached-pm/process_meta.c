@@ -2,11 +2,11 @@
  * process_meta.c: the meta commands (mg ms md ma mn me) executed against
  * storage/ and answered on the connection.
  *
- * proto/meta.c checks and decodes the flags; storage/ applies each command
- * in one step under the item lock (cache_mget and friends); this file maps
- * flags to those calls, results to return codes, and counts stats as
- * memcached does for meta commands.  The q flag hides only the nominal
- * reply: EN for mg, HD for ms, md and ma.
+ * proto/meta.c checks and decodes the flags; exec.h runs each command
+ * (storage/ applies it in one step under the item lock, cache_mget and
+ * friends) and counts it as memcached counts meta commands; this file maps
+ * flags to those calls and results to return codes.  The q flag hides
+ * only the nominal reply: EN for mg, HD for ms, md and ma.
  */
 #include "config.h"
 
@@ -15,13 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/settings.h"
+#include "memcached-pm/exec.h"
+#include "memcached-pm/lookahead.h"
 #include "memcached-pm/stats.h"
-#include "memcached-pm/worker.h"
 #include "proto/compose.h"
 #include "proto/meta.h"
 #include "proto/response.h"
-#include "storage/hash.h"
 
 #define META_LINE_MAX 1024      /* memcached's reply line limit */
 
@@ -32,12 +31,6 @@ struct pending_ms {
     size_t      cap;
     char        line[];
 };
-
-static inline struct thread_stats *
-tstats(struct conn *c)
-{
-    return c->worker->stats;
-}
 
 static rel_time_t
 reltime(int64_t ttl)
@@ -113,18 +106,6 @@ mget_args(const struct meta *m, struct cache_mget *a)
 }
 
 static void
-mget_count(struct conn *c, const struct meta *m, const struct item *it,
-           enum cache_status st)
-{
-    if (it == NULL) {
-        /* memcached counts an mg miss as a get miss, T or not */
-        process_count_miss(c, false, st);
-    } else {
-        process_count_hit(c, meta_has(m, 'T'), it);
-    }
-}
-
-static void
 mget_result(const struct meta *m, const struct cache_mget *a,
             const struct item *it, struct meta_result *r)
 {
@@ -152,7 +133,7 @@ mget_result(const struct meta *m, const struct cache_mget *a,
 static enum process_result
 meta_get(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
+    uint32_t hv = lookahead_hash(c, m->key.p, m->key.len);
     struct meta_result r = { 0 };
     struct cache_mget a;
     enum cache_status st;
@@ -160,8 +141,7 @@ meta_get(struct conn *c, const struct meta *m)
     bool value;
 
     mget_args(m, &a);
-    it = cache_mget(m->key.p, m->key.len, hv, &a, &st);
-    mget_count(c, m, it, st);
+    it = exec_mget(c->stats, m->key.p, m->key.len, hv, &a, &st);
     if (it == NULL) {
         out_line(c, REQ_MG, "EN", m, &r, meta_has(m, 'q'));
         return PROCESS_OK;
@@ -183,13 +163,13 @@ meta_get(struct conn *c, const struct meta *m)
 static enum process_result
 meta_debug(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
+    uint32_t hv = lookahead_hash(c, m->key.p, m->key.len);
     struct cache_mget a = { .no_bump = true, .peek = true };
     enum cache_status st;
     struct item *it;
     char *p;
 
-    STAT_INCR(tstats(c)->cmd_meta);
+    STAT_INCR(c->stats->cmd_meta);
     it = cache_mget(m->key.p, m->key.len, hv, &a, &st);
     if (it == NULL) {
         conn_out(c, "EN\r\n", 4);
@@ -253,25 +233,25 @@ ms_save(struct conn *c, const struct request *req, const struct meta *m)
 static enum process_result
 meta_set(struct conn *c, const struct request *req, const struct meta *m)
 {
-    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
+    uint32_t hv = lookahead_hash(c, m->key.p, m->key.len);
     rel_time_t exptime = meta_has(m, 'T') ? reltime(m->ttl) : 0;
     enum cache_status st;
     struct item *it;
 
-    it = cache_alloc(m->key.p, m->key.len, hv, m->client_flags, exptime,
-                     m->vlen, &st);
+    it = exec_alloc(c->stats, m->key.p, m->key.len, hv, m->client_flags,
+                    exptime, m->vlen, m->mode == 'S', &st);
     if (it == NULL) {
-        return process_store_refused(c, st, m->key.p, m->key.len, hv,
-                                     m->mode == 'S', m->vlen);
+        return conn_swallow(c, st == CACHE_TOO_LARGE
+                               ? RSP_SERVER_ERROR_TOO_LARGE
+                               : RSP_SERVER_ERROR_NO_MEMORY,
+                            (uint64_t)m->vlen + 2);
     }
     if (meta_has(m, 'b')) {
         item_set_key_binary(it);
     }
     if (ms_save(c, req, m) != 0) {
         cache_release(it);
-        conn_out_rsp(c, RSP_SERVER_ERROR_OOM);
-        c->swallow = (uint64_t)m->vlen + 2;
-        return PROCESS_SWALLOW;
+        return conn_swallow(c, RSP_SERVER_ERROR_OOM, (uint64_t)m->vlen + 2);
     }
     c->nitem = it;
     c->nread_off = 0;
@@ -293,24 +273,6 @@ ms_op(char mode)
     }
 }
 
-static void
-ms_count(struct conn *c, const struct meta *m, enum cache_status st,
-         unsigned clsid)
-{
-    struct thread_stats *ts = tstats(c);
-
-    if (!meta_has(m, 'C')) {
-        return;
-    }
-    if (st == CACHE_STORED) {
-        STAT_INCR(ts->slab[clsid].cas_hits);
-    } else if (st == CACHE_EXISTS) {
-        STAT_INCR(ts->slab[clsid].cas_badval);
-    } else if (st == CACHE_NOT_FOUND) {
-        STAT_INCR(ts->cas_misses);
-    }
-}
-
 static const char *
 ms_code(enum cache_status st)
 {
@@ -327,14 +289,12 @@ process_meta_store(struct conn *c)
 {
     struct item *it = c->nitem;
     const struct meta *m = &((struct pending_ms *)c->nmeta)->m;
-    unsigned clsid = item_clsid(it);
     struct cache_mstore a = { 0 };
     struct meta_result r = { 0 };
     enum cache_status st;
 
     c->nitem = NULL;
-    STAT_INCR(tstats(c)->slab[clsid].cmd_set);
-    if (!item_value_crlf_ok(it)) {
+    if (!exec_data_ok(c->stats, it)) {
         cache_release(it);
         conn_out_rsp(c, RSP_CLIENT_ERROR_CHUNK);
         return;
@@ -346,9 +306,8 @@ process_meta_store(struct conn *c)
     a.new_cas = meta_has(m, 'E') ? m->cas_new : 0;
     a.vivify = meta_has(m, 'N');
     a.vivify_exptime = a.vivify ? reltime(m->vivify_ttl) : 0;
-    st = cache_mstore(it, &a);
+    st = exec_store(c->stats, it, &a);
     cache_release(it);
-    ms_count(c, m, st, clsid);
     if (st == CACHE_NO_MEMORY || st == CACHE_TOO_LARGE) {
         conn_out_rsp(c, st == CACHE_NO_MEMORY ? RSP_SERVER_ERROR_NO_MEMORY
                                               : RSP_SERVER_ERROR_TOO_LARGE);
@@ -366,7 +325,7 @@ process_meta_store(struct conn *c)
 static enum process_result
 meta_delete(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
+    uint32_t hv = lookahead_hash(c, m->key.p, m->key.len);
     struct cache_mdelete a = { 0 };
     struct meta_result r = { 0 };
     enum cache_status st;
@@ -379,21 +338,12 @@ meta_delete(struct conn *c, const struct meta *m)
     a.touch = a.invalidate && meta_has(m, 'T');
     a.exptime = a.touch ? reltime(m->ttl) : 0;
     a.tombstone = meta_has(m, 'x');
-    st = cache_mdelete(m->key.p, m->key.len, hv, &a);
+    st = exec_delete(c->stats, m->key.p, m->key.len, hv, &a);
     switch (st) {
-    case CACHE_DELETED:
-        STAT_INCR(tstats(c)->slab[a.clsid].delete_hits);
-        rc = "HD";
-        break;
-    case CACHE_EXISTS:
-        STAT_INCR(tstats(c)->delete_misses);    /* as memcached does */
-        rc = "EX";
-        break;
+    case CACHE_DELETED: rc = "HD"; break;
+    case CACHE_EXISTS: rc = "EX"; break;
     case CACHE_NO_MEMORY: rc = "NS"; break;
-    default:
-        STAT_INCR(tstats(c)->delete_misses);
-        rc = "NF";
-        break;
+    default: rc = "NF"; break;
     }
     r.hit = st == CACHE_DELETED;
     out_line(c, REQ_MD, rc, m, &r, st == CACHE_DELETED && meta_has(m, 'q'));
@@ -418,23 +368,10 @@ mdelta_args(const struct meta *m, struct cache_mdelta *a)
     a->exptime = a->touch ? reltime(m->ttl) : 0;
 }
 
-static void
-ma_count(struct conn *c, const struct cache_mdelta *a, enum cache_status st)
-{
-    struct thread_stats *ts = tstats(c);
-
-    if (st == CACHE_OK && !a->created) {
-        STAT_INCR(*(a->incr ? &ts->slab[a->clsid].incr_hits
-                            : &ts->slab[a->clsid].decr_hits));
-    } else if (st == CACHE_NOT_FOUND) {
-        STAT_INCR(*(a->incr ? &ts->incr_misses : &ts->decr_misses));
-    }
-}
-
 static enum process_result
 meta_arith(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = process_key_hash(c, m->key.p, m->key.len);
+    uint32_t hv = lookahead_hash(c, m->key.p, m->key.len);
     struct meta_result r = { 0 };
     struct cache_mdelta a;
     enum cache_status st;
@@ -442,8 +379,7 @@ meta_arith(struct conn *c, const struct meta *m)
     size_t n;
 
     mdelta_args(m, &a);
-    st = cache_mdelta(m->key.p, m->key.len, hv, &a);
-    ma_count(c, &a, st);
+    st = exec_delta(c->stats, m->key.p, m->key.len, hv, &a);
     switch (st) {
     case CACHE_OK:
         break;

@@ -4,7 +4,8 @@
 #ifndef MCPM_PROCESS_META_H
 #define MCPM_PROCESS_META_H
 
-#include "memcached-pm/process.h"
+#include "memcached-pm/conn.h"
+#include "proto/request.h"
 
 /* mn mg ms md ma me: check the flags, run the command, queue the reply. */
 enum process_result process_meta(struct conn *c, struct request *req);

@@ -1,76 +1,281 @@
 /*
- * settings.h: the server's configuration, one of its two globals.
+ * settings.h: the server's configuration, one of its two globals,
+ * declared once.
  *
- * Filled once from argv by settings_parse() before any thread starts; after
- * that only the admin commands (verbosity, lru tune, slabs automove,
- * lru_crawler sleep, cache_memlimit, stats detail) change a few fields, and
- * readers in other threads take what they see.  storage/ receives
- * &settings.cache and reads its runtime fields the same way.
+ * SETTINGS_OPTIONS lists, in the order of memcached's "stats settings",
+ * every setting and option:
+ *
+ *   X(stat, show, target, flag, long, oname, parse, help)
+ *
+ *   stat    the "stats settings" name (_: not shown)
+ *   show    how it is shown: I (int), U (unsigned), SZ (size_t), YESNO,
+ *           ONOFF (bool), F2, F3 (double, 2 or 3 decimals), OCT (int in
+ *           octal), CHAR, STR (a string), STR_NULL, STR_PNULL (a string
+ *           or "NULL", "(null)" when unset), HIDE
+ *   target  D(type, field, default): a field of struct settings, declared
+ *           here; C(field): a field of storage's options
+ *           (storage/options.h, with its default); V(expr): a value
+ *           computed for "stats settings" only
+ *   flag    its short option ('m'), or 0
+ *   long    its long option ("memory-limit=<num>"; the part after '='
+ *           names the value in -h), or NULL
+ *   oname   its -o name, or NULL
+ *   parse   ON, OFF (a flag; -o name takes no value), ONOFF (-o name
+ *           sets it, -o no_name clears it), COUNT (-v), STR, NOOP
+ *           (accepted, ignored), INT/UINT/KB/DOUBLE(lo, hi, message: NULL
+ *           for "Invalid value for <name>"), FN(function taking the
+ *           value), ACT(function taking none), NONE
+ *   help    its line in -h, or NULL
+ *
+ * From it come struct settings and its defaults (settings.c), the
+ * parsing of argv and -h (cmdline.c), and "stats settings"
+ * (admin_stats.c).  An option is one row plus the code that uses it (and,
+ * for a storage option, its field in storage/options.h).
+ *
+ * Filled once from argv by cmdline_parse() before any thread starts;
+ * after that only the admin commands (verbosity, lru tune, slabs
+ * automove, lru_crawler sleep, cache_memlimit, stats detail) change a
+ * few fields, and readers in other threads take what they see.  storage/
+ * receives &settings.cache and reads its runtime fields the same way.
  */
 #ifndef MCPM_SETTINGS_H
 #define MCPM_SETTINGS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/cache.h"
+#include "storage/options.h"
+#include "storage/prefetch.h"
 
 #define MCPM_VERSION "1.6.45-pm-" PACKAGE_VERSION
 
+#define PCT_MSG "%s must be > 1 and < 80"
+#define NOT_SUPPORTED(off) "%s is not supported: only " off " is accepted"
+
+#define SETTINGS_OPTIONS(X)                                                 \
+    X(maxbytes, SZ, C(mem_limit), 'm', "memory-limit=<num>", NULL,          \
+      FN(opt_memory), "item memory in megabytes (default: 64)")             \
+    X(maxconns, I, D(int, maxconns, 1024), 'c', "conn-limit=<num>", NULL,   \
+      INT(1, 1 << 24, NULL), "max simultaneous connections (default: 1024)") \
+    X(tcpport, I, D(int, port, 11211), 'p', "port=<num>", NULL,             \
+      FN(opt_port), "TCP port to listen on (default: 11211)")               \
+    X(udpport, I, D(int, udpport, 0), 'U', "udp-port=<num>", NULL,          \
+      FN(opt_udp), "UDP port (default: 0, off; only 0 is supported)")       \
+    X(inter, STR_NULL, D(char *, inter, NULL), 'l', "listen=<addr>", NULL,  \
+      FN(opt_listen), "interfaces to listen on (default: 127.0.0.1)")       \
+    X(verbosity, I, D(int, verbose, 0), 'v', "verbose", NULL, COUNT,        \
+      "verbose (-vv: also print client commands)")                          \
+    X(oldest, U, V(exec_oldest()), 0, NULL, NULL, NONE, NULL)               \
+    X(evictions, ONOFF, C(evict), 'M', "disable-evictions", NULL, OFF,      \
+      "return an error when memory is full")                                \
+    X(domain_socket, STR_NULL, D(const char *, socketpath, NULL), 's',      \
+      "unix-socket=<file>", NULL, STR,                                      \
+      "UNIX socket to listen on (disables network)")                        \
+    X(umask, OCT, D(int, access, 0700), 'a', "unix-mask=<mask>", NULL,      \
+      FN(opt_unix_mask), "access mask for the UNIX socket, in octal (0700)") \
+    X(shutdown_command, YESNO, D(bool, shutdown_command, false), 'A',       \
+      "enable-shutdown", NULL, ON, "enable the ascii \"shutdown\" command") \
+    X(growth_factor, F2, C(factor), 'f', "slab-growth-factor=<num>", NULL,  \
+      FN(opt_factor), "chunk size growth factor (default: 1.25)")           \
+    X(chunk_size, U, C(chunk_min), 'n', "slab-min-size=<bytes>", NULL,      \
+      UINT(1, 1 << 20, "Chunk size must be greater than 0"),                \
+      "min space for key+value+flags (default: 48)")                        \
+    X(num_threads, I, D(int, num_threads, 4), 't', "threads=<num>", NULL,   \
+      FN(opt_threads), "number of worker threads (default: 4)")             \
+    X(num_threads_per_udp, I, V(settings.num_threads), 0, NULL, NULL,       \
+      NONE, NULL)                                                           \
+    X(stat_key_prefix, CHAR, D(char, prefix_delimiter, ':'), 'D', NULL,     \
+      NULL, FN(opt_delimiter),                                              \
+      "key prefix delimiter for stats detail (':'), turns it on")           \
+    X(detail_enabled, YESNO, D(bool, detail_enabled, false), 0, NULL, NULL, \
+      NONE, NULL)                                                           \
+    X(reqs_per_event, I, D(int, reqs_per_event, 20), 'R',                   \
+      "max-reqs-per-event=<num>", NULL,                                     \
+      INT(1, INT_MAX, "Number of requests per event must be greater "       \
+          "than 0"), "requests per event before yielding (default: 20)")    \
+    X(cas_enabled, YESNO, C(use_cas), 'C', "disable-cas", NULL, OFF,        \
+      "disable use of CAS")                                                 \
+    X(tcp_backlog, I, D(int, backlog, 1024), 'b', "listen-backlog=<num>",   \
+      NULL, INT(1, INT_MAX, NULL), "listen backlog (default: 1024)")        \
+    X(binding_protocol, STR, D(const char *, binding_protocol,              \
+      "auto-negotiate"), 'B', "protocol=<name>", NULL, FN(opt_protocol),    \
+      "ascii or auto (default: auto)")                                      \
+    X(auth_enabled_sasl, STR, V("no"), 0, NULL, NULL, NONE, NULL)           \
+    X(auth_enabled_ascii, STR, V("no"), 0, NULL, NULL, NONE, NULL)          \
+    X(item_size_max, SZ, C(item_size_max), 'I', "max-item-size=<num>",      \
+      NULL, FN(opt_item_size), "max item size (default: 1m, min 1k, max 1g)") \
+    X(maxconns_fast, YESNO, D(bool, maxconns_fast, true), 0, NULL,          \
+      "maxconns_fast", ONOFF, "refuse new connections at once over -c")     \
+    X(hashpower_init, U, D(unsigned, hashpower_init, 0), 0, NULL,           \
+      "hashpower", FN(opt_hashpower), "initial hash table size, 2^n")       \
+    X(slab_reassign, YESNO, C(slab_reassign), 0, NULL, "slab_reassign",     \
+      ONOFF, "the page mover")                                              \
+    X(slab_automove, I, C(slab_automove), 0, NULL, "slab_automove",         \
+      FN(opt_automove), "0, 1 (default) or 2")                              \
+    X(_, HIDE, C(slab_automove), 0, NULL, "no_slab_automove",               \
+      FN(opt_no_automove), NULL)                                            \
+    X(slab_automove_ratio, F2, C(automove_ratio), 0, NULL,                  \
+      "slab_automove_ratio", DOUBLE(0.01, 1.0, NULL), NULL)                 \
+    X(slab_automove_window, U, C(automove_window), 0, NULL,                 \
+      "slab_automove_window", UINT(3, 1800, NULL), NULL)                    \
+    X(slab_chunk_max, SZ, C(slab_chunk_max), 0, NULL, "slab_chunk_max",     \
+      FN(opt_chunk_max), NULL)                                              \
+    X(_, HIDE, C(slab_chunk_max), 0, NULL, "no_chunked_items",              \
+      FN(opt_no_chunked), NULL)                                             \
+    X(_, HIDE, C(slab_sizes), 0, NULL, "slab_sizes", STR,                   \
+      "chunk sizes a-b-c instead of -f and -n")                             \
+    X(lru_crawler, YESNO, C(lru_crawler), 0, NULL, "lru_crawler", ONOFF,    \
+      "the LRU crawler")                                                    \
+    X(lru_crawler_sleep, U, C(crawler_sleep_us), 0, NULL,                   \
+      "lru_crawler_sleep", UINT(0, 1000000, "LRU crawler sleep must be "    \
+                                "between 0 and 1 second"), NULL)            \
+    X(lru_crawler_tocrawl, U, C(crawler_tocrawl), 0, NULL,                  \
+      "lru_crawler_tocrawl", UINT(0, UINT_MAX, NULL), NULL)                 \
+    X(tail_repair_time, U, C(tail_repair_time), 0, NULL,                    \
+      "tail_repair_time", UINT(0, 0, NOT_SUPPORTED("0 (off)")), NULL)       \
+    X(flush_enabled, YESNO, D(bool, flush_enabled, true), 'F',              \
+      "disable-flush-all", NULL, OFF, "disable flush_all")                  \
+    X(dump_enabled, YESNO, D(bool, dump_enabled, true), 'X',                \
+      "disable-dumping", NULL, OFF,                                         \
+      "disable stats cachedump and lru_crawler metadump")                   \
+    X(hash_algorithm, STR, D(const char *, hash_algorithm, "murmur3"), 0,   \
+      NULL, "hash_algorithm", FN(opt_hash_algorithm), "murmur3 only")       \
+    X(lru_maintainer_thread, YESNO, D(bool, lru_maintainer, true), 0, NULL, \
+      "lru_maintainer", FN(opt_lru_maintainer), "the LRU maintainer")       \
+    X(_, HIDE, V(0), 0, NULL, "no_lru_maintainer",                          \
+      FN(opt_no_lru_maintainer), NULL)                                      \
+    X(lru_segmented, YESNO, C(lru_segmented), 0, NULL, NULL, NONE, NULL)    \
+    X(hot_lru_pct, U, C(hot_lru_pct), 0, NULL, "hot_lru_pct",               \
+      UINT(2, 79, PCT_MSG), NULL)                                           \
+    X(warm_lru_pct, U, C(warm_lru_pct), 0, NULL, "warm_lru_pct",            \
+      UINT(2, 79, PCT_MSG), NULL)                                           \
+    X(hot_max_factor, F2, C(hot_max_factor), 0, NULL, "hot_max_factor",     \
+      DOUBLE(0.0001, 1e6, NULL), NULL)                                      \
+    X(warm_max_factor, F2, C(warm_max_factor), 0, NULL, "warm_max_factor",  \
+      DOUBLE(0.0001, 1e6, NULL), NULL)                                      \
+    X(temp_lru, YESNO, C(temp_lru), 0, NULL, NULL, NONE, NULL)              \
+    X(temporary_ttl, U, C(temporary_ttl), 0, NULL, "temporary_ttl",         \
+      FN(opt_temporary_ttl), "TTLs up to this go to the TEMP LRU")          \
+    X(idle_timeout, U, D(unsigned, idle_timeout, 0), 0, NULL,               \
+      "idle_timeout", UINT(0, UINT_MAX, NULL),                              \
+      "close connections idle this many seconds")                           \
+    X(watcher_logbuf_size, U, D(unsigned, watcher_logbuf_size, 256 * 1024), \
+      0, NULL, "watcher_logbuf_size", KB(0, UINT_MAX / 1024, NULL), NULL)   \
+    X(worker_logbuf_size, U, D(unsigned, worker_logbuf_size, 64 * 1024), 0, \
+      NULL, "worker_logbuf_size", KB(0, UINT_MAX / 1024, NULL), NULL)       \
+    X(read_buf_mem_limit, U, D(unsigned, read_buf_mem_limit, 0), 0, NULL,   \
+      "read_buf_mem_limit", UINT(0, 0, NOT_SUPPORTED("0 (no limit)")),      \
+      NULL)                                                                 \
+    X(prefetch_batch, U, D(unsigned, prefetch_batch, 16), 0, NULL,          \
+      "prefetch_batch", UINT(0, PREFETCH_BATCH_MAX, NULL),                  \
+      "look keys up n at a time, their cache misses overlapped (default "   \
+      "16, 0 off, at most 256)")                                            \
+    X(track_sizes, YESNO, C(track_sizes), 0, NULL, "track_sizes", ON,       \
+      "the histogram of stats sizes")                                       \
+    X(inline_ascii_response, STR, V("no"), 0, NULL, "inline_ascii_resp",    \
+      NOOP, NULL)                                                           \
+    X(_, HIDE, V(0), 0, NULL, "no_inline_ascii_resp", NOOP, NULL)           \
+    X(slab_automove_freeratio, F3, C(automove_freeratio), 0, NULL,          \
+      "slab_automove_freeratio", DOUBLE(0, 1, NULL), NULL)                  \
+    X(num_napi_ids, STR, V("(null)"), 0, NULL, NULL, NONE, NULL)            \
+    X(memory_file, STR_PNULL, D(const char *, memory_file, NULL), 'e',      \
+      "memory-file=<file>", "memory_file", STR,                             \
+      "keep items in this (PMEM) file (-e: sized by -m)")                   \
+    X(memory_kind, STR_PNULL, C(memory_kind), 0, NULL, "memory_kind", STR,  \
+      "dax:<dir> or kmem: items in volatile PMEM through memkind")          \
+    X(client_flags_size, U, V(4), 0, NULL, NULL, NONE, NULL)                \
+    X(tier_policy, STR, D(const char *, tier_policy, NULL), 0, NULL,        \
+      "tier_policy", FN(opt_tier_policy), "where items live: dram, pmem "   \
+      "(with a memory file), cache (all in the file, items read often "     \
+      "copied to DRAM) or capacity (new items in DRAM, its tail moved to "  \
+      "the file)")                                                          \
+    X(memory_file_size, SZ, V(settings.cache.memory_file_size), 0, NULL,    \
+      NULL, NONE, NULL)                                                     \
+    X(_, HIDE, D(unsigned, memory_file_mb, 0), 0, NULL, "memory_file_size", \
+      UINT(1, 1u << 24, NULL), "item memory in the file, MB (default: -m)") \
+    X(_, HIDE, C(memory_file_reinit), 0, NULL, "memory_file_reinit", ON,    \
+      "discard a memory file the settings cannot read")                     \
+    X(_, HIDE, C(pmem_strict), 0, NULL, "memory_file_strict", ON,           \
+      "power-loss simulator for crash tests: only flushed cache lines "     \
+      "reach the file")                                                     \
+    X(_, HIDE, C(pmem_crash_after), 0, NULL, "memory_file_crash_after",     \
+      UINT(1, UINT_MAX, NULL), "with memory_file_strict: a power cut "      \
+      "(SIGKILL) at the n-th flush once serving")                           \
+    X(_, HIDE, C(hash_expand), 0, NULL, "no_hashexpand", OFF,               \
+      "never grow the hash table")                                          \
+    X(_, HIDE, C(hash_bulk_move), 0, NULL, "hash_bulk_move",                \
+      UINT(1, 1 << 20, NULL), NULL)                                         \
+    X(_, HIDE, C(lock_power), 0, NULL, "item_lock_power",                   \
+      UINT(1, 20, NULL), NULL)                                              \
+    X(_, HIDE, V(0), 0, NULL, "modern", NOOP, NULL)                         \
+    X(_, HIDE, V(0), 0, NULL, "no_modern", FN(opt_no_modern), NULL)         \
+    X(_, HIDE, V(0), 0, NULL, "drop_privileges", NOOP, NULL)                \
+    X(_, HIDE, V(0), 0, NULL, "no_drop_privileges", NOOP, NULL)             \
+    X(_, HIDE, D(bool, daemonize, false), 'd', "daemon", NULL, ON,          \
+      "run as a daemon")                                                    \
+    X(_, HIDE, D(const char *, pidfile, NULL), 'P', "pidfile=<file>", NULL, \
+      STR, "save the PID in <file>, only with -d")                          \
+    X(_, HIDE, D(const char *, username, NULL), 'u', "user=<user>", NULL,   \
+      STR, "assume the identity of <user> (only as root)")                  \
+    X(_, HIDE, D(bool, lock_memory, false), 'k', "lock-memory", NULL, ON,   \
+      "lock down all paged memory")                                         \
+    X(_, HIDE, D(bool, coredumps, false), 'r', "enable-coredumps", NULL,    \
+      ON, "maximise core file limit")                                       \
+    X(_, HIDE, C(prealloc), 'L', "enable-largepages", NULL, ON,             \
+      "preallocate item memory")                                            \
+    X(_, HIDE, D(bool, watch_enabled, true), 'W', "disable-watch", NULL,    \
+      OFF, "disable watch commands")                                        \
+    X(_, HIDE, V(0), 'N', NULL, NULL, FN(opt_napi), NULL)                   \
+    X(_, HIDE, V(0), 'h', "help", NULL, ACT(opt_help),                      \
+      "print this help and exit")                                           \
+    X(_, HIDE, V(0), 'i', "license", NULL, ACT(opt_license),                \
+      "print the license and exit")                                         \
+    X(_, HIDE, V(0), 'V', "version", NULL, ACT(opt_version),                \
+      "print the version and exit")                                         \
+    X(_, HIDE, V(0), 'o', "extended=<list>", NULL, FN(opt_extended),        \
+      "comma separated extended options:")
+
+/* The fields D() rows declare. */
+#define SETTINGS_FIELD_D(type, field, dflt) type field;
+#define SETTINGS_FIELD_C(field)
+#define SETTINGS_FIELD_V(expr)
+#define SETTINGS_FIELD(stat, show, target, flag, lname, oname, parse, help) \
+    SETTINGS_FIELD_##target
+
 struct settings {
-    /* network */
-    int         port;               /* -p, 0: no TCP */
-    int         udpport;            /* -U, only 0 is supported */
-    char       *inter;              /* -l, comma list; NULL: 127.0.0.1 */
-    char       *socketpath;         /* -s */
-    int         access;             /* -a, octal umask of the socket */
-    int         backlog;            /* -b */
-    int         maxconns;           /* -c */
-    bool        maxconns_fast;
-    int         reqs_per_event;     /* -R */
-    const char *binding_protocol;   /* -B: "auto-negotiate" or "ascii" */
-
-    /* process */
-    bool        daemonize;          /* -d */
-    char       *pidfile;            /* -P */
-    char       *username;           /* -u */
-    int         verbose;            /* -v, runtime */
-    bool        lock_memory;        /* -k */
-    bool        coredumps;          /* -r */
-    int         num_threads;        /* -t */
-
-    /* commands */
-    bool        shutdown_command;   /* -A */
-    bool        flush_enabled;      /* not -F */
-    bool        dump_enabled;       /* not -X */
-    bool        watch_enabled;      /* not -W */
-    char        prefix_delimiter;   /* -D */
-    bool        detail_enabled;     /* runtime: stats detail on|off */
-    unsigned    idle_timeout;       /* seconds, 0 off */
-    bool        lru_maintainer;     /* the maintainer thread runs */
-    unsigned    read_buf_mem_limit; /* MB, 0 unlimited */
-    unsigned    prefetch_batch;     /* keys walked side by side, 0 off */
-    unsigned    hashpower_init;     /* as given, 0 = default */
-    const char *hash_algorithm;
-    const char *memory_file;        /* -e or -o memory_file: PMEM tier */
-    unsigned    memory_file_mb;     /* -o memory_file_size, 0: as -m */
-    const char *tier_policy;        /* -o tier_policy: "dram", "pmem" */
-    unsigned    watcher_logbuf_size;
-    unsigned    worker_logbuf_size;
-
-    /* storage/ options, handed to cache_init() */
-    struct cache_options cache;
+    SETTINGS_OPTIONS(SETTINGS_FIELD)
+    struct cache_options cache;     /* storage/'s, handed to cache_init() */
 };
+
+/* The value a row names, and its address (NULL for V() rows). */
+#define SETTINGS_VAL_D(type, field, dflt) settings.field
+#define SETTINGS_VAL_C(field) settings.cache.field
+#define SETTINGS_VAL_V(expr) (expr)
 
 extern struct settings settings;
 
-/*
- * Fill `settings` from the command line.  Returns 0 to run, 1 when an
- * option asked for output and a clean exit (-h, -V, -i), and -1 after
- * printing a message on stderr for an unknown option or a bad value: the
- * caller exits with status 1 then, never falling back to a default.
- */
-int settings_parse(int argc, char **argv);
+/* Every field to its default (the D() rows, storage's own). */
+void settings_defaults(void);
+
+/* The rules between options, once all are read: 0, or -1 with a message
+ * on stderr.  Fills the fields derived from others (the tier policy, the
+ * memory file's size, the lock power). */
+int settings_check(void);
+
+/* The tier policy spelled `name` ("dram", ...), or NULL. */
+const char *settings_policy_name(const char *name);
+
+/* Value parsers: the whole string, in range, or false.  A size takes a
+ * k, m or g suffix and is in units of `unit` when bare. */
+bool settings_parse_int(const char *s, int lo, int hi, int *out);
+bool settings_parse_uint(const char *s, unsigned lo, unsigned hi,
+                         unsigned *out);
+bool settings_parse_double(const char *s, double *out);
+bool settings_parse_size(const char *s, uint64_t unit, uint64_t *out);
+
+/* "Invalid value for <opt>: "<val>"" on stderr; returns -1. */
+int  settings_bad_value(const char *opt, const char *val);
 
 #endif

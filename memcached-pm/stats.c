@@ -34,37 +34,53 @@ stats_destroy(void)
     stats.nthreads = 0;
 }
 
-#define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
-#define SUM_THREAD(name) out->name += LOAD(t->name);
-#define SUM_SLAB(name) out->slab[c].name += LOAD(t->slab[c].name);
+/*
+ * A thread_stats block is nothing but uint64_t counters (the THREAD rows
+ * of STATS_GENERAL, then the CLASS_STATS of each class), so a sum or a
+ * difference is taken word by word.
+ */
+#define NWORDS (sizeof(struct thread_stats) / sizeof(uint64_t))
+_Static_assert(sizeof(struct thread_stats) % sizeof(uint64_t) == 0,
+               "counters only");
 
 static void
 sum_raw(struct thread_stats *out)
 {
+    uint64_t *o = (uint64_t *)out;
+
     memset(out, 0, sizeof(*out));
     for (unsigned i = 0; i < stats.nthreads; i++) {
-        const struct thread_stats *t = &stats.threads[i];
+        const uint64_t *t = (const uint64_t *)&stats.threads[i];
 
-        THREAD_STATS(SUM_THREAD)
-        for (unsigned c = 0; c < CACHE_MAX_CLASSES; c++) {
-            SLAB_STATS(SUM_SLAB)
+        for (size_t w = 0; w < NWORDS; w++) {
+            o[w] += __atomic_load_n(&t[w], __ATOMIC_RELAXED);
         }
     }
 }
 
-#define SUB_THREAD(name) out->name -= baseline.name;
-#define SUB_SLAB(name) out->slab[c].name -= baseline.slab[c].name;
-
 void
 stats_sum(struct thread_stats *out)
 {
+    uint64_t *o = (uint64_t *)out;
+    const uint64_t *b = (const uint64_t *)&baseline;
+
     sum_raw(out);
     pthread_mutex_lock(&base_lock);
-    THREAD_STATS(SUB_THREAD)
-    for (unsigned c = 0; c < CACHE_MAX_CLASSES; c++) {
-        SLAB_STATS(SUB_SLAB)
+    for (size_t w = 0; w < NWORDS; w++) {
+        o[w] -= b[w];
     }
     pthread_mutex_unlock(&base_lock);
+}
+
+void
+stats_class_total(const struct thread_stats *t, struct slab_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < CACHE_MAX_CLASSES; i++) {
+#define ADD_CLASS(name, reply) out->name += t->slab[i].name;
+        CLASS_STATS(ADD_CLASS)
+#undef ADD_CLASS
+    }
 }
 
 void

@@ -1,5 +1,5 @@
 /*
- * worker.c: worker threads, each running its own event base.
+ * worker.c: worker threads, each running its own event base (worker.h).
  */
 #include "config.h"
 
@@ -14,8 +14,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "memcached-pm/conn.h"
 #include "memcached-pm/log.h"
+#include "memcached-pm/machine.h"
 #include "memcached-pm/settings.h"
 #include "storage/clock.h"
 
@@ -32,20 +32,34 @@ static unsigned nworkers;
 static unsigned next_worker;      /* listener thread only */
 
 static void
+owner_of(struct worker *w, struct conn_owner *o)
+{
+    o->base = w->base;
+    o->list = w->list;
+    o->stats = w->stats;
+    o->la = &w->la;
+}
+
+static void
 take_pending(struct worker *w)
 {
     struct pending *list, *p;
+    struct conn_owner o;
+    struct conn *c;
 
+    owner_of(w, &o);
     pthread_mutex_lock(&w->lock);
     list = w->pending;
     w->pending = NULL;
     pthread_mutex_unlock(&w->lock);
-
     /* The queue is LIFO; order between connections does not matter. */
     while ((p = list) != NULL) {
         list = p->next;
-        if (conn_new(w, p->fd, p->is_unix, p->listen_addr) == NULL) {
-            SERVER_STAT_DECR(curr_conns);
+        c = conn_new(&o, p->fd, p->is_unix, p->listen_addr);
+        if (c == NULL) {
+            SERVER_STAT_DECR(curr_connections);
+        } else {
+            machine_start(c);
         }
         free(p);
     }
@@ -54,9 +68,9 @@ take_pending(struct worker *w)
 static void
 close_all(struct worker *w)
 {
-    while (w->conns != NULL) {
-        struct conn *c = w->conns;
-        conn_free(&c);
+    while (w->list->head != NULL) {
+        struct conn *c = w->list->head;
+        machine_close(&c);
     }
 }
 
@@ -91,12 +105,14 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    for (c = w->conns; c != NULL; c = next) {
+    /* This thread alone links and unlinks its connections: the walk
+     * needs no lock. */
+    for (c = w->list->head; c != NULL; c = next) {
         next = c->next;
         if (c->state == CONN_READ &&
             now - c->last_cmd > settings.idle_timeout) {
             STAT_INCR(w->stats->idle_kicks);
-            conn_free(&c);
+            machine_close(&c);
         }
     }
 }
@@ -116,23 +132,21 @@ worker_main(void *arg)
 }
 
 static int
-worker_setup(struct worker *w, unsigned id)
+worker_setup(struct worker *w, unsigned id, struct conn_list *list)
 {
     struct timeval sec = { 1, 0 };
     struct event_config *cfg = event_config_new();
 
     w->id = id;
     w->stats = &stats.threads[id];
+    w->list = list;
     pthread_mutex_init(&w->lock, NULL);
     if (cfg == NULL) {
         return -1;
     }
-    if (settings.prefetch_batch > 1) {
-        w->ahead = calloc(settings.prefetch_batch, sizeof(*w->ahead));
-        if (w->ahead == NULL) {
-            event_config_free(cfg);
-            return -1;
-        }
+    if (lookahead_init(&w->la) != 0) {
+        event_config_free(cfg);
+        return -1;
     }
     /* A base is touched by its own thread only.  Nothing here reads
      * libevent's cached time (the server keeps its own clock), so the
@@ -165,13 +179,15 @@ worker_setup(struct worker *w, unsigned id)
 int
 worker_start_all(unsigned n)
 {
+    struct conn_list *lists = conn_lists_new(n);
+
     workers = calloc(n, sizeof(*workers));
-    if (workers == NULL) {
+    if (workers == NULL || lists == NULL) {
         return -1;
     }
     nworkers = n;
     for (unsigned i = 0; i < n; i++) {
-        if (worker_setup(&workers[i], i) != 0) {
+        if (worker_setup(&workers[i], i, &lists[i]) != 0) {
             log_error("cannot set up worker %u", i);
             return -1;
         }
@@ -233,7 +249,7 @@ worker_teardown(struct worker *w)
         event_free(w->tick_ev);
     }
     event_base_free(w->base);
-    free(w->ahead);
+    lookahead_destroy(&w->la);
     close(w->notify_fd);
     pthread_mutex_destroy(&w->lock);
 }
@@ -254,64 +270,5 @@ worker_stop_all(void)
     free(workers);
     workers = NULL;
     nworkers = 0;
-}
-
-void
-worker_conn_add(struct worker *w, struct conn *c)
-{
-    pthread_mutex_lock(&w->lock);
-    c->prev = NULL;
-    c->next = w->conns;
-    if (w->conns != NULL) {
-        w->conns->prev = c;
-    }
-    w->conns = c;
-    w->nconns++;
-    pthread_mutex_unlock(&w->lock);
-}
-
-void
-worker_conn_del(struct worker *w, struct conn *c)
-{
-    pthread_mutex_lock(&w->lock);
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        w->conns = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
-    w->nconns--;
-    pthread_mutex_unlock(&w->lock);
-}
-
-void
-worker_each_conn(void (*fn)(struct conn *c, void *ctx), void *ctx)
-{
-    for (unsigned i = 0; i < nworkers; i++) {
-        pthread_mutex_lock(&workers[i].lock);
-        for (struct conn *c = workers[i].conns; c != NULL; c = c->next) {
-            fn(c, ctx);
-        }
-        pthread_mutex_unlock(&workers[i].lock);
-    }
-}
-
-void
-worker_gauges(struct buffer_gauges *out)
-{
-    memset(out, 0, sizeof(*out));
-    for (unsigned i = 0; i < nworkers; i++) {
-        const struct buffer_gauges *g = &workers[i].gauges;
-
-        out->read_buf_count += __atomic_load_n(&g->read_buf_count,
-                                               __ATOMIC_RELAXED);
-        out->read_buf_bytes += __atomic_load_n(&g->read_buf_bytes,
-                                               __ATOMIC_RELAXED);
-        out->resp_obj_count += __atomic_load_n(&g->resp_obj_count,
-                                               __ATOMIC_RELAXED);
-        out->resp_obj_bytes += __atomic_load_n(&g->resp_obj_bytes,
-                                               __ATOMIC_RELAXED);
-    }
+    conn_lists_free();
 }

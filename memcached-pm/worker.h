@@ -14,29 +14,11 @@
 
 #include <event2/event.h>
 
+#include "memcached-pm/conn.h"
+#include "memcached-pm/lookahead.h"
 #include "memcached-pm/stats.h"
-#include "proto/request.h"
-#include "storage/prefetch.h"
 
-struct conn;
 struct pending;
-
-/* A request of a pipeline that the look-ahead (process_prefetch_pipeline)
- * has parsed; it runs from here instead of being parsed a second time. */
-struct ahead_req {
-    size_t              off;     /* where its line starts in the rbuf */
-    size_t              len;     /* the line's length */
-    struct prefetch_key key;     /* its first key, hashed (key NULL: none) */
-    struct request      req;
-};
-
-/* Connection buffer memory, for "stats" (read_buf_*, response_obj_*). */
-struct buffer_gauges {
-    uint64_t read_buf_count;
-    uint64_t read_buf_bytes;
-    uint64_t resp_obj_count;
-    uint64_t resp_obj_bytes;
-};
 
 struct worker {
     unsigned             id;
@@ -49,18 +31,8 @@ struct worker {
     struct pending      *pending;
     bool                 stopping;
     struct thread_stats *stats;          /* this worker's block */
-    struct conn         *conns;          /* every connection it owns */
-    unsigned             nconns;
-    struct buffer_gauges gauges;         /* written by this thread only */
-    struct prefetch_key  pf[PREFETCH_BATCH_MAX];  /* a batch being walked */
-    /* The look-ahead's requests, ahead[ahead_next..ahead_n), parsed from
-     * ahead_conn's read buffer (NULL: none); prefetch_batch entries. */
-    struct ahead_req    *ahead;
-    struct conn         *ahead_conn;
-    unsigned             ahead_n, ahead_next;
-    /* The running request's key as the look-ahead hashed it (key NULL:
-     * none), so that it is not hashed again. */
-    struct prefetch_key  memo;
+    struct conn_list    *list;           /* its connections (conn.h) */
+    struct lookahead     la;             /* its batched lookups */
 };
 
 /* Start n workers; 0, or -1 with a message. */
@@ -72,20 +44,5 @@ int worker_dispatch(int fd, bool is_unix, const char *listen_addr);
 
 /* Ask every worker to close its connections and exit, and join them. */
 void worker_stop_all(void);
-
-/* Sum every worker's buffer gauges (relaxed reads). */
-void worker_gauges(struct buffer_gauges *out);
-
-/* Link/unlink a connection on its worker's list (worker thread only). */
-void worker_conn_add(struct worker *w, struct conn *c);
-void worker_conn_del(struct worker *w, struct conn *c);
-
-/*
- * "stats conns": call fn for every connection of every worker, holding that
- * worker's lock (which guards its list; connect and close take it, requests
- * do not).  fn may read only the fields a connection never changes after
- * creation, and its state and last_cmd through relaxed atomic loads.
- */
-void worker_each_conn(void (*fn)(struct conn *c, void *ctx), void *ctx);
 
 #endif

@@ -1,0 +1,494 @@
+/*
+ * admin_stats.c: "stats" and its sub-commands, with memcached's names,
+ * order and formats (shared/reference/memcached.md §4).
+ *
+ * Every reply is a walk over a table: STATS_GENERAL and CLASS_STATS
+ * (stats.h) for the daemon's lines, storage/metrics.h's tables for
+ * storage's.  A sum or a snapshot is taken once per reply; no lock is
+ * held while lines are queued.
+ */
+#include "config.h"
+
+#include "memcached-pm/admin_stats.h"
+
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "memcached-pm/detail.h"
+#include "memcached-pm/exec.h"
+#include "memcached-pm/settings.h"
+#include "memcached-pm/stats.h"
+#include "proto/compose.h"
+#include "proto/response.h"
+#include "proto/token.h"
+
+#define STAT_LINE_MAX 1200
+
+/* ---- STAT line writers ------------------------------------------------ */
+
+static void
+stat_str(struct conn *c, const char *name, const char *val)
+{
+    char *p = conn_out_reserve(c, STAT_LINE_MAX);
+
+    if (p != NULL) {
+        conn_out_commit(c, compose_stat_str(p, STAT_LINE_MAX, name, val));
+    }
+}
+
+static void
+stat_u64(struct conn *c, const char *name, uint64_t v)
+{
+    char *p = conn_out_reserve(c, STAT_LINE_MAX);
+
+    if (p != NULL) {
+        conn_out_commit(c, compose_stat_u64(p, STAT_LINE_MAX, name, v));
+    }
+}
+
+static void
+stat_f2(struct conn *c, const char *name, double v)
+{
+    char *p = conn_out_reserve(c, STAT_LINE_MAX);
+
+    if (p != NULL) {
+        conn_out_commit(c, compose_stat_f2(p, STAT_LINE_MAX, name, v));
+    }
+}
+
+static void
+stat_pfx(struct conn *c, const char *prefix, const char *name, uint64_t v)
+{
+    char *p = conn_out_reserve(c, STAT_LINE_MAX);
+
+    if (p != NULL) {
+        conn_out_commit(c, compose_stat_pfx_u64(p, STAT_LINE_MAX, prefix,
+                                                name, v));
+    }
+}
+
+static void
+stat_fmt(struct conn *c, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+stat_fmt(struct conn *c, const char *name, const char *fmt, ...)
+{
+    char val[STAT_LINE_MAX / 2];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(val, sizeof(val), fmt, ap);
+    va_end(ap);
+    stat_str(c, name, val);
+}
+
+/* The workers' counters summed (the caller frees them); NULL when memory
+ * runs out, memcached's reply to that already queued. */
+static struct thread_stats *
+sums(struct conn *c)
+{
+    struct thread_stats *t = malloc(sizeof(*t));
+
+    if (t == NULL) {
+        conn_out_rsp(c, RSP_SERVER_ERROR_OOM_STATS);
+        return NULL;
+    }
+    stats_sum(t);
+    return t;
+}
+
+/* ---- stats (general) -------------------------------------------------- */
+
+/* Whether memcached prints a line (stats.h, metrics.h `shown`). */
+enum shown {
+    SHOWN_ALWAYS, SHOWN_NEVER, SHOWN_IDLE, SHOWN_FAST, SHOWN_REASSIGN,
+    SHOWN_CRAWLER, SHOWN_MAINTAINER
+};
+
+static bool
+shown(enum shown when)
+{
+    switch (when) {
+    case SHOWN_NEVER: return false;
+    case SHOWN_IDLE: return settings.idle_timeout > 0;
+    case SHOWN_FAST: return settings.maxconns_fast;
+    case SHOWN_REASSIGN: return settings.cache.slab_reassign;
+    case SHOWN_CRAWLER: return settings.cache.lru_crawler;
+    case SHOWN_MAINTAINER: return settings.lru_maintainer;
+    default: return true;
+    }
+}
+
+/* What one "stats" reply reads, gathered before the first line. */
+struct general {
+    struct thread_stats  *t;        /* the workers' sums */
+    struct slab_stats     tot;      /* their class counters, added up */
+    struct cache_stats    s;        /* storage's figures */
+    struct buffer_gauges  g;        /* connection buffers */
+    struct rusage         ru;
+};
+
+/* The PROC lines. */
+static void
+proc_line(struct conn *c, const char *name, const struct general *gen)
+{
+    rel_time_t now = clock_now();
+
+    if (strcmp(name, "pid") == 0) {
+        stat_u64(c, name, (uint64_t)getpid());
+    } else if (strcmp(name, "uptime") == 0) {
+        stat_u64(c, name, clock_uptime());
+    } else if (strcmp(name, "time") == 0) {
+        stat_u64(c, name, (uint64_t)(clock_process_started() + now));
+    } else if (strcmp(name, "version") == 0) {
+        stat_str(c, name, MCPM_VERSION);
+    } else if (strcmp(name, "libevent") == 0) {
+        stat_str(c, name, event_get_version());
+    } else if (strcmp(name, "pointer_size") == 0) {
+        stat_u64(c, name, 8 * sizeof(void *));
+    } else if (strcmp(name, "rusage_user") == 0) {
+        stat_fmt(c, name, "%ld.%06ld", (long)gen->ru.ru_utime.tv_sec,
+                 (long)gen->ru.ru_utime.tv_usec);
+    } else if (strcmp(name, "rusage_system") == 0) {
+        stat_fmt(c, name, "%ld.%06ld", (long)gen->ru.ru_stime.tv_sec,
+                 (long)gen->ru.ru_stime.tv_usec);
+    } else if (strcmp(name, "max_connections") == 0) {
+        stat_u64(c, name, (uint64_t)settings.maxconns);
+    } else if (strcmp(name, "reserved_fds") == 0) {
+        stat_u64(c, name, RESERVED_FDS);
+    } else if (strcmp(name, "accepting_conns") == 0) {
+        stat_u64(c, name, 1);
+    } else if (strcmp(name, "threads") == 0) {
+        stat_u64(c, name, (uint64_t)settings.num_threads);
+    }
+}
+
+#define LINE_THREAD(name) stat_u64(c, #name, gen->t->name);
+#define LINE_CLASS(name) stat_u64(c, #name, gen->tot.name);
+#define LINE_SERVER(name) stat_u64(c, #name, SERVER_STAT_LOAD(name));
+#define LINE_BUFFER(name) stat_u64(c, #name, gen->g.name);
+#define LINE_PROC(name) proc_line(c, #name, gen);
+#define LINE_ZERO(name) stat_u64(c, #name, 0);
+#define LINE_COUNTER(name) stat_u64(c, #name, gen->s.name);
+#define LINE_GAUGE(name) stat_u64(c, #name, gen->s.name);
+#define GENERAL_LINE(name, src, when)                                       \
+    if (shown(SHOWN_##when)) {                                              \
+        LINE_##src(name)                                                    \
+    }
+
+static void
+general_lines(struct conn *c, const struct general *gen)
+{
+    STATS_GENERAL(GENERAL_LINE)
+}
+
+/* With a memory file: what start-up read back from it. */
+static void
+recovery_lines(struct conn *c)
+{
+    struct cache_recovery r;
+
+    if (!cache_recovery_stats(&r)) {
+        return;
+    }
+#define RECOVERY_COUNT(name, v) stat_u64(c, "recovery_" #name, v);
+#define RECOVERY_US(name, v) \
+    stat_fmt(c, "recovery_" #name, "%.6f", (double)(v) / 1e6);
+#define RECOVERY_LINE(name, kind, unit) RECOVERY_##unit(name, r.name)
+    CACHE_RECOVERY_STATS(RECOVERY_LINE)
+}
+
+static void
+stats_general(struct conn *c)
+{
+    struct general gen;
+
+    if ((gen.t = sums(c)) == NULL) {
+        return;
+    }
+    stats_class_total(gen.t, &gen.tot);
+    cache_stats(&gen.s);
+    conn_gauges(&gen.g);
+    getrusage(RUSAGE_SELF, &gen.ru);
+    general_lines(c, &gen);
+    recovery_lines(c);
+    conn_out_rsp(c, RSP_END);
+    free(gen.t);
+}
+
+/* ---- stats settings ------------------------------------------------- */
+
+/* Walk settings.h's table: each row's value, shown its way. */
+#define SHOW_I(name, v) stat_u64(c, #name, (uint64_t)(v));
+#define SHOW_U(name, v) stat_u64(c, #name, (uint64_t)(v));
+#define SHOW_SZ(name, v) stat_u64(c, #name, (uint64_t)(v));
+#define SHOW_YESNO(name, v) stat_str(c, #name, (v) ? "yes" : "no");
+#define SHOW_ONOFF(name, v) stat_str(c, #name, (v) ? "on" : "off");
+#define SHOW_F2(name, v) stat_f2(c, #name, (v));
+#define SHOW_F3(name, v) stat_fmt(c, #name, "%.3f", (v));
+#define SHOW_OCT(name, v) stat_fmt(c, #name, "%o", (unsigned)(v));
+#define SHOW_CHAR(name, v) stat_fmt(c, #name, "%c", (v));
+#define SHOW_STR(name, v) stat_str(c, #name, (v));
+#define SHOW_STR_NULL(name, v) stat_str(c, #name, (v) ? (v) : "NULL");
+#define SHOW_STR_PNULL(name, v) stat_str(c, #name, (v) ? (v) : "(null)");
+#define SHOW_HIDE(name, v)
+#define SETTING_LINE(stat, show, target, flag, lname, oname, parse, help)  \
+    SHOW_##show(stat, SETTINGS_VAL_##target)
+
+static void
+stats_settings(struct conn *c)
+{
+    SETTINGS_OPTIONS(SETTING_LINE)
+    conn_out_rsp(c, RSP_END);
+}
+
+/* ---- stats slabs / items / sizes / conns ------------------------------ */
+
+/* One class of "stats slabs": false when it has no pages. */
+static bool
+slab_lines(struct conn *c, unsigned id, const struct slab_stats *ts)
+{
+    struct cache_slab_stats ss;
+    char pfx[16];
+
+    if (!cache_slab_stats(id, &ss)) {
+        return false;
+    }
+    snprintf(pfx, sizeof(pfx), "%u", id);
+#define SLAB_LINE(name, kind, x) stat_pfx(c, pfx, #name, ss.name);
+    CACHE_SLAB_STATS(SLAB_LINE)
+#undef SLAB_LINE
+#define SLAB_SLABS(name) stat_pfx(c, pfx, #name, ts->name);
+#define SLAB_ITEMS(name)
+#define SLAB_CLASS_LINE(name, reply) SLAB_##reply(name)
+    CLASS_STATS(SLAB_CLASS_LINE)
+#undef SLAB_CLASS_LINE
+    return true;
+}
+
+/* One class of "stats items": false when it has no items. */
+static bool
+item_lines(struct conn *c, unsigned id, const struct slab_stats *ts)
+{
+    struct cache_item_stats is;
+    char pfx[32];
+
+    if (!cache_item_stats(id, &is)) {
+        return false;
+    }
+    snprintf(pfx, sizeof(pfx), "items:%u", id);
+    /* memcached prints number_temp only with temp_lru. */
+#define ITEM_LINE(name, kind, total)                                        \
+    if (strcmp(#name, "number_temp") != 0 || settings.cache.temp_lru) {     \
+        stat_pfx(c, pfx, #name, is.name);                                   \
+    }
+    CACHE_ITEM_STATS(ITEM_LINE)
+#undef ITEM_LINE
+#define ITEMS_SLABS(name)
+#define ITEMS_ITEMS(name) stat_pfx(c, pfx, #name, ts->name);
+#define ITEMS_CLASS_LINE(name, reply) ITEMS_##reply(name)
+    CLASS_STATS(ITEMS_CLASS_LINE)
+#undef ITEMS_CLASS_LINE
+    return true;
+}
+
+/* Every class through fn, with its per-worker counters; how many it
+ * showed, or -1 when the sums could not be had (replied). */
+static int
+per_class(struct conn *c, bool (*fn)(struct conn *c, unsigned id,
+                                     const struct slab_stats *ts))
+{
+    struct thread_stats *t = sums(c);
+    int shown_classes = 0;
+
+    if (t == NULL) {
+        return -1;
+    }
+    for (unsigned i = 1; i <= cache_nclasses(); i++) {
+        shown_classes += fn(c, i, &t->slab[i]);
+    }
+    free(t);
+    return shown_classes;
+}
+
+static void
+stats_slabs(struct conn *c)
+{
+    int active = per_class(c, slab_lines);
+    struct cache_stats s;
+
+    if (active < 0) {
+        return;
+    }
+    cache_stats(&s);
+    stat_u64(c, "active_slabs", (uint64_t)active);
+    stat_u64(c, "total_malloced", s.total_malloced);
+    conn_out_rsp(c, RSP_END);
+}
+
+static void
+stats_items(struct conn *c)
+{
+    if (per_class(c, item_lines) >= 0) {
+        conn_out_rsp(c, RSP_END);
+    }
+}
+
+static void
+size_row(uint64_t size, uint64_t count, void *ctx)
+{
+    char name[32];
+
+    snprintf(name, sizeof(name), "%llu", (unsigned long long)size);
+    stat_u64(ctx, name, count);
+}
+
+static void
+stats_sizes(struct conn *c)
+{
+    if (!cache_sizes(size_row, c)) {
+        stat_str(c, "sizes_status", "disabled");
+    }
+    conn_out_rsp(c, RSP_END);
+}
+
+/* Listening sockets, fixed after start-up. */
+struct listener {
+    struct listener *next;
+    int              fd;
+    char             addr[64];
+};
+static struct listener *listeners;
+
+void
+admin_add_listener(int fd, const char *addr)
+{
+    struct listener *l = calloc(1, sizeof(*l));
+
+    if (l == NULL) {
+        return;
+    }
+    l->fd = fd;
+    snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    l->next = listeners;
+    listeners = l;
+}
+
+static void
+conn_rows(struct conn *other, void *ctx)
+{
+    struct conn *c = ctx;
+    rel_time_t last = __atomic_load_n(&other->last_cmd, __ATOMIC_RELAXED);
+    char name[48];
+
+    snprintf(name, sizeof(name), "%d:addr", other->fd);
+    stat_str(c, name, other->addr);
+    snprintf(name, sizeof(name), "%d:listen_addr", other->fd);
+    stat_str(c, name, other->listen_addr);
+    snprintf(name, sizeof(name), "%d:state", other->fd);
+    stat_str(c, name, conn_state_name(other));
+    snprintf(name, sizeof(name), "%d:secs_since_last_cmd", other->fd);
+    stat_u64(c, name, clock_now() - last);
+}
+
+static void
+stats_conns(struct conn *c)
+{
+    char name[48];
+
+    for (struct listener *l = listeners; l != NULL; l = l->next) {
+        snprintf(name, sizeof(name), "%d:addr", l->fd);
+        stat_str(c, name, l->addr);
+        snprintf(name, sizeof(name), "%d:state", l->fd);
+        stat_str(c, name, "conn_listening");
+        snprintf(name, sizeof(name), "%d:secs_since_last_cmd", l->fd);
+        stat_u64(c, name, 0);
+    }
+    conn_each(conn_rows, c);
+    conn_out_rsp(c, RSP_END);
+}
+
+/* ---- stats tiers ------------------------------------------------------ */
+
+static void
+stat_tier(struct conn *c, const char *tier, const char *name, uint64_t v)
+{
+    char key[64];
+
+    snprintf(key, sizeof(key), "%s:%s", tier, name);
+    stat_u64(c, key, v);
+}
+
+/* Per tier: its memory, items, hits (reads that found the item there:
+ * get, gets, gat, mg), evictions, the items it received from the other
+ * tier (promotions into DRAM, demotions into the file) and flushes to the
+ * medium. */
+static void
+stats_tiers(struct conn *c)
+{
+    struct cache_tier_stats ts[4];
+    struct thread_stats *t = sums(c);
+    unsigned n = cache_tier_stats(ts, 4);
+
+    if (t == NULL) {
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        ts[i].hits = ts[i].durable ? t->hits_pmem : t->hits_dram;
+#define TIER_ROW(f, kind, x) stat_tier(c, ts[i].name, #f, ts[i].f);
+        CACHE_TIER_STATS(TIER_ROW)
+#undef TIER_ROW
+    }
+    free(t);
+    conn_out_rsp(c, RSP_END);
+}
+
+/* ---- stats dispatcher ------------------------------------------------- */
+
+enum process_result
+admin_stats(struct conn *c, struct request *req)
+{
+    const struct token *sub = &req->tokens[1];
+
+    if (req->ntokens == 1) {
+        stats_general(c);
+    } else if (token_eq(sub, "settings")) {
+        stats_settings(c);
+    } else if (token_eq(sub, "items")) {
+        stats_items(c);
+    } else if (token_eq(sub, "slabs")) {
+        stats_slabs(c);
+    } else if (token_eq(sub, "sizes")) {
+        stats_sizes(c);
+    } else if (token_eq(sub, "tiers")) {
+        stats_tiers(c);
+    } else if (token_eq(sub, "conns")) {
+        stats_conns(c);
+    } else if (token_eq(sub, "reset")) {
+        stats_reset();
+        cache_stats_reset();
+        conn_out_rsp(c, RSP_RESET);
+    } else if (token_eq(sub, "detail")) {
+        return detail_command(c, req);
+    } else {
+        conn_out_rsp(c, RSP_ERROR);
+    }
+    return PROCESS_OK;
+}
+
+void
+admin_stats_shutdown(void)
+{
+    detail_clear();
+    while (listeners != NULL) {
+        struct listener *l = listeners;
+        listeners = l->next;
+        free(l);
+    }
+}

@@ -1,0 +1,19 @@
+/*
+ * admin_stats.h: "stats" and its sub-commands (settings, items, slabs,
+ * sizes, tiers, conns, reset, detail).
+ */
+#ifndef MCPM_ADMIN_STATS_H
+#define MCPM_ADMIN_STATS_H
+
+#include "memcached-pm/conn.h"
+#include "proto/request.h"
+
+enum process_result admin_stats(struct conn *c, struct request *req);
+
+/* A listening socket, for "stats conns" (main thread, at start-up). */
+void admin_add_listener(int fd, const char *addr);
+
+/* Free what "stats" keeps (the listener list, the detail table). */
+void admin_stats_shutdown(void);
+
+#endif

@@ -1,0 +1,198 @@
+/*
+ * exec.c: the shared execution path (exec.h).
+ */
+#include "config.h"
+
+#include "memcached-pm/exec.h"
+
+/* ---- reads ------------------------------------------------------------ */
+
+void
+exec_miss(struct thread_stats *ts, bool touch, enum cache_status st)
+{
+    if (touch) {
+        STAT_INCR(ts->cmd_touch);
+        STAT_INCR(ts->touch_misses);
+    } else {
+        STAT_INCR(ts->cmd_get);
+        STAT_INCR(ts->get_misses);
+    }
+    if (st == CACHE_EXPIRED) {
+        STAT_INCR(ts->get_expired);
+    } else if (st == CACHE_FLUSHED) {
+        STAT_INCR(ts->get_flushed);
+    }
+}
+
+void
+exec_hit(struct thread_stats *ts, bool touch, const struct item *it)
+{
+    struct slab_stats *ss = &ts->slab[item_clsid(it)];
+
+    if (touch) {
+        STAT_INCR(ts->cmd_touch);
+        STAT_INCR(ss->touch_hits);
+    } else {
+        STAT_INCR(ts->cmd_get);
+        STAT_INCR(ss->get_hits);
+    }
+    if (item_in_pmem(it)) {
+        STAT_INCR(ts->hits_pmem);
+    } else {
+        STAT_INCR(ts->hits_dram);
+    }
+    switch (item_lru(it)) {
+    case ITEM_LRU_HOT: STAT_INCR(ss->hits_to_hot); break;
+    case ITEM_LRU_WARM: STAT_INCR(ss->hits_to_warm); break;
+    case ITEM_LRU_COLD: STAT_INCR(ss->hits_to_cold); break;
+    case ITEM_LRU_TEMP: STAT_INCR(ss->hits_to_temp); break;
+    }
+}
+
+struct item *
+exec_get(struct thread_stats *ts, const char *key, size_t nkey, uint32_t hv,
+         bool touch, rel_time_t exptime)
+{
+    enum cache_status st;
+    struct item *it = touch ? cache_touch(key, nkey, hv, exptime, &st)
+                            : cache_get(key, nkey, hv, &st);
+
+    if (it == NULL) {
+        exec_miss(ts, touch, st);
+    } else {
+        exec_hit(ts, touch, it);
+    }
+    return it;
+}
+
+struct item *
+exec_mget(struct thread_stats *ts, const char *key, size_t nkey,
+          uint32_t hv, struct cache_mget *a, enum cache_status *st)
+{
+    struct item *it = cache_mget(key, nkey, hv, a, st);
+
+    if (it == NULL) {
+        exec_miss(ts, false, *st);
+    } else {
+        exec_hit(ts, a->touch, it);
+    }
+    return it;
+}
+
+struct item *
+exec_touch(struct thread_stats *ts, const char *key, size_t nkey,
+           uint32_t hv, rel_time_t exptime)
+{
+    enum cache_status st;
+    struct item *it = cache_touch(key, nkey, hv, exptime, &st);
+
+    STAT_INCR(ts->cmd_touch);
+    if (it == NULL) {
+        STAT_INCR(ts->touch_misses);
+    } else {
+        STAT_INCR(ts->slab[item_clsid(it)].touch_hits);
+    }
+    return it;
+}
+
+/* ---- stores ----------------------------------------------------------- */
+
+struct item *
+exec_alloc(struct thread_stats *ts, const char *key, size_t nkey,
+           uint32_t hv, uint32_t client_flags, rel_time_t exptime,
+           uint32_t vlen, bool is_set, enum cache_status *st)
+{
+    struct item *it = cache_alloc(key, nkey, hv, client_flags, exptime,
+                                  vlen, st);
+
+    if (it != NULL) {
+        return it;
+    }
+    if (*st == CACHE_TOO_LARGE) {
+        STAT_INCR(ts->store_too_large);
+    } else {
+        STAT_INCR(ts->store_no_memory);
+    }
+    if (is_set) {
+        struct cache_mdelete d = { 0 };
+
+        cache_mdelete(key, nkey, hv, &d);
+    }
+    return NULL;
+}
+
+bool
+exec_data_ok(struct thread_stats *ts, const struct item *it)
+{
+    STAT_INCR(ts->slab[item_clsid(it)].cmd_set);
+    return item_value_crlf_ok(it);
+}
+
+enum cache_status
+exec_store(struct thread_stats *ts, struct item *it, struct cache_mstore *a)
+{
+    unsigned clsid = item_clsid(it);
+    enum cache_status st = cache_mstore(it, a);
+
+    if (!a->compare) {
+        return st;
+    }
+    if (st == CACHE_STORED) {
+        STAT_INCR(ts->slab[clsid].cas_hits);
+    } else if (st == CACHE_EXISTS) {
+        STAT_INCR(ts->slab[clsid].cas_badval);
+    } else if (st == CACHE_NOT_FOUND) {
+        STAT_INCR(ts->cas_misses);
+    }
+    return st;
+}
+
+/* ---- the rest ----------------------------------------------------------- */
+
+enum cache_status
+exec_delete(struct thread_stats *ts, const char *key, size_t nkey,
+            uint32_t hv, struct cache_mdelete *a)
+{
+    enum cache_status st = cache_mdelete(key, nkey, hv, a);
+
+    if (st == CACHE_DELETED) {
+        STAT_INCR(ts->slab[a->clsid].delete_hits);
+    } else if (st == CACHE_EXISTS || st == CACHE_NOT_FOUND) {
+        STAT_INCR(ts->delete_misses);
+    }
+    return st;
+}
+
+enum cache_status
+exec_delta(struct thread_stats *ts, const char *key, size_t nkey,
+           uint32_t hv, struct cache_mdelta *a)
+{
+    enum cache_status st = cache_mdelta(key, nkey, hv, a);
+
+    if (st == CACHE_OK && !a->created) {
+        STAT_INCR(*(a->incr ? &ts->slab[a->clsid].incr_hits
+                            : &ts->slab[a->clsid].decr_hits));
+    } else if (st == CACHE_NOT_FOUND) {
+        STAT_INCR(*(a->incr ? &ts->incr_misses : &ts->decr_misses));
+    }
+    return st;
+}
+
+static rel_time_t oldest_live;
+
+void
+exec_flush(struct thread_stats *ts, int64_t delay)
+{
+    rel_time_t when = delay > 0 ? clock_realtime(delay) - 1
+                                : clock_now() - 1;
+
+    STAT_INCR(ts->cmd_flush);
+    __atomic_store_n(&oldest_live, when, __ATOMIC_RELAXED);
+    cache_flush(when);
+}
+
+rel_time_t
+exec_oldest(void)
+{
+    return __atomic_load_n(&oldest_live, __ATOMIC_RELAXED);
+}

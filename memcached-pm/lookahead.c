@@ -1,0 +1,227 @@
+/*
+ * lookahead.c: multiget windows and the pipeline look-ahead
+ * (lookahead.h).
+ *
+ * Locking: none; a worker's look-ahead is touched by its thread only, and
+ * the walk it starts takes no lock (storage/prefetch.h).
+ */
+#include "config.h"
+
+#include "memcached-pm/lookahead.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "memcached-pm/settings.h"
+#include "memcached-pm/stats.h"
+#include "proto/text.h"
+#include "storage/hash.h"
+
+int
+lookahead_init(struct lookahead *la)
+{
+    memset(la, 0, sizeof(*la));
+    if (settings.prefetch_batch > 1) {
+        la->ahead = calloc(settings.prefetch_batch, sizeof(*la->ahead));
+        if (la->ahead == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+lookahead_destroy(struct lookahead *la)
+{
+    free(la->ahead);
+    la->ahead = NULL;
+}
+
+uint32_t
+lookahead_hash(const struct conn *c, const char *key, size_t nkey)
+{
+    const struct prefetch_key *m = &c->la->memo;
+
+    if (m->key == key && m->nkey == nkey) {
+        return m->hv;
+    }
+    return hash_murmur3(key, nkey);
+}
+
+/* Hash up to `max` more keys of a multiget into pf; how many.  c: the
+ * connection whose request it is, or NULL for the look-ahead. */
+static unsigned
+hash_keys(const struct conn *c, struct token *cursor,
+          struct prefetch_key *pf, unsigned max)
+{
+    struct token key;
+    unsigned n = 0;
+
+    while (n < max && text_next_key(cursor, &key) > 0) {
+        pf[n].key = key.p;
+        pf[n].nkey = key.len;
+        pf[n].hv = c != NULL ? lookahead_hash(c, key.p, key.len)
+                             : hash_murmur3(key.p, key.len);
+        n++;
+    }
+    return n;
+}
+
+void
+lookahead_walk(struct conn *c, struct prefetch_key *pf, unsigned n)
+{
+    if (n > 1) {
+        prefetch_walk(pf, n, true);
+        STAT_INCR(c->stats->prefetch_batches);
+        STAT_ADD(c->stats->prefetch_keys, n);
+    }
+}
+
+unsigned
+lookahead_window(struct conn *c, struct token *cursor,
+                 struct prefetch_key **pf, unsigned max)
+{
+    *pf = c->la->pf;
+    return hash_keys(c, cursor, c->la->pf, max);
+}
+
+/* The bytes of a request's data block after its line (with "\r\n"):
+ * the stores and ms carry one.  SIZE_MAX when an ms length is bad (the
+ * request will be refused; the scan stops there). */
+static size_t
+data_bytes(const struct request *req)
+{
+    uint32_t v;
+
+    if (req_has_data(req->type)) {
+        return (size_t)req->vlen + 2;
+    }
+    if (req->type == REQ_MS) {
+        return req->ntokens >= 3 && token_u32(&req->tokens[2], &v)
+               ? (size_t)v + 2 : SIZE_MAX;
+    }
+    return 0;
+}
+
+/* Add the keys a request will look up to pf[n..max); the new n. */
+static unsigned
+add_keys(const struct request *req, struct prefetch_key *pf, unsigned n,
+         unsigned max)
+{
+    struct token key = req->key;
+
+    switch (req->type) {
+    case REQ_GET: case REQ_GETS: case REQ_GAT: case REQ_GATS: {
+        struct token cursor = req->keys;
+
+        return n + hash_keys(NULL, &cursor, pf + n, max - n);
+    }
+    case REQ_MG: case REQ_MS: case REQ_MD: case REQ_MA: case REQ_ME:
+        if (req->ntokens < 2) {
+            return n;
+        }
+        key = req->tokens[1];
+        break;
+    case REQ_SET: case REQ_ADD: case REQ_REPLACE: case REQ_APPEND:
+    case REQ_PREPEND: case REQ_CAS: case REQ_DELETE: case REQ_INCR:
+    case REQ_DECR: case REQ_TOUCH:
+        break;
+    default:
+        return n;
+    }
+    if (key.len == 0 || key.len > PROTO_KEY_MAX) {
+        return n;
+    }
+    pf[n].key = key.p;
+    pf[n].nkey = key.len;
+    pf[n].hv = hash_murmur3(key.p, key.len);
+    return n + 1;
+}
+
+size_t
+lookahead_pipeline(struct conn *c, const struct request *first, size_t len)
+{
+    struct lookahead *w = c->la;
+    unsigned max = settings.prefetch_batch, n, k = 0;
+    struct prefetch_key *pf = w->pf;
+    const char *buf = c->rbuf + c->rstart;
+    size_t have = c->rend - c->rstart, off = len;
+    size_t data = data_bytes(first);
+
+    if (max < 2 || first->type == REQ_ERROR || data > have - off) {
+        return 0;
+    }
+    off += data;
+    n = add_keys(first, pf, 0, max);
+    w->memo = n > 0 ? pf[0] : (struct prefetch_key){ 0 };
+    while (n < max && k < max && off < have) {
+        struct ahead_req *a = &w->ahead[k];
+        ssize_t line = text_parse(&a->req, buf + off, have - off);
+        unsigned m;
+
+        if (line <= 0 || a->req.type == REQ_ERROR) {
+            break;
+        }
+        data = data_bytes(&a->req);
+        if (data > have - off - (size_t)line) {
+            break;
+        }
+        m = add_keys(&a->req, pf, n, max);
+        a->key = m > n ? pf[n] : (struct prefetch_key){ 0 };
+        a->off = c->rstart + off;
+        a->len = (size_t)line;
+        n = m;
+        k++;
+        off += (size_t)line + data;
+    }
+    w->conn = k > 0 ? c : NULL;
+    w->n = k;
+    w->next = 0;
+    lookahead_walk(c, pf, n);
+    return off;
+}
+
+struct ahead_req *
+lookahead_take(struct conn *c)
+{
+    struct lookahead *w = c->la;
+    struct ahead_req *a;
+
+    if (w->conn != c) {
+        return NULL;
+    }
+    a = &w->ahead[w->next];
+    if (a->off != c->rstart) {
+        /* not where this connection is (cannot happen: a guard) */
+        w->conn = NULL;
+        return NULL;
+    }
+    if (++w->next == w->n) {
+        w->conn = NULL;
+    }
+    w->memo = a->key;
+    return a;
+}
+
+void
+lookahead_drop(struct conn *c)
+{
+    if (c->la->conn == c) {
+        c->la->conn = NULL;
+    }
+}
+
+void
+lookahead_done(struct conn *c)
+{
+    c->la->memo.key = NULL;
+}
+
+const struct prefetch_key *
+lookahead_memo(const struct conn *c, const struct token *keys)
+{
+    const struct prefetch_key *m = &c->la->memo;
+
+    return m->key == keys->p && m->nkey == keys->len ? m : NULL;
+}
+

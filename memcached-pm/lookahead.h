@@ -1,0 +1,96 @@
+/*
+ * lookahead.h: batched lookups on the request path (storage/prefetch.h).
+ *
+ * Two kinds of batch, walked side by side before they run:
+ *
+ *   a multiget    its keys, prefetch_batch at a time (lookahead_window()
+ *                 hashes the next window, lookahead_walk() walks it);
+ *   a pipeline    when a read brings more than one request, the requests
+ *                 whose bytes are all there are parsed ahead
+ *                 (lookahead_pipeline()), their keys hashed and walked,
+ *                 and they then run one by one from what was parsed
+ *                 (lookahead_take()), their hashes reused
+ *                 (lookahead_hash()).
+ *
+ * The state is per worker (struct lookahead), used by one connection at a
+ * time: what was parsed ahead points into that connection's read buffer,
+ * and is dropped (lookahead_drop()) before the buffer moves or the
+ * connection goes.  Touched by its worker's thread only: no lock.
+ */
+#ifndef MCPM_LOOKAHEAD_H
+#define MCPM_LOOKAHEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memcached-pm/conn.h"
+#include "proto/request.h"
+#include "proto/token.h"
+#include "storage/prefetch.h"
+
+/* A request of a pipeline parsed ahead; it runs from here instead of
+ * being parsed a second time. */
+struct ahead_req {
+    size_t              off;     /* where its line starts in the rbuf */
+    size_t              len;     /* the line's length */
+    struct prefetch_key key;     /* its first key, hashed (key NULL: none) */
+    struct request      req;
+};
+
+struct lookahead {
+    struct prefetch_key  pf[PREFETCH_BATCH_MAX];  /* a batch being walked */
+    /* ahead[next..n) parsed from conn's read buffer (NULL: none);
+     * prefetch_batch entries. */
+    struct ahead_req    *ahead;
+    struct conn         *conn;
+    unsigned             n, next;
+    /* The running request's key as the look-ahead hashed it (key NULL:
+     * none), so that it is not hashed again. */
+    struct prefetch_key  memo;
+};
+
+/* Room for a batch of prefetch_batch requests.  0 or -1. */
+int  lookahead_init(struct lookahead *la);
+void lookahead_destroy(struct lookahead *la);
+
+/*
+ * The request `first` (parsed, `len` bytes of line) begins c's unread
+ * bytes and more follow: parse the requests after it whose bytes are all
+ * there, up to prefetch_batch keys of them, and walk their keys side by
+ * side.  Returns the bytes covered from c->rstart (the caller looks
+ * again past them); 0 when prefetch_batch is under 2.
+ */
+size_t lookahead_pipeline(struct conn *c, const struct request *first,
+                          size_t len);
+
+/* The next request parsed ahead for c, if it starts at c->rstart (else
+ * NULL); its key's hash is kept for lookahead_hash(). */
+struct ahead_req *lookahead_take(struct conn *c);
+
+/* c's read buffer is about to move or be freed: forget what was parsed
+ * from it. */
+void lookahead_drop(struct conn *c);
+
+/* The running request is done: its hash is forgotten. */
+void lookahead_done(struct conn *c);
+
+/* hash_murmur3(key, nkey), or the look-ahead's hash of those very bytes
+ * when the running request was parsed by it. */
+uint32_t lookahead_hash(const struct conn *c, const char *key, size_t nkey);
+
+/* The running request's one key, when the look-ahead split and hashed
+ * it (a one-key get: its key list is that key), else NULL. */
+const struct prefetch_key *lookahead_memo(const struct conn *c,
+                                          const struct token *keys);
+
+/* Hash up to `max` more keys of a multiget key list into c's batch;
+ * returns how many, the batch in *pf. */
+unsigned lookahead_window(struct conn *c, struct token *cursor,
+                          struct prefetch_key **pf, unsigned max);
+
+/* Walk the n keys of a batch side by side when there are two or more,
+ * counting the batch (prefetch_batches, prefetch_keys). */
+void lookahead_walk(struct conn *c, struct prefetch_key *pf, unsigned n);
+
+#endif

@@ -1,0 +1,264 @@
+/*
+ * machine.c: the connection state machine (machine.h).
+ *
+ * Locking: none; a connection is driven by its worker's thread only
+ * (storage and the reply queue take what locks they need).
+ */
+#include "config.h"
+
+#include "memcached-pm/machine.h"
+
+#include "memcached-pm/log.h"
+#include "memcached-pm/lookahead.h"
+#include "memcached-pm/process.h"
+#include "memcached-pm/settings.h"
+#include "memcached-pm/stats.h"
+#include "proto/text.h"
+
+#define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
+
+static void conn_drive(struct conn *c);
+
+/* ---- events ----------------------------------------------------------- */
+
+static void
+on_event(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+
+    (void)fd;
+    (void)what;
+    c->yielded = false;
+    conn_drive(c);
+}
+
+/* Register for readability or writability, when that changes. */
+static void
+conn_wait(struct conn *c, short flags)
+{
+    if (c->ev_flags == flags) {
+        return;
+    }
+    if (c->ev_flags != 0) {
+        event_del(&c->ev);
+    }
+    event_assign(&c->ev, c->base, c->fd, flags | EV_PERSIST,
+                 on_event, c);
+    if (event_add(&c->ev, NULL) != 0) {
+        log_error("conn %d: event_add failed", c->fd);
+    }
+    c->ev_flags = flags;
+}
+
+void
+machine_start(struct conn *c)
+{
+    conn_wait(c, EV_READ);
+}
+
+void
+machine_close(struct conn **c)
+{
+    if (*c != NULL) {
+        lookahead_drop(*c);
+        conn_free(c);
+    }
+}
+
+/* Read more: the buffer may move, so what the look-ahead parsed from it
+ * goes first. */
+static ssize_t
+read_more(struct conn *c)
+{
+    lookahead_drop(c);
+    return conn_read(c);
+}
+
+/* ---- the state machine ------------------------------------------------ */
+
+static enum conn_state
+after_process(struct conn *c, enum process_result r)
+{
+    switch (r) {
+    case PROCESS_NREAD:
+        return CONN_NREAD;
+    case PROCESS_SWALLOW:
+        return CONN_SWALLOW;
+    case PROCESS_CLOSE:
+        c->close_after_write = true;
+        return CONN_WRITE;
+    case PROCESS_OK:
+    default:
+        return CONN_PARSE;
+    }
+}
+
+/* Parse and execute one request from the buffer. */
+static enum conn_state
+parse_one(struct conn *c)
+{
+    struct ahead_req *a = lookahead_take(c);
+    struct request local, *req = &local;
+    ssize_t n;
+
+    if (a != NULL) {
+        req = &a->req;
+        n = (ssize_t)a->len;
+    } else {
+        lookahead_done(c);
+        n = text_parse(&local, c->rbuf + c->rstart, c->rend - c->rstart);
+        if (n == PROTO_EUNFIN) {
+            return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
+        }
+        if (n == PROTO_ECLOSE) {
+            c->close_after_write = true;
+            return CONN_WRITE;
+        }
+        /* More bytes after this request's line, none looked at yet: a
+         * pipeline.  Parse the requests after this one and walk their
+         * keys side by side (lookahead_pipeline); they then run one by
+         * one from what was parsed. */
+        if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
+            c->pf_end = c->rstart + lookahead_pipeline(c, &local, (size_t)n);
+        }
+    }
+    if (settings.verbose > 1) {
+        log_write("<%d %.*s", c->fd, (int)(n > 1 ? n - 1 : 0),
+                  c->rbuf + c->rstart);
+    }
+    c->rstart += (size_t)n;
+    c->last_cmd = clock_now();
+    c->noreply = req->noreply;
+    n = after_process(c, process_request(c, req));
+    lookahead_done(c);
+    c->noreply = false;
+    return (enum conn_state)n;
+}
+
+static enum conn_state
+state_parse(struct conn *c, int *budget)
+{
+    if (c->rstart == c->rend) {
+        c->rstart = c->rend = c->pf_end = 0;
+        return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
+    }
+    if (c->out_bytes > OUT_HIGH_WATER) {
+        return CONN_WRITE;
+    }
+    if ((*budget)-- <= 0) {
+        /* Let the worker's other connections in; come back next turn. */
+        STAT_INCR(c->stats->conn_yields);
+        c->yielded = true;
+        return CONN_WRITE;
+    }
+    return parse_one(c);
+}
+
+static enum conn_state
+state_nread(struct conn *c, bool *stop)
+{
+    size_t total = item_vlen(c->nitem) + 2;
+
+    conn_nread_buffered(c);
+    if (c->nread_off == total) {
+        process_store(c);
+        return CONN_PARSE;
+    }
+    switch (conn_nread_direct(c)) {
+    case -1: return CONN_CLOSING;
+    case 0: *stop = true; conn_wait(c, EV_READ); return CONN_NREAD;
+    default: return CONN_NREAD;
+    }
+}
+
+static enum conn_state
+state_swallow(struct conn *c, bool *stop)
+{
+    size_t have = c->rend - c->rstart;
+    size_t take = c->swallow < have ? (size_t)c->swallow : have;
+
+    c->rstart += take;
+    c->swallow -= take;
+    if (c->swallow == 0) {
+        return CONN_PARSE;
+    }
+    switch (read_more(c)) {
+    case -1: return CONN_CLOSING;
+    case 0: *stop = true; conn_wait(c, EV_READ); return CONN_SWALLOW;
+    default: return CONN_SWALLOW;
+    }
+}
+
+static enum conn_state
+state_read(struct conn *c, bool *stop)
+{
+    if (c->read_short) {
+        /* The last read drained the socket; poll before reading again
+         * (the event is level-triggered, so nothing is missed). */
+        c->read_short = false;
+        *stop = true;
+        conn_wait(c, EV_READ);
+        return CONN_READ;
+    }
+    switch (read_more(c)) {
+    case -1:
+        return CONN_CLOSING;
+    case 0:
+        *stop = true;
+        conn_wait(c, EV_READ);
+        return CONN_READ;
+    default:
+        return CONN_PARSE;
+    }
+}
+
+static enum conn_state
+state_write(struct conn *c, bool *stop)
+{
+    switch (conn_flush(c)) {
+    case -1:
+        return CONN_CLOSING;
+    case 0:
+        *stop = true;
+        conn_wait(c, EV_WRITE);
+        return CONN_WRITE;
+    default:
+        break;
+    }
+    if (c->close_after_write) {
+        return CONN_CLOSING;
+    }
+    if (c->yielded) {
+        *stop = true;
+        conn_wait(c, EV_READ);
+        event_active(&c->ev, EV_READ, 0);
+        return CONN_PARSE;
+    }
+    conn_wait(c, EV_READ);
+    return CONN_PARSE;
+}
+
+static void
+conn_drive(struct conn *c)
+{
+    int budget = settings.reqs_per_event;
+    bool stop = false;
+
+    while (!stop) {
+        enum conn_state next;
+
+        switch (c->state) {
+        case CONN_PARSE: next = state_parse(c, &budget); break;
+        case CONN_READ: next = state_read(c, &stop); break;
+        case CONN_NREAD: next = state_nread(c, &stop); break;
+        case CONN_SWALLOW: next = state_swallow(c, &stop); break;
+        case CONN_WRITE: next = state_write(c, &stop); break;
+        case CONN_CLOSING:
+        default:
+            machine_close(&c);
+            return;
+        }
+        conn_set_state(c, next);
+    }
+}
+

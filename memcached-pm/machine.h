@@ -1,0 +1,37 @@
+/*
+ * machine.h: the state machine that drives a connection (conn.h) from
+ * its socket's events.
+ *
+ * Its loop:
+ *
+ *      +--------+  line   +---------+  storage cmd   +-------+
+ *   -->|  READ  |-------->|  PARSE  |--------------->| NREAD |--+
+ *      +--------+         +---------+                +-------+  |
+ *          ^                |  ^   |  error with data             |
+ *          | no full line,  |  |   +--------------->+---------+  |
+ *          | nothing queued |  |                    | SWALLOW |  |
+ *          |                v  +--------------------+---------+  |
+ *      +--------+  replies queued, or the -R budget spent         |
+ *      | WRITE  |<-------------------------------------------------+
+ *      +--------+
+ *
+ * PARSE handles every complete request in the read buffer, queueing each
+ * reply as iovecs: small lines are copied into an output arena, values are
+ * pointed at in item memory while the connection holds a reference.  WRITE
+ * sends the queue with sendmsg() and only then gives the references back.
+ *
+ * A connection is driven by its worker's thread only: no lock.
+ */
+#ifndef MCPM_MACHINE_H
+#define MCPM_MACHINE_H
+
+#include "memcached-pm/conn.h"
+
+/* Start reading a new connection (conn_new()) on its worker's base. */
+void machine_start(struct conn *c);
+
+/* Close a connection whatever its state: its look-ahead is dropped, then
+ * it is freed (conn_free()).  *c is NULL after. */
+void machine_close(struct conn **c);
+
+#endif
