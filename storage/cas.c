@@ -4,10 +4,7 @@
 #include "storage/cas.h"
 #include "storage/sblock.h"
 
-static struct {
-    uint64_t        last;       /* the last unique handed out */
-    struct sblock  *sb;
-} cas;
+static struct sblock_counter cas;
 
 void
 cas_init(void)
@@ -20,21 +17,13 @@ cas_init(void)
 void
 cas_use_sblock(struct sblock *sb)
 {
-    cas.sb = sb;
-    if (sb != NULL && sb->cas_hwm > cas.last) {
-        cas.last = sb->cas_hwm;
-    }
+    sblock_counter_attach(&cas, sb);
 }
 
 uint64_t
 cas_next(void)
 {
-    uint64_t v = __atomic_add_fetch(&cas.last, 1, __ATOMIC_RELAXED);
-
-    if (cas.sb != NULL) {
-        sblock_reserve_seq(cas.sb, v);
-    }
-    return v;
+    return sblock_counter_next(&cas);
 }
 
 uint64_t
@@ -43,8 +32,6 @@ cas_take(uint64_t wanted)
     if (wanted == 0) {
         return cas_next();
     }
-    if (cas.sb != NULL) {
-        sblock_reserve_seq(cas.sb, wanted);
-    }
+    sblock_counter_cover(&cas, wanted);
     return wanted;
 }

@@ -131,3 +131,24 @@ clock_realtime(int64_t exptime)
     }
     return (rel_time_t)(exptime - base);
 }
+
+uint64_t
+clock_mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void
+clock_deadline(struct timespec *ts, uint64_t us)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += (time_t)(us / 1000000);
+    ts->tv_nsec += (long)(us % 1000000) * 1000;
+    if (ts->tv_nsec >= 1000000000) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000;
+    }
+}

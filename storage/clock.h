@@ -44,4 +44,11 @@ time_t clock_process_started(void);
  */
 rel_time_t clock_realtime(int64_t exptime);
 
+/* Microseconds of the monotonic clock, for measuring durations. */
+uint64_t clock_mono_us(void);
+
+/* The CLOCK_REALTIME instant `us` microseconds from now: a deadline for
+ * pthread_cond_timedwait(). */
+void clock_deadline(struct timespec *ts, uint64_t us);
+
 #endif

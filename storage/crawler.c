@@ -184,8 +184,7 @@ wait_a_second(void)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
+    clock_deadline(&ts, 1000000);
     pthread_cond_timedwait(&cr.cond, &cr.lock, &ts);
 }
 

@@ -12,6 +12,10 @@
  * class, so it lives (and is evicted) in that class's LRU, where evicting
  * it frees the chunks that class is short of; the class of the header's own
  * memory is kept in the first chunk's orig_clsid.
+ *
+ * Locking: none of its own.  The caller holds the item lock or the only
+ * reference (item.h); references are atomic; memory comes from the
+ * caller's item_mem_fn and goes back to slabs, which lock themselves.
  */
 #include "storage/item.h"
 #include "storage/slabs.h"
@@ -20,29 +24,23 @@
 #include <stddef.h>
 #include <string.h>
 
+/* struct item, struct item_chunk and slabs' struct slabs_chunk lie over
+ * the same 48 bytes: the fields any of them reads of a chunk whose kind
+ * it does not know yet sit at the same offsets in all three. */
+#define SAME_AT(a, b, fa, fb) \
+    _Static_assert(offsetof(a, fa) == offsetof(b, fb), #fa " of " #a)
+#define SHARED_FIELDS(b)                                                    \
+    SAME_AT(struct item, b, refcount, refcount);                            \
+    SAME_AT(struct item, b, flags, flags);                                  \
+    SAME_AT(struct item, b, clsid, clsid);                                  \
+    SAME_AT(struct item, b, tier, tier)
+
 _Static_assert(sizeof(struct item) == 48, "memcached's 48-byte header");
 _Static_assert(sizeof(struct item_chunk) == 48, "chunk header size");
-_Static_assert(offsetof(struct item, refcount) ==
-               offsetof(struct item_chunk, refcount), "refcount offset");
-_Static_assert(offsetof(struct item, flags) ==
-               offsetof(struct item_chunk, flags), "flags offset");
-_Static_assert(offsetof(struct item, clsid) ==
-               offsetof(struct item_chunk, clsid), "clsid offset");
-_Static_assert(offsetof(struct item, tier) ==
-               offsetof(struct item_chunk, tier), "tier offset");
-/* Both lie over the header slabs writes into every chunk. */
-_Static_assert(sizeof(struct item) == sizeof(struct slabs_chunk),
-               "chunk header size");
-_Static_assert(offsetof(struct item, refcount) ==
-               offsetof(struct slabs_chunk, refcount), "refcount offset");
-_Static_assert(offsetof(struct item, flags) ==
-               offsetof(struct slabs_chunk, flags), "flags offset");
-_Static_assert(offsetof(struct item, clsid) ==
-               offsetof(struct slabs_chunk, clsid), "clsid offset");
-_Static_assert(offsetof(struct item, tier) ==
-               offsetof(struct slabs_chunk, tier), "tier offset");
-_Static_assert(offsetof(struct item, h_next) ==
-               offsetof(struct slabs_chunk, hint), "hash chain offset");
+_Static_assert(sizeof(struct slabs_chunk) == 48, "slabs' header size");
+SHARED_FIELDS(struct item_chunk);
+SHARED_FIELDS(struct slabs_chunk);
+SAME_AT(struct item, struct slabs_chunk, h_next, hint);
 _Static_assert(ITEM_SLABBED == SLABS_FREE, "the free mark");
 
 struct item_chunk *
@@ -221,7 +219,8 @@ item_release(struct item *it)
 size_t
 item_header_size(const struct item *it)
 {
-    return sizeof(struct item) + item_value_off(it) + sizeof(struct item_chunk *);
+    return sizeof(struct item) + item_value_off(it) +
+           sizeof(struct item_chunk *);
 }
 
 static void

@@ -160,15 +160,6 @@ maint_juggle(unsigned tc)
 
 /* ---- the thread ------------------------------------------------------- */
 
-static uint64_t
-now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Sleep up to us microseconds; false when asked to stop. */
 static bool
 maint_sleep(uint64_t us)
@@ -176,13 +167,7 @@ maint_sleep(uint64_t us)
     struct timespec ts;
     bool go;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(us / 1000000);
-    ts.tv_nsec += (long)(us % 1000000) * 1000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    clock_deadline(&ts, us);
     pthread_mutex_lock(&mt.wait_lock);
     if (!mt.stop) {
         pthread_cond_timedwait(&mt.wait_cond, &mt.wait_lock, &ts);
@@ -211,7 +196,7 @@ maint_thread(void *arg)
         backoff[i] = SLEEP_MIN_US;
     }
     for (;;) {
-        uint64_t t = now_us(), soonest = t + SLEEP_MAX_US;
+        uint64_t t = clock_mono_us(), soonest = t + SLEEP_MAX_US;
 
         for (unsigned tc = 1; tc < SLABS_TC_MAX; tc++) {
             if (!juggled(tc)) {
@@ -227,7 +212,7 @@ maint_thread(void *arg)
                 soonest = next[tc];
             }
         }
-        t = now_us();
+        t = clock_mono_us();
         if (!maint_sleep(soonest > t ? soonest - t : 0)) {
             return NULL;
         }

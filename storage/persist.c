@@ -13,9 +13,8 @@ _Static_assert(sizeof(struct persist_prefix) == PERSIST_PREFIX,
                "the prefix is 16 bytes");
 
 static struct {
-    struct tier    *tier;
-    uint64_t        seq;        /* the last seq handed out */
-    struct sblock  *sb;         /* its high-water mark, when set */
+    struct tier           *tier;
+    struct sblock_counter  seq;     /* commit sequence numbers */
 } pe;
 
 void
@@ -28,10 +27,7 @@ persist_init(struct tier *t)
 void
 persist_set_sblock(struct sblock *sb)
 {
-    pe.sb = sb;
-    if (sb != NULL && sb->cas_hwm > pe.seq) {
-        pe.seq = sb->cas_hwm;
-    }
+    sblock_counter_attach(&pe.seq, sb);
 }
 
 void
@@ -73,12 +69,7 @@ persist_crc(const struct item *it)
 uint64_t
 persist_next_seq(void)
 {
-    uint64_t seq = __atomic_add_fetch(&pe.seq, 1, __ATOMIC_RELAXED);
-
-    if (pe.sb != NULL) {
-        sblock_reserve_seq(pe.sb, seq);
-    }
-    return seq;
+    return sblock_counter_next(&pe.seq);
 }
 
 /* The head's own bytes: the prefix, header and meta, then the value or,

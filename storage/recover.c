@@ -112,15 +112,6 @@ seq_of(const void *chunk)
                            __ATOMIC_RELAXED) >> 1;
 }
 
-static uint64_t
-now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Run fn on every worker, each in a thread of its own but the first; a
  * worker whose thread cannot start runs here afterwards instead. */
 static void
@@ -768,7 +759,7 @@ recover_run(struct tier *t, const struct recover_params *p,
         .largest = slabs_largest(),
         .nthreads = thread_count(p),
     };
-    uint64_t start = now_us();
+    uint64_t start = clock_mono_us();
     int ret;
 
     memset(out, 0, sizeof(*out));
@@ -795,6 +786,6 @@ recover_run(struct tier *t, const struct recover_params *p,
     free(rc.w);
     free(rc.pieces);
     free(rc.pages);
-    out->seconds = now_us() - start;
+    out->seconds = clock_mono_us() - start;
     return ret;
 }

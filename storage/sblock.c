@@ -312,3 +312,29 @@ sblock_load(struct tier *t, void *base, const struct sblock_params *p,
     from_params(p, &now);
     return compare(out, &now, err, errlen);
 }
+
+void
+sblock_counter_attach(struct sblock_counter *c, struct sblock *sb)
+{
+    c->sb = sb;
+    if (sb != NULL && sb->cas_hwm > c->last) {
+        c->last = sb->cas_hwm;
+    }
+}
+
+uint64_t
+sblock_counter_next(struct sblock_counter *c)
+{
+    uint64_t v = __atomic_add_fetch(&c->last, 1, __ATOMIC_RELAXED);
+
+    sblock_counter_cover(c, v);
+    return v;
+}
+
+void
+sblock_counter_cover(struct sblock_counter *c, uint64_t v)
+{
+    if (c->sb != NULL) {
+        sblock_reserve_seq(c->sb, v);
+    }
+}

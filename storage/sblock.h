@@ -114,6 +114,27 @@ void sblock_commit(struct sblock *sb);
 void sblock_reserve_seq(struct sblock *sb, uint64_t seq);
 
 /*
+ * A counter no restart hands out a value of again: each value it gives is
+ * covered by the superblock's high-water mark first.  CAS uniques (cas.c)
+ * and commit sequence numbers (persist.c) are two such counters over the
+ * one mark.  Without a superblock it only counts.  Thread-safe.
+ */
+struct sblock_counter {
+    uint64_t        last;       /* the last value handed out */
+    struct sblock  *sb;         /* reserve against it, or NULL */
+};
+
+/* Reserve against sb from now on (NULL: stop), and continue above the
+ * mark it holds now.  Before serving. */
+void sblock_counter_attach(struct sblock_counter *c, struct sblock *sb);
+
+/* The next value. */
+uint64_t sblock_counter_next(struct sblock_counter *c);
+
+/* A value chosen elsewhere (meta E's CAS): covered by the mark too. */
+void sblock_counter_cover(struct sblock_counter *c, uint64_t v);
+
+/*
  * Record a flush_all cut-off (wall-clock seconds) and commit it before
  * returning.  Thread-safe against sblock_reserve_seq.
  */

@@ -690,13 +690,7 @@ slabs_steal_page(unsigned tc, unsigned ms)
     unsigned before;
     bool got = false;
 
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += (time_t)(ms / 1000);
-    dl.tv_nsec += (long)(ms % 1000) * 1000000;
-    if (dl.tv_nsec >= 1000000000) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000;
-    }
+    clock_deadline(&dl, (uint64_t)ms * 1000);
     pthread_mutex_lock(&sl.lock);
     if (!wait_idle(&dl)) {
         pthread_mutex_unlock(&sl.lock);
