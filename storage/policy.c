@@ -1,5 +1,7 @@
 /*
  * policy.c: the tier policy's answers (policy.h).
+ *
+ * Locking: none; set by policy_init() before serving, read-only after.
  */
 #include "storage/policy.h"
 #include "storage/slabs.h"

@@ -15,6 +15,8 @@
  * gave 30 pages), and close to the max it was seen to return pages
  * without the alignment asked for.  The heap is therefore created
  * unbounded and the tier refuses pages past the limit itself.
+ *
+ * Locking: none of its own; slabs calls it under the slabs lock (tier.h).
  */
 #include "storage/tier.h"
 
