@@ -143,12 +143,6 @@ gauge_obuf(struct conn *c, int64_t count)
 
 /* ---- life ------------------------------------------------------------- */
 
-void
-conn_set_state(struct conn *c, enum conn_state s)
-{
-    __atomic_store_n(&c->state, s, __ATOMIC_RELAXED);
-}
-
 static void
 peer_name(struct conn *c)
 {
@@ -586,7 +580,7 @@ rbuf_room(struct conn *c)
 
 /* A read's result as the callers take it: the bytes (counted), 0 when
  * the socket had none, -1 when it is closed or failed. */
-static ssize_t
+static inline ssize_t
 got_bytes(struct conn *c, ssize_t n)
 {
     if (n > 0) {

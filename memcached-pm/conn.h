@@ -162,7 +162,11 @@ struct conn *conn_new(const struct conn_owner *o, int fd, bool is_unix,
 void conn_free(struct conn **c);
 
 /* Set the state, for stats conns' racy readers. */
-void conn_set_state(struct conn *c, enum conn_state s);
+static inline void
+conn_set_state(struct conn *c, enum conn_state s)
+{
+    __atomic_store_n(&c->state, s, __ATOMIC_RELAXED);
+}
 
 /* ---- input ----------------------------------------------------------- */
 

@@ -50,22 +50,6 @@ exec_hit(struct thread_stats *ts, bool touch, const struct item *it)
 }
 
 struct item *
-exec_get(struct thread_stats *ts, const char *key, size_t nkey, uint32_t hv,
-         bool touch, rel_time_t exptime)
-{
-    enum cache_status st;
-    struct item *it = touch ? cache_touch(key, nkey, hv, exptime, &st)
-                            : cache_get(key, nkey, hv, &st);
-
-    if (it == NULL) {
-        exec_miss(ts, touch, st);
-    } else {
-        exec_hit(ts, touch, it);
-    }
-    return it;
-}
-
-struct item *
 exec_mget(struct thread_stats *ts, const char *key, size_t nkey,
           uint32_t hv, struct cache_mget *a, enum cache_status *st)
 {

@@ -32,9 +32,22 @@ void exec_hit(struct thread_stats *ts, bool touch, const struct item *it);
 void exec_miss(struct thread_stats *ts, bool touch, enum cache_status st);
 
 /* get/gets, and gat/gats when `touch` (new exptime): the item or NULL,
- * counted. */
-struct item *exec_get(struct thread_stats *ts, const char *key, size_t nkey,
-                      uint32_t hv, bool touch, rel_time_t exptime);
+ * counted.  Inline: every GET comes through here. */
+static inline struct item *
+exec_get(struct thread_stats *ts, const char *key, size_t nkey, uint32_t hv,
+         bool touch, rel_time_t exptime)
+{
+    enum cache_status st;
+    struct item *it = touch ? cache_touch(key, nkey, hv, exptime, &st)
+                            : cache_get(key, nkey, hv, &st);
+
+    if (it == NULL) {
+        exec_miss(ts, touch, st);
+    } else {
+        exec_hit(ts, touch, it);
+    }
+    return it;
+}
 
 /* mg: cache_mget(), counted as memcached counts mg (a miss as a get miss
  * even with T; a hit as a touch with T). */

@@ -37,54 +37,6 @@ lookahead_destroy(struct lookahead *la)
     la->ahead = NULL;
 }
 
-uint32_t
-lookahead_hash(const struct conn *c, const char *key, size_t nkey)
-{
-    const struct prefetch_key *m = &c->la->memo;
-
-    if (m->key == key && m->nkey == nkey) {
-        return m->hv;
-    }
-    return hash_murmur3(key, nkey);
-}
-
-/* Hash up to `max` more keys of a multiget into pf; how many.  c: the
- * connection whose request it is, or NULL for the look-ahead. */
-static unsigned
-hash_keys(const struct conn *c, struct token *cursor,
-          struct prefetch_key *pf, unsigned max)
-{
-    struct token key;
-    unsigned n = 0;
-
-    while (n < max && text_next_key(cursor, &key) > 0) {
-        pf[n].key = key.p;
-        pf[n].nkey = key.len;
-        pf[n].hv = c != NULL ? lookahead_hash(c, key.p, key.len)
-                             : hash_murmur3(key.p, key.len);
-        n++;
-    }
-    return n;
-}
-
-void
-lookahead_walk(struct conn *c, struct prefetch_key *pf, unsigned n)
-{
-    if (n > 1) {
-        prefetch_walk(pf, n, true);
-        STAT_INCR(c->stats->prefetch_batches);
-        STAT_ADD(c->stats->prefetch_keys, n);
-    }
-}
-
-unsigned
-lookahead_window(struct conn *c, struct token *cursor,
-                 struct prefetch_key **pf, unsigned max)
-{
-    *pf = c->la->pf;
-    return hash_keys(c, cursor, c->la->pf, max);
-}
-
 /* The bytes of a request's data block after its line (with "\r\n"):
  * the stores and ms carry one.  SIZE_MAX when an ms length is bad (the
  * request will be refused; the scan stops there). */
@@ -114,7 +66,7 @@ add_keys(const struct request *req, struct prefetch_key *pf, unsigned n,
     case REQ_GET: case REQ_GETS: case REQ_GAT: case REQ_GATS: {
         struct token cursor = req->keys;
 
-        return n + hash_keys(NULL, &cursor, pf + n, max - n);
+        return n + lookahead_keys(NULL, &cursor, pf + n, max - n);
     }
     case REQ_MG: case REQ_MS: case REQ_MD: case REQ_MA: case REQ_ME:
         if (req->ntokens < 2) {
@@ -211,17 +163,4 @@ lookahead_drop(struct conn *c)
     }
 }
 
-void
-lookahead_done(struct conn *c)
-{
-    c->la->memo.key = NULL;
-}
-
-const struct prefetch_key *
-lookahead_memo(const struct conn *c, const struct token *keys)
-{
-    const struct prefetch_key *m = &c->la->memo;
-
-    return m->key == keys->p && m->nkey == keys->len ? m : NULL;
-}
 

@@ -25,8 +25,11 @@
 #include <stdint.h>
 
 #include "memcached-pm/conn.h"
+#include "memcached-pm/stats.h"
 #include "proto/request.h"
+#include "proto/text.h"
 #include "proto/token.h"
+#include "storage/hash.h"
 #include "storage/prefetch.h"
 
 /* A request of a pipeline parsed ahead; it runs from here instead of
@@ -73,24 +76,74 @@ struct ahead_req *lookahead_take(struct conn *c);
 void lookahead_drop(struct conn *c);
 
 /* The running request is done: its hash is forgotten. */
-void lookahead_done(struct conn *c);
+static inline void
+lookahead_done(struct conn *c)
+{
+    c->la->memo.key = NULL;
+}
 
 /* hash_murmur3(key, nkey), or the look-ahead's hash of those very bytes
  * when the running request was parsed by it. */
-uint32_t lookahead_hash(const struct conn *c, const char *key, size_t nkey);
+static inline uint32_t
+lookahead_hash(const struct conn *c, const char *key, size_t nkey)
+{
+    const struct prefetch_key *m = &c->la->memo;
+
+    if (m->key == key && m->nkey == nkey) {
+        return m->hv;
+    }
+    return hash_murmur3(key, nkey);
+}
 
 /* The running request's one key, when the look-ahead split and hashed
  * it (a one-key get: its key list is that key), else NULL. */
-const struct prefetch_key *lookahead_memo(const struct conn *c,
-                                          const struct token *keys);
+static inline const struct prefetch_key *
+lookahead_memo(const struct conn *c, const struct token *keys)
+{
+    const struct prefetch_key *m = &c->la->memo;
 
-/* Hash up to `max` more keys of a multiget key list into c's batch;
- * returns how many, the batch in *pf. */
-unsigned lookahead_window(struct conn *c, struct token *cursor,
-                          struct prefetch_key **pf, unsigned max);
+    return m->key == keys->p && m->nkey == keys->len ? m : NULL;
+}
+
+/* Hash up to `max` more keys of a multiget key list into pf; how many.
+ * c: the connection whose request it is (its hashes reused), or NULL. */
+static inline unsigned
+lookahead_keys(const struct conn *c, struct token *cursor,
+               struct prefetch_key *pf, unsigned max)
+{
+    struct token key;
+    unsigned n = 0;
+
+    while (n < max && text_next_key(cursor, &key) > 0) {
+        pf[n].key = key.p;
+        pf[n].nkey = key.len;
+        pf[n].hv = c != NULL ? lookahead_hash(c, key.p, key.len)
+                             : hash_murmur3(key.p, key.len);
+        n++;
+    }
+    return n;
+}
+
+/* lookahead_keys() into c's batch, returned in *pf.  Inline, as every
+ * GET's key goes through it. */
+static inline unsigned
+lookahead_window(struct conn *c, struct token *cursor,
+                 struct prefetch_key **pf, unsigned max)
+{
+    *pf = c->la->pf;
+    return lookahead_keys(c, cursor, c->la->pf, max);
+}
 
 /* Walk the n keys of a batch side by side when there are two or more,
  * counting the batch (prefetch_batches, prefetch_keys). */
-void lookahead_walk(struct conn *c, struct prefetch_key *pf, unsigned n);
+static inline void
+lookahead_walk(struct conn *c, struct prefetch_key *pf, unsigned n)
+{
+    if (n > 1) {
+        prefetch_walk(pf, n, true);
+        STAT_INCR(c->stats->prefetch_batches);
+        STAT_ADD(c->stats->prefetch_keys, n);
+    }
+}
 
 #endif

@@ -103,8 +103,8 @@ count_eviction(unsigned tc, const struct item *it)
     rel_time_t now = clock_now(), t = item_time(it);
 
     LRU_COUNT(tc, evicted, 1);
-    __atomic_store_n(&lru_counters(tc)->evicted_time, now > t ? now - t : 0,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&lru_class_counters[tc].evicted_time,
+                     now > t ? now - t : 0, __ATOMIC_RELAXED);
     if (it->exptime != 0) {
         LRU_COUNT(tc, evicted_nonzero, 1);
     }

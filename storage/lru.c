@@ -25,8 +25,9 @@ struct lru_list {
 static struct {
     const struct cache_options *opts;
     struct lru_list             lists[SLABS_TC_MAX][LRU_NLISTS];
-    struct cache_class_counters ctr[SLABS_TC_MAX];
 } lru;
+
+struct cache_class_counters lru_class_counters[SLABS_TC_MAX];
 
 static struct lru_list *
 list_at(unsigned tc, enum item_lru which)
@@ -44,6 +45,7 @@ int
 lru_init(const struct cache_options *opts)
 {
     memset(&lru, 0, sizeof(lru));
+    memset(lru_class_counters, 0, sizeof(lru_class_counters));
     lru.opts = opts;
     for (unsigned i = 0; i < SLABS_TC_MAX; i++) {
         for (unsigned l = 0; l < LRU_NLISTS; l++) {
@@ -73,12 +75,6 @@ void
 lru_unlock(unsigned tc, enum item_lru which)
 {
     pthread_mutex_unlock(&list_at(tc, which)->lock);
-}
-
-bool
-lru_is_cursor(const struct item *it)
-{
-    return it->nkey == 0 && item_flags(it) == ITEM_LINKED;
 }
 
 void
@@ -394,12 +390,6 @@ lru_tail_age(unsigned tc, enum item_lru which, rel_time_t now)
     return age;
 }
 
-struct cache_class_counters *
-lru_counters(unsigned tc)
-{
-    return &lru.ctr[tc];
-}
-
 bool
 lru_item_stats(unsigned tc, struct cache_item_stats *o)
 {
@@ -420,7 +410,7 @@ lru_item_stats(unsigned tc, struct cache_item_stats *o)
     o->age_warm = lru_tail_age(tc, ITEM_LRU_WARM, now);
     o->age = lru_tail_age(tc, ITEM_LRU_COLD, now);
     o->mem_requested = slabs_requested(tc);
-    cache_class_counters_copy(o, &lru.ctr[tc]);
+    cache_class_counters_copy(o, &lru_class_counters[tc]);
     return true;
 }
 
@@ -433,7 +423,7 @@ lru_totals(unsigned t, struct cache_stats *out)
     for (unsigned tc = from; tc < to; tc++) {
         out->curr_items += lru_class_items(tc);
         out->bytes += lru_class_bytes(tc, true);
-        cache_class_counters_total(out, &lru.ctr[tc]);
+        cache_class_counters_total(out, &lru_class_counters[tc]);
     }
 }
 
@@ -441,6 +431,6 @@ void
 lru_stats_reset(void)
 {
     for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
-        cache_class_counters_reset(&lru.ctr[tc]);
+        cache_class_counters_reset(&lru_class_counters[tc]);
     }
 }

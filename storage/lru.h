@@ -72,7 +72,11 @@ bool do_lru_try_move(struct item *it, enum item_lru to);
 struct item *do_lru_head(unsigned tc, enum item_lru which);
 struct item *do_lru_tail(unsigned tc, enum item_lru which);
 
-bool lru_is_cursor(const struct item *it);
+static inline bool
+lru_is_cursor(const struct item *it)
+{
+    return it->nkey == 0 && item_flags(it) == ITEM_LINKED;
+}
 
 /*
  * A hit: FETCHED, then on a second hit ACTIVE (a flag; the maintainer
@@ -107,12 +111,13 @@ uint64_t lru_list_size(unsigned tc, enum item_lru which);
 uint64_t lru_list_bytes(unsigned tc, enum item_lru which);
 rel_time_t lru_tail_age(unsigned tc, enum item_lru which, rel_time_t now);
 
-/* The counters of a tier class, bumped with relaxed atomics by whoever
- * counts the event: LRU_COUNT(tc, evicted, 1). */
-struct cache_class_counters *lru_counters(unsigned tc);
+/* The counters of each tier class, bumped with relaxed atomics by
+ * whoever counts the event: LRU_COUNT(tc, evicted, 1).  Zeroed by
+ * lru_init() and lru_stats_reset(). */
+extern struct cache_class_counters lru_class_counters[SLABS_TC_MAX];
 
 #define LRU_COUNT(tc, field, n) \
-    __atomic_add_fetch(&lru_counters(tc)->field, (n), __ATOMIC_RELAXED)
+    __atomic_add_fetch(&lru_class_counters[tc].field, (n), __ATOMIC_RELAXED)
 
 /* "stats items" of a tier class: false if it has no items. */
 bool lru_item_stats(unsigned tc, struct cache_item_stats *out);
