@@ -81,18 +81,13 @@ exec_touch(struct thread_stats *ts, const char *key, size_t nkey,
 
 /* ---- stores ----------------------------------------------------------- */
 
-struct item *
-exec_alloc(struct thread_stats *ts, const char *key, size_t nkey,
-           uint32_t hv, uint32_t client_flags, rel_time_t exptime,
-           uint32_t vlen, bool is_set, enum cache_status *st)
+/* exec_alloc() could not have its item: count why, and drop a set's old
+ * value. */
+void
+exec_refused(struct thread_stats *ts, const char *key, size_t nkey,
+             uint32_t hv, bool is_set, enum cache_status st)
 {
-    struct item *it = cache_alloc(key, nkey, hv, client_flags, exptime,
-                                  vlen, st);
-
-    if (it != NULL) {
-        return it;
-    }
-    if (*st == CACHE_TOO_LARGE) {
+    if (st == CACHE_TOO_LARGE) {
         STAT_INCR(ts->store_too_large);
     } else {
         STAT_INCR(ts->store_no_memory);
@@ -102,7 +97,6 @@ exec_alloc(struct thread_stats *ts, const char *key, size_t nkey,
 
         cache_mdelete(key, nkey, hv, &d);
     }
-    return NULL;
 }
 
 bool

@@ -67,10 +67,22 @@ struct item *exec_touch(struct thread_stats *ts, const char *key,
  * store_no_memory); a failed `set` also deletes the key, so that its old
  * value is not read back after the client was told the set failed.
  */
-struct item *exec_alloc(struct thread_stats *ts, const char *key,
-                        size_t nkey, uint32_t hv, uint32_t client_flags,
-                        rel_time_t exptime, uint32_t vlen, bool is_set,
-                        enum cache_status *st);
+void exec_refused(struct thread_stats *ts, const char *key, size_t nkey,
+                  uint32_t hv, bool is_set, enum cache_status st);
+
+static inline struct item *
+exec_alloc(struct thread_stats *ts, const char *key, size_t nkey,
+           uint32_t hv, uint32_t client_flags, rel_time_t exptime,
+           uint32_t vlen, bool is_set, enum cache_status *st)
+{
+    struct item *it = cache_alloc(key, nkey, hv, client_flags, exptime,
+                                  vlen, st);
+
+    if (it == NULL) {
+        exec_refused(ts, key, nkey, hv, is_set, *st);
+    }
+    return it;
+}
 
 /* The value has been read: count the set (cmd_set), and whether it ends
  * in "\r\n" as it must. */

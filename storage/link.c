@@ -137,10 +137,7 @@ do_link_unlink(struct item *it, uint32_t hv)
 void
 link_detach(struct item *it, uint32_t hv)
 {
-    lru_lock(lru_tc(it), item_lru(it));
-    item_flags_clear(it, ITEM_LINKED);
-    do_lru_remove(it);
-    lru_unlock(lru_tc(it), item_lru(it));
+    lru_unlinked(it);
     assoc_delete(item_key(it), item_nkey(it), hv);
     histo_add(it, -1);
 }

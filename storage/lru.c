@@ -77,15 +77,6 @@ lru_unlock(unsigned tc, enum item_lru which)
     pthread_mutex_unlock(&list_at(tc, which)->lock);
 }
 
-void
-lru_set(struct item *it, enum item_lru which)
-{
-    __atomic_store_n(&it->clsid, (uint8_t)((it->clsid & ITEM_CLSID_MASK) |
-                                           ((unsigned)which <<
-                                            ITEM_LRU_SHIFT)),
-                     __ATOMIC_RELAXED);
-}
-
 /* ---- list primitives: the list's lock held ---------------------------- */
 
 static void
@@ -162,6 +153,17 @@ lru_remove(struct item *it)
     struct lru_list *l = list_of(it);
 
     pthread_mutex_lock(&l->lock);
+    take_out(l, it);
+    pthread_mutex_unlock(&l->lock);
+}
+
+void
+lru_unlinked(struct item *it)
+{
+    struct lru_list *l = list_of(it);
+
+    pthread_mutex_lock(&l->lock);
+    item_flags_clear(it, ITEM_LINKED);
     take_out(l, it);
     pthread_mutex_unlock(&l->lock);
 }

@@ -49,11 +49,21 @@ lru_tc(const struct item *it)
 }
 
 /* Name the list an item goes to: on no list, or with its locks held. */
-void lru_set(struct item *it, enum item_lru which);
+static inline void
+lru_set(struct item *it, enum item_lru which)
+{
+    __atomic_store_n(&it->clsid, (uint8_t)((it->clsid & ITEM_CLSID_MASK) |
+                                           ((unsigned)which <<
+                                            ITEM_LRU_SHIFT)),
+                     __ATOMIC_RELAXED);
+}
 
-/* At the head of the item's list, and off it. */
+/* At the head of the item's list, and off it.  lru_unlinked(): off it,
+ * ITEM_LINKED cleared under the list's lock, so that a thread walking the
+ * list sees a linked item or none. */
 void lru_push(struct item *it);
 void lru_remove(struct item *it);
+void lru_unlinked(struct item *it);
 void do_lru_push(struct item *it);
 void do_lru_remove(struct item *it);
 

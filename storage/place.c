@@ -216,15 +216,6 @@ place_mem(size_t size, unsigned tc, unsigned lru_tc)
 }
 
 struct item *
-place_new_in(unsigned t, const char *key, size_t nkey,
-             uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
-             bool use_cas)
-{
-    return item_new(place_mem, t, key, nkey, client_flags, exptime, vlen,
-                    use_cas);
-}
-
-struct item *
 place_new(const char *key, size_t nkey, uint32_t client_flags,
           rel_time_t exptime, uint32_t vlen, bool use_cas)
 {

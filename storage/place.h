@@ -42,9 +42,13 @@ struct item *place_new(const char *key, size_t nkey, uint32_t client_flags,
                        rel_time_t exptime, uint32_t vlen, bool use_cas);
 
 /* A new item in tier t (a move's new home). */
-struct item *place_new_in(unsigned t, const char *key, size_t nkey,
-                          uint32_t client_flags, rel_time_t exptime,
-                          uint32_t vlen, bool use_cas);
+static inline struct item *
+place_new_in(unsigned t, const char *key, size_t nkey, uint32_t client_flags,
+             rel_time_t exptime, uint32_t vlen, bool use_cas)
+{
+    return item_new(place_mem, t, key, nkey, client_flags, exptime, vlen,
+                    use_cas);
+}
 
 /*
  * A hit on linked item `it`, whose reference the caller holds: marked

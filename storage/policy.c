@@ -6,12 +6,10 @@
 #include "storage/policy.h"
 #include "storage/slabs.h"
 
-enum cache_tier_policy policy_mode;
+struct policy_state policy_state;
 
-static struct {
-    bool dram;                  /* a DRAM tier is in use */
-    bool file;                  /* the memory file is in use */
-} pol;
+_Static_assert(SLABS_TC_TIER(SLABS_TC(TIER_PMEM, 5)) ==
+               (SLABS_TC(TIER_PMEM, 5) >> 6), "policy_room() reads the tier");
 
 void
 policy_tiers(enum cache_tier_policy p, bool *dram, bool *file)
@@ -23,29 +21,12 @@ policy_tiers(enum cache_tier_policy p, bool *dram, bool *file)
 void
 policy_init(enum cache_tier_policy p)
 {
-    policy_mode = p;
-    policy_tiers(p, &pol.dram, &pol.file);
-}
+    struct policy_state *s = &policy_state;
 
-unsigned
-policy_home(void)
-{
-    return pol.dram && (!pol.file || policy_mode == CACHE_TIER_CAPACITY)
-           ? TIER_DRAM : TIER_PMEM;
-}
-
-int
-policy_overflow(unsigned t)
-{
-    return t == TIER_DRAM && pol.file && policy_home() == TIER_DRAM
-           ? TIER_PMEM : -1;
-}
-
-enum policy_room
-policy_room(unsigned tc)
-{
-    return SLABS_TC_TIER(tc) == TIER_DRAM && pol.file ? POLICY_DEMOTE
-                                                       : POLICY_EVICT;
+    s->mode = p;
+    policy_tiers(p, &s->dram, &s->file);
+    s->home = s->dram && (!s->file || p == CACHE_TIER_CAPACITY)
+              ? TIER_DRAM : TIER_PMEM;
 }
 
 enum policy_leave
@@ -54,7 +35,7 @@ policy_leave(const struct item *it)
     if (item_original(it) != NULL) {
         return POLICY_UNCACHE;
     }
-    if (it->tier == TIER_DRAM && pol.file) {
+    if (it->tier == TIER_DRAM && policy_state.file) {
         return POLICY_DEMOTE_ITEM;
     }
     return POLICY_DROP;

@@ -33,10 +33,30 @@ void policy_tiers(enum cache_tier_policy p, bool *dram, bool *file);
 /* Start deciding under p, with the tiers it has.  Before serving. */
 void policy_init(enum cache_tier_policy p);
 
+/* What policy_init() settled, read by the inline answers below (every
+ * store and every hit asks). */
+struct policy_state {
+    enum cache_tier_policy mode;
+    bool        dram;           /* a DRAM tier is in use */
+    bool        file;           /* the memory file is in use */
+    unsigned    home;           /* where new items go */
+};
+extern struct policy_state policy_state;
+
 /* The tier new items go to, and the tier to try next when tier t has no
  * room for a new item (-1: none, the store fails). */
-unsigned policy_home(void);
-int      policy_overflow(unsigned t);
+static inline unsigned
+policy_home(void)
+{
+    return policy_state.home;
+}
+
+static inline int
+policy_overflow(unsigned t)
+{
+    return t == TIER_DRAM && policy_state.file &&
+           policy_state.home == TIER_DRAM ? TIER_PMEM : -1;
+}
 
 /* What a hit on an item already fetched once does. */
 enum policy_hit {
@@ -44,8 +64,6 @@ enum policy_hit {
     POLICY_PROMOTE,         /* move it into DRAM */
     POLICY_COPY             /* copy it into DRAM, the original stays */
 };
-
-extern enum cache_tier_policy policy_mode;
 
 /* A hit on `it`; `again`: it had been fetched before.  Inline: a GET
  * asks it on every hit. */
@@ -55,7 +73,7 @@ policy_on_hit(const struct item *it, bool again)
     if (!again || it->tier != TIER_PMEM) {
         return POLICY_STAY;
     }
-    switch (policy_mode) {
+    switch (policy_state.mode) {
     case CACHE_TIER_CAPACITY: return POLICY_PROMOTE;
     case CACHE_TIER_CACHE: return POLICY_COPY;
     default: return POLICY_STAY;
@@ -66,7 +84,14 @@ policy_on_hit(const struct item *it, bool again)
  * demote it (DRAM over a memory file: the tail moves into the file, or,
  * being a copy, gives its place back to its original there). */
 enum policy_room { POLICY_EVICT, POLICY_DEMOTE };
-enum policy_room policy_room(unsigned tc);
+
+static inline enum policy_room
+policy_room(unsigned tc)
+{
+    /* tier classes are tier << 6 | id (slabs.h SLABS_TC) */
+    return tc >> 6 == TIER_DRAM && policy_state.file ? POLICY_DEMOTE
+                                                      : POLICY_EVICT;
+}
 
 /* What the page mover does with an item it cannot keep in its class. */
 enum policy_leave {

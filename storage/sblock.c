@@ -321,20 +321,3 @@ sblock_counter_attach(struct sblock_counter *c, struct sblock *sb)
         c->last = sb->cas_hwm;
     }
 }
-
-uint64_t
-sblock_counter_next(struct sblock_counter *c)
-{
-    uint64_t v = __atomic_add_fetch(&c->last, 1, __ATOMIC_RELAXED);
-
-    sblock_counter_cover(c, v);
-    return v;
-}
-
-void
-sblock_counter_cover(struct sblock_counter *c, uint64_t v)
-{
-    if (c->sb != NULL) {
-        sblock_reserve_seq(c->sb, v);
-    }
-}

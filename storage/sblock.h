@@ -114,6 +114,12 @@ void sblock_commit(struct sblock *sb);
 void sblock_reserve_seq(struct sblock *sb, uint64_t seq);
 
 /*
+ * Record a flush_all cut-off (wall-clock seconds) and commit it before
+ * returning.  Thread-safe against sblock_reserve_seq.
+ */
+void sblock_set_flush(struct sblock *sb, int64_t wall);
+
+/*
  * A counter no restart hands out a value of again: each value it gives is
  * covered by the superblock's high-water mark first.  CAS uniques (cas.c)
  * and commit sequence numbers (persist.c) are two such counters over the
@@ -128,16 +134,23 @@ struct sblock_counter {
  * mark it holds now.  Before serving. */
 void sblock_counter_attach(struct sblock_counter *c, struct sblock *sb);
 
-/* The next value. */
-uint64_t sblock_counter_next(struct sblock_counter *c);
-
 /* A value chosen elsewhere (meta E's CAS): covered by the mark too. */
-void sblock_counter_cover(struct sblock_counter *c, uint64_t v);
+static inline void
+sblock_counter_cover(struct sblock_counter *c, uint64_t v)
+{
+    if (c->sb != NULL) {
+        sblock_reserve_seq(c->sb, v);
+    }
+}
 
-/*
- * Record a flush_all cut-off (wall-clock seconds) and commit it before
- * returning.  Thread-safe against sblock_reserve_seq.
- */
-void sblock_set_flush(struct sblock *sb, int64_t wall);
+/* The next value. */
+static inline uint64_t
+sblock_counter_next(struct sblock_counter *c)
+{
+    uint64_t v = __atomic_add_fetch(&c->last, 1, __ATOMIC_RELAXED);
+
+    sblock_counter_cover(c, v);
+    return v;
+}
 
 #endif
