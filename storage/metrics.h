@@ -84,6 +84,7 @@
     X(number_hot,             GAUGE,   _)                                   \
     X(number_warm,            GAUGE,   _)                                   \
     X(number_cold,            GAUGE,   _)                                   \
+    X(number_temp,            GAUGE,   _)                                   \
     X(age_hot,                GAUGE,   _)                                   \
     X(age_warm,               GAUGE,   _)                                   \
     X(age,                    GAUGE,   _)                                   \
@@ -103,8 +104,7 @@
     X(moves_to_cold,          TOTAL,   moves_to_cold)                       \
     X(moves_to_warm,          TOTAL,   moves_to_warm)                       \
     X(moves_within_lru,       TOTAL,   moves_within_lru)                    \
-    X(direct_reclaims,        TOTAL,   direct_reclaims)                     \
-    X(number_temp,            GAUGE,   _)
+    X(direct_reclaims,        TOTAL,   direct_reclaims)
 
 /* "stats slabs", per slab class: X(name, kind, _), all levels. */
 #define CACHE_SLAB_STATS(X)                                                 \

@@ -175,9 +175,10 @@ hold_tail(struct item *it, uint32_t hv, unsigned tc, enum item_lru which,
 
 /*
  * Make room in DRAM tier class tc over a memory file: the COLD tail item
- * leaves DRAM (leave_dram()) rather than the cache; if the file has no
- * room for it either it is evicted (unless -M).  Both count as demotions.
- * Returns the number of items that left.
+ * leaves DRAM (leave_dram()) rather than the cache, and counts as a
+ * demotion (a copy dropped, or an item moved into the file); if the file
+ * has no room for it either it is evicted (unless -M), and counts as an
+ * eviction.  Returns the number of items that left.
  */
 static int
 demote_cold(unsigned tc)

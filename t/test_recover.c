@@ -428,7 +428,8 @@ test_recover_items(void)
     r = restart(true);
     is_int(r.items, 303, "clean restart: every live item comes back");
     is_int(r.checksummed, 0, "the checksum pass is skipped");
-    is_int(r.dropped_torn + r.dropped_expired + r.dropped_flushed + r.dropped_replaced, 0, "none dropped");
+    is_int(r.dropped_torn + r.dropped_expired + r.dropped_flushed +
+           r.dropped_replaced, 0, "none dropped");
     ok(holds("a", 'A', 10, 7, cas_a), "a: value, flags and cas");
     ok(holds("big", 'B', BIG, 9, cas_big), "the chunked value is whole");
     ok(holds("r299", 'a' + 299 % 26, 299 * 37 % 5000, 299, 0), "r299");
@@ -562,7 +563,8 @@ test_recover_flushed(void)
     r = restart(true);
     /* flush_all unlinks (and kills in the file) what it finds at once;
      * recovery drops the rest as flushed. */
-    ok(r.dropped_flushed <= items, "no more dropped as flushed than there were");
+    ok(r.dropped_flushed <= items,
+       "no more dropped as flushed than there were");
     is_int(r.items, 0, "none of them comes back");
     put_full("late", 'l', 4, 0);
     clock_tick();               /* nothing ticks the clock in this test */
@@ -576,7 +578,8 @@ test_recover_flushed(void)
         return;
     }
     cache_recovery_stats(&r);
-    is_int(r.dropped_flushed, 1, "the flush_all still applies after the restart");
+    is_int(r.dropped_flushed, 1,
+           "the flush_all still applies after the restart");
     ok(test_get("late") == NULL, "late is gone");
     cache_shutdown();
 }

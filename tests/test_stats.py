@@ -251,6 +251,43 @@ def test_settings_follow_flags(server_factory):
     assert "idle_kicks" in g
 
 
+def in_memcached_order(names, order):
+    """The names that `order` lists come in its order."""
+    got = [n for n in names if n in order]
+    return got == [n for n in order if n in got]
+
+
+def stat_names(block, prefix=b""):
+    return [l.split(b" ")[1][len(prefix):].decode() for l in lines_of(block)
+            if l.split(b" ")[1].startswith(prefix)]
+
+
+def test_general_order(conn):
+    names = stat_names(conn.get_block(b"stats\r\n"))
+    assert in_memcached_order(names, GENERAL), names
+
+
+def test_settings_order(conn):
+    names = stat_names(conn.get_block(b"stats settings\r\n"))
+    assert in_memcached_order(names, SETTINGS), names
+
+
+def test_items_order(server_factory):
+    # number_temp, printed with the TEMP LRU, comes after number_cold
+    s = server_factory("-o", "temporary_ttl=30")
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+        names = stat_names(c.get_block(b"stats items\r\n"), b"items:1:")
+    order = ITEMS[:4] + ["number_temp"] + ITEMS[4:]
+    assert names == order
+
+
+def test_slabs_order(conn):
+    conn.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+    names = stat_names(conn.get_block(b"stats slabs\r\n"), b"1:")
+    assert names == SLABS
+
+
 def test_items(conn):
     conn.call(b"set a 0 0 1\r\nx\r\nset b 0 0 3000\r\n%s\r\n" % (b"y" * 3000),
               b"STORED\r\nSTORED\r\n")
