@@ -442,25 +442,51 @@ cache_store(struct item *it, enum cache_op op, uint64_t req_cas)
 
 /* ---- deletes ---------------------------------------------------------- */
 
-/* md I in the memory file: a stale copy takes the item's place, since
- * the cas the commit covers changes. */
-static enum cache_status
-mdelete_stale_copy(struct item *it, const struct cache_mdelete *a,
-                   uint32_t hv)
+/* md I in the memory file (the cas the commit covers changes): a stale
+ * copy of the value, with its access time. */
+static struct item *
+stale_copy(struct item *it, const struct cache_mdelete *a)
 {
-    struct item *n;
+    struct item *n = place_new(item_key(it), item_nkey(it),
+                               item_client_flags(it),
+                               a->touch ? a->exptime : it->exptime,
+                               item_vlen(it), ca->opts->use_cas);
 
-    /* Our reference keeps `it` whole while the allocation may evict. */
-    item_ref_incr(it);
-    n = place_new(item_key(it), item_nkey(it), item_client_flags(it),
-                  a->touch ? a->exptime : it->exptime, item_vlen(it),
-                  ca->opts->use_cas);
     if (n != NULL) {
         item_value_move(n, 0, it, 0, it->nbytes);
         item_flags_set(n, (uint16_t)(ITEM_STALE | (item_flags(it) &
                        (ITEM_FETCHED | ITEM_KEY_BINARY))));
-        link_new(it, n, hv, a->new_cas);
         item_time_store(n, item_time(it));
+    }
+    return n;
+}
+
+/* md x: an empty value, same client flags and exptime. */
+static struct item *
+tombstone(struct item *it, const struct cache_mdelete *a)
+{
+    (void)a;
+    return small_item(item_key(it), item_nkey(it), item_client_flags(it),
+                      it->exptime, "", 0);
+}
+
+/* A new item made from `it` takes its place, keeping the access time
+ * make() gave it; our reference keeps `it` whole while the allocation
+ * may evict.  CACHE_DELETED, or CACHE_NO_MEMORY. */
+static enum cache_status
+mdelete_replace(struct item *it, const struct cache_mdelete *a, uint32_t hv,
+                struct item *(*make)(struct item *it,
+                                     const struct cache_mdelete *a))
+{
+    struct item *n;
+
+    item_ref_incr(it);
+    n = make(it, a);
+    if (n != NULL) {
+        rel_time_t t = item_time(n);
+
+        link_new(it, n, hv, a->new_cas);
+        item_time_store(n, t);
         item_release(n);
     }
     item_release(it);
@@ -477,25 +503,6 @@ mdelete_stale(struct item *it, const struct cache_mdelete *a)
     item_flags_set(it, ITEM_STALE);
     item_flags_clear(it, ITEM_TOKEN_SENT);
     item_set_cas(it, cas_for(a->new_cas));
-}
-
-/* md x: an empty item in its place, same client flags and exptime. */
-static enum cache_status
-mdelete_tombstone(struct item *it, const struct cache_mdelete *a,
-                  uint32_t hv)
-{
-    struct item *n;
-
-    /* Our reference keeps `it` whole while the allocation may evict. */
-    item_ref_incr(it);
-    n = small_item(item_key(it), item_nkey(it), item_client_flags(it),
-                   it->exptime, "", 0);
-    if (n != NULL) {
-        link_new(it, n, hv, a->new_cas);
-        item_release(n);
-    }
-    item_release(it);
-    return n != NULL ? CACHE_DELETED : CACHE_NO_MEMORY;
 }
 
 enum cache_status
@@ -516,11 +523,11 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
         a->clsid = item_clsid(it);
         st = CACHE_DELETED;
         if (a->invalidate && policy_durable(it) != NULL) {
-            st = mdelete_stale_copy(it, a, hv);
+            st = mdelete_replace(it, a, hv, stale_copy);
         } else if (a->invalidate) {
             mdelete_stale(it, a);
         } else if (a->tombstone) {
-            st = mdelete_tombstone(it, a, hv);
+            st = mdelete_replace(it, a, hv, tombstone);
         } else {
             link_unlink(it, hv);
         }
