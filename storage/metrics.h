@@ -119,6 +119,8 @@
 /*
  * "stats tiers", per tier ("<tier>:<name>"): X(name, kind, _).  hits is
  * the daemon's to fill (it counts reads per worker); storage leaves it 0.
+ * promotions, demotions and the flushes count since start: "stats reset"
+ * leaves them, hence GAUGE.
  */
 #define CACHE_TIER_STATS(X)                                                 \
     X(durable,                GAUGE,   _) /* items survive a restart */     \
@@ -129,11 +131,11 @@
     X(bytes,                  GAUGE,   _)                                   \
     X(hits,                   COUNTER, _)                                   \
     X(evictions,              COUNTER, _)                                   \
-    X(promotions,             COUNTER, _) /* items copied up into DRAM */   \
-    X(demotions,              COUNTER, _) /* items moved down into the   \
+    X(promotions,             GAUGE,   _) /* items copied up into DRAM */   \
+    X(demotions,              GAUGE,   _) /* items moved down into the   \
                                              file */                        \
-    X(flushes,                COUNTER, _) /* persist calls, and the     */ \
-    X(flush_bytes,            COUNTER, _) /* bytes they covered          */
+    X(flushes,                GAUGE,   _) /* persist calls, and the     */ \
+    X(flush_bytes,            GAUGE,   _) /* bytes they covered          */
 
 /*
  * What start-up read back from the memory file ("stats",
