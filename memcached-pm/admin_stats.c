@@ -12,6 +12,7 @@
 #include "memcached-pm/admin_stats.h"
 
 #include <event2/event.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "memcached-pm/exec.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "proto/binary.h"
 #include "proto/compose.h"
 #include "proto/response.h"
 #include "proto/token.h"
@@ -31,44 +33,35 @@
 
 /* ---- STAT line writers ------------------------------------------------ */
 
+/*
+ * Every line goes out through stat_out(): "STAT <name> <value>\r\n" on a
+ * text connection, one STAT packet (key the name, value the value) on a
+ * binary one; stats_end() closes the reply ("END\r\n", or an empty
+ * packet).
+ */
 static void
-stat_str(struct conn *c, const char *name, const char *val)
+stat_out(struct conn *c, const char *name, const char *val)
 {
-    char *p = conn_out_reserve(c, STAT_LINE_MAX);
+    char *p;
 
+    if (c->proto == CONN_BINARY) {
+        conn_out_bin(c, BIN_SUCCESS, 0, NULL, 0, name,
+                     (uint16_t)strlen(name), val, (uint32_t)strlen(val));
+        return;
+    }
+    p = conn_out_reserve(c, STAT_LINE_MAX);
     if (p != NULL) {
         conn_out_commit(c, compose_stat_str(p, STAT_LINE_MAX, name, val));
     }
 }
 
 static void
-stat_u64(struct conn *c, const char *name, uint64_t v)
+stats_end(struct conn *c)
 {
-    char *p = conn_out_reserve(c, STAT_LINE_MAX);
-
-    if (p != NULL) {
-        conn_out_commit(c, compose_stat_u64(p, STAT_LINE_MAX, name, v));
-    }
-}
-
-static void
-stat_f2(struct conn *c, const char *name, double v)
-{
-    char *p = conn_out_reserve(c, STAT_LINE_MAX);
-
-    if (p != NULL) {
-        conn_out_commit(c, compose_stat_f2(p, STAT_LINE_MAX, name, v));
-    }
-}
-
-static void
-stat_pfx(struct conn *c, const char *prefix, const char *name, uint64_t v)
-{
-    char *p = conn_out_reserve(c, STAT_LINE_MAX);
-
-    if (p != NULL) {
-        conn_out_commit(c, compose_stat_pfx_u64(p, STAT_LINE_MAX, prefix,
-                                                name, v));
+    if (c->proto == CONN_BINARY) {
+        conn_out_bin(c, BIN_SUCCESS, 0, NULL, 0, NULL, 0, NULL, 0);
+    } else {
+        conn_out_rsp(c, RSP_END);
     }
 }
 
@@ -85,7 +78,35 @@ stat_fmt(struct conn *c, const char *name, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(val, sizeof(val), fmt, ap);
     va_end(ap);
-    stat_str(c, name, val);
+    stat_out(c, name, val);
+}
+
+static void
+stat_str(struct conn *c, const char *name, const char *val)
+{
+    stat_out(c, name, val);
+}
+
+static void
+stat_u64(struct conn *c, const char *name, uint64_t v)
+{
+    stat_fmt(c, name, "%" PRIu64, v);
+}
+
+static void
+stat_f2(struct conn *c, const char *name, double v)
+{
+    stat_fmt(c, name, "%.2f", v);
+}
+
+/* "<prefix>:<name>", the per-class and per-tier lines. */
+static void
+stat_pfx(struct conn *c, const char *prefix, const char *name, uint64_t v)
+{
+    char key[STAT_LINE_MAX / 2];
+
+    snprintf(key, sizeof(key), "%s:%s", prefix, name);
+    stat_u64(c, key, v);
 }
 
 /* The workers' counters summed (the caller frees them); NULL when memory
@@ -96,7 +117,12 @@ sums(struct conn *c)
     struct thread_stats *t = malloc(sizeof(*t));
 
     if (t == NULL) {
-        conn_out_rsp(c, RSP_SERVER_ERROR_OOM_STATS);
+        if (c->proto == CONN_BINARY) {
+            conn_out_bin(c, BIN_ENOMEM, 0, NULL, 0, NULL, 0, "Out of memory",
+                         13);
+        } else {
+            conn_out_rsp(c, RSP_SERVER_ERROR_OOM_STATS);
+        }
         return NULL;
     }
     stats_sum(t);
@@ -218,7 +244,7 @@ stats_general(struct conn *c)
     getrusage(RUSAGE_SELF, &gen.ru);
     general_lines(c, &gen);
     recovery_lines(c);
-    conn_out_rsp(c, RSP_END);
+    stats_end(c);
     free(gen.t);
 }
 
@@ -245,7 +271,7 @@ static void
 stats_settings(struct conn *c)
 {
     SETTINGS_OPTIONS(SETTING_LINE)
-    conn_out_rsp(c, RSP_END);
+    stats_end(c);
 }
 
 /* ---- stats slabs / items / sizes / conns ------------------------------ */
@@ -329,14 +355,14 @@ stats_slabs(struct conn *c)
     cache_stats(&s);
     stat_u64(c, "active_slabs", (uint64_t)active);
     stat_u64(c, "total_malloced", s.total_malloced);
-    conn_out_rsp(c, RSP_END);
+    stats_end(c);
 }
 
 static void
 stats_items(struct conn *c)
 {
     if (per_class(c, item_lines) >= 0) {
-        conn_out_rsp(c, RSP_END);
+        stats_end(c);
     }
 }
 
@@ -355,7 +381,7 @@ stats_sizes(struct conn *c)
     if (!cache_sizes(size_row, c)) {
         stat_str(c, "sizes_status", "disabled");
     }
-    conn_out_rsp(c, RSP_END);
+    stats_end(c);
 }
 
 /* Listening sockets, fixed after start-up. */
@@ -411,19 +437,10 @@ stats_conns(struct conn *c)
         stat_u64(c, name, 0);
     }
     conn_each(conn_rows, c);
-    conn_out_rsp(c, RSP_END);
+    stats_end(c);
 }
 
 /* ---- stats tiers ------------------------------------------------------ */
-
-static void
-stat_tier(struct conn *c, const char *tier, const char *name, uint64_t v)
-{
-    char key[64];
-
-    snprintf(key, sizeof(key), "%s:%s", tier, name);
-    stat_u64(c, key, v);
-}
 
 /* Per tier: its memory, items, hits (reads that found the item there:
  * get, gets, gat, mg), evictions, the items it received from the other
@@ -441,15 +458,33 @@ stats_tiers(struct conn *c)
     }
     for (unsigned i = 0; i < n; i++) {
         ts[i].hits = ts[i].durable ? t->hits_pmem : t->hits_dram;
-#define TIER_ROW(f, kind, x) stat_tier(c, ts[i].name, #f, ts[i].f);
+#define TIER_ROW(f, kind, x) stat_pfx(c, ts[i].name, #f, ts[i].f);
         CACHE_TIER_STATS(TIER_ROW)
 #undef TIER_ROW
     }
     free(t);
-    conn_out_rsp(c, RSP_END);
+    stats_end(c);
 }
 
 /* ---- stats dispatcher ------------------------------------------------- */
+
+/* The groups text and binary share, by name; false: not one of them. */
+static bool
+stats_group(struct conn *c, const struct token *sub)
+{
+    if (token_eq(sub, "items")) {
+        stats_items(c);
+    } else if (token_eq(sub, "slabs")) {
+        stats_slabs(c);
+    } else if (token_eq(sub, "sizes")) {
+        stats_sizes(c);
+    } else if (token_eq(sub, "tiers")) {
+        stats_tiers(c);
+    } else {
+        return false;
+    }
+    return true;
+}
 
 enum process_result
 admin_stats(struct conn *c, struct request *req)
@@ -460,14 +495,6 @@ admin_stats(struct conn *c, struct request *req)
         stats_general(c);
     } else if (token_eq(sub, "settings")) {
         stats_settings(c);
-    } else if (token_eq(sub, "items")) {
-        stats_items(c);
-    } else if (token_eq(sub, "slabs")) {
-        stats_slabs(c);
-    } else if (token_eq(sub, "sizes")) {
-        stats_sizes(c);
-    } else if (token_eq(sub, "tiers")) {
-        stats_tiers(c);
     } else if (token_eq(sub, "conns")) {
         stats_conns(c);
     } else if (token_eq(sub, "reset")) {
@@ -476,8 +503,39 @@ admin_stats(struct conn *c, struct request *req)
         conn_out_rsp(c, RSP_RESET);
     } else if (token_eq(sub, "detail")) {
         return detail_command(c, req);
-    } else {
+    } else if (!stats_group(c, sub)) {
         conn_out_rsp(c, RSP_ERROR);
+    }
+    return PROCESS_OK;
+}
+
+/* Does the group name start with `word`?  memcached matches "reset",
+ * "settings" and "detail" by their first letters. */
+static bool
+starts(const struct token *group, const char *word)
+{
+    size_t n = strlen(word);
+
+    return group->len >= n && memcmp(group->p, word, n) == 0;
+}
+
+enum process_result
+admin_stats_bin(struct conn *c, const char *group, size_t len)
+{
+    struct token sub = { group, len };
+
+    if (len == 0) {
+        stats_general(c);
+    } else if (starts(&sub, "reset")) {
+        stats_reset();
+        cache_stats_reset();
+        stats_end(c);
+    } else if (starts(&sub, "settings")) {
+        stats_settings(c);
+    } else if (starts(&sub, "detail")) {
+        detail_command_bin(c, group + 6, len - 6);
+    } else if (!stats_group(c, &sub)) {
+        conn_out_bin(c, BIN_KEY_ENOENT, 0, NULL, 0, NULL, 0, "Not found", 9);
     }
     return PROCESS_OK;
 }

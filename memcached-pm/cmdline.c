@@ -170,9 +170,7 @@ opt_protocol(const char *val)
     } else if (strcmp(val, "auto") == 0) {
         settings.binding_protocol = "auto-negotiate";
     } else if (strcmp(val, "binary") == 0) {
-        fprintf(stderr, "The binary protocol is not supported by "
-                "memcached-pm: use -B ascii or -B auto\n");
-        return -1;
+        settings.binding_protocol = "binary";
     } else {
         fprintf(stderr, "Invalid value for binding protocol: %s\n"
                 " -- should be one of auto, binary, or ascii\n", val);

@@ -17,6 +17,7 @@
 
 #include "memcached-pm/log.h"
 #include "memcached-pm/settings.h"
+#include "proto/binary.h"
 #include "proto/response.h"
 
 #define RBUF_SIZE      16384          /* memcached's READ_BUFFER_SIZE */
@@ -173,6 +174,19 @@ peer_name(struct conn *c)
     }
 }
 
+/* -B: what a new connection speaks, or whether its first byte says. */
+static enum conn_proto
+bound_proto(void)
+{
+    if (strcmp(settings.binding_protocol, "ascii") == 0) {
+        return CONN_TEXT;
+    }
+    if (strcmp(settings.binding_protocol, "binary") == 0) {
+        return CONN_BINARY;
+    }
+    return CONN_NEGOTIATE;
+}
+
 struct conn *
 conn_new(const struct conn_owner *o, int fd, bool is_unix,
          const char *listen_addr)
@@ -190,6 +204,7 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix,
         return NULL;
     }
     c->fd = fd;
+    c->proto = bound_proto();
     c->base = o->base;
     c->list = o->list;
     c->stats = o->stats;
@@ -378,6 +393,19 @@ conn_out_rsp(struct conn *c, int rsp)
     return conn_out(c, rsp_str[rsp], rsp_len[rsp]);
 }
 
+int
+conn_out_bin(struct conn *c, uint16_t status, uint64_t cas,
+             const char *ext, uint8_t extlen, const char *key,
+             uint16_t nkey, const char *val, uint32_t nval)
+{
+    char h[BIN_HEADER_LEN];
+
+    bin_compose_header(h, c->bin_opcode, status, c->bin_opaque, cas, extlen,
+                       nkey, (uint32_t)extlen + nkey + nval);
+    return conn_out(c, h, sizeof(h)) || conn_out(c, ext, extlen) ||
+           conn_out(c, key, nkey) || conn_out(c, val, nval) ? -1 : 0;
+}
+
 enum process_result
 conn_swallow(struct conn *c, int rsp, uint64_t bytes)
 {
@@ -409,8 +437,29 @@ refs_push(struct conn *c, struct item *it)
 static bool
 value_copied(const struct conn *c, struct item *it)
 {
-    return item_vlen(it) + 2 <= VALUE_COPY_MAX && !c->noreply &&
+    return conn_value_len(c, it) <= VALUE_COPY_MAX && !c->noreply &&
            !(item_flags(it) & ITEM_CHUNKED);
+}
+
+/* item_value_iov() cut to the value's bytes on c's wire: up to max
+ * pieces of it from `off`, and how many. */
+static size_t
+value_iov(const struct conn *c, const struct item *it, size_t off,
+          struct iovec *iov, size_t max)
+{
+    size_t end = conn_value_len(c, it), n, i;
+
+    if (off >= end) {
+        return 0;
+    }
+    n = item_value_iov(it, off, iov, max);
+    for (i = 0; i < n && off < end; i++) {
+        if (iov[i].iov_len > end - off) {
+            iov[i].iov_len = end - off;
+        }
+        off += iov[i].iov_len;
+    }
+    return i;
 }
 
 /* Commit `used` bytes written at the reserved position with the value
@@ -419,7 +468,7 @@ static int
 commit_with_value(struct conn *c, size_t used, struct item *it)
 {
     struct obuf *b = c->obuf_cur;
-    size_t n = item_vlen(it) + 2;
+    size_t n = conn_value_len(c, it);
 
     memcpy(b->data + b->used + used, item_value(it), n);
     conn_out_commit(c, used + n);
@@ -431,7 +480,7 @@ char *
 conn_out_reserve_value(struct conn *c, size_t line_max, struct item *it)
 {
     return conn_out_reserve(c, line_max + (value_copied(c, it)
-                                           ? item_vlen(it) + 2 : 0));
+                                           ? conn_value_len(c, it) : 0));
 }
 
 int
@@ -450,7 +499,7 @@ conn_out_value(struct conn *c, struct item *it)
     struct iovec iov[16];
     size_t off = 0, n;
 
-    if (value_copied(c, it) && conn_out_reserve(c, item_vlen(it) + 2)) {
+    if (value_copied(c, it) && conn_out_reserve(c, conn_value_len(c, it))) {
         return commit_with_value(c, 0, it);
     }
     if (refs_push(c, it) != 0) {
@@ -458,7 +507,7 @@ conn_out_value(struct conn *c, struct item *it)
         c->close_after_write = true;
         return -1;
     }
-    while ((n = item_value_iov(it, off, iov, 16)) > 0) {
+    while ((n = value_iov(c, it, off, iov, 16)) > 0) {
         for (size_t i = 0; i < n; i++) {
             if (iov_push(c, iov[i].iov_base, iov[i].iov_len) != 0) {
                 c->close_after_write = true;
@@ -612,14 +661,14 @@ conn_read(struct conn *c)
 void
 conn_nread_buffered(struct conn *c)
 {
-    size_t want = item_vlen(c->nitem) + 2 - c->nread_off;
+    size_t want = conn_value_len(c, c->nitem) - c->nread_off;
     size_t have = c->rend - c->rstart;
     size_t take = want < have ? want : have;
     struct iovec iov[16];
     size_t n, done = 0;
 
     while (done < take &&
-           (n = item_value_iov(c->nitem, c->nread_off, iov, 16)) > 0) {
+           (n = value_iov(c, c->nitem, c->nread_off, iov, 16)) > 0) {
         for (size_t i = 0; i < n && done < take; i++) {
             size_t part = iov[i].iov_len < take - done ? iov[i].iov_len
                           : take - done;
@@ -636,7 +685,7 @@ ssize_t
 conn_nread_direct(struct conn *c)
 {
     struct iovec iov[64];
-    size_t n = item_value_iov(c->nitem, c->nread_off, iov, 64);
+    size_t n = value_iov(c, c->nitem, c->nread_off, iov, 64);
     ssize_t got = readv(c->fd, iov, (int)n);
 
     if (got > 0) {

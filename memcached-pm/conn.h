@@ -61,6 +61,14 @@ struct conn_list {
     struct buffer_gauges gauges;
 };
 
+/* The protocol a connection speaks: with -B auto its first byte decides
+ * (0x80: binary), for its whole life. */
+enum conn_proto {
+    CONN_NEGOTIATE,
+    CONN_TEXT,
+    CONN_BINARY
+};
+
 enum conn_state {
     CONN_READ,
     CONN_PARSE,
@@ -73,6 +81,7 @@ enum conn_state {
 struct conn {
     int              fd;
     enum conn_state  state;
+    enum conn_proto  proto;
     struct event     ev;
     short            ev_flags;       /* what ev is registered for */
     bool             is_unix;
@@ -105,6 +114,10 @@ struct conn {
     void            *nmeta;          /* an ms's saved request (process_meta) */
 
     uint64_t         swallow;        /* CONN_SWALLOW: bytes left to drop */
+
+    /* the binary request being answered (process_bin.h) */
+    uint8_t          bin_opcode;
+    uint32_t         bin_opaque;
 
     /* output queue */
     struct iovec    *iov;
@@ -168,6 +181,14 @@ conn_set_state(struct conn *c, enum conn_state s)
     __atomic_store_n(&c->state, s, __ATOMIC_RELAXED);
 }
 
+/* The bytes of an item's value on this connection's wire: a text value
+ * ends in "\r\n" (kept in the item), a binary one is the data alone. */
+static inline size_t
+conn_value_len(const struct conn *c, const struct item *it)
+{
+    return item_vlen(it) + (c->proto == CONN_BINARY ? 0 : 2);
+}
+
 /* ---- input ----------------------------------------------------------- */
 
 /* Read what the socket has into the read buffer, making room first (the
@@ -177,7 +198,7 @@ ssize_t conn_read(struct conn *c);
 
 /* Copy buffered bytes into c->nitem's value (NREAD), then read the rest
  * of a large value straight into item memory: >0 bytes read, 0: would
- * block, -1: closed or an error. */
+ * block, -1: closed or an error.  They read conn_value_len() bytes. */
 void    conn_nread_buffered(struct conn *c);
 ssize_t conn_nread_direct(struct conn *c);
 
@@ -194,8 +215,8 @@ int conn_out_rsp(struct conn *c, int rsp);      /* enum rsp_type */
 char *conn_out_reserve(struct conn *c, size_t n);
 void conn_out_commit(struct conn *c, size_t used);
 
-/* Queue an item's value bytes ("<data>\r\n"); takes over the caller's
- * reference.  Values up to 1 KB are copied and the reference released at
+/* Queue an item's value bytes (conn_value_len() of them: "<data>\r\n" on
+ * text, "<data>" on binary); takes over the caller's reference.  Values up to 1 KB are copied and the reference released at
  * once; longer ones are sent by reference, released once written. */
 int conn_out_value(struct conn *c, struct item *it);
 
@@ -206,6 +227,13 @@ int conn_out_value(struct conn *c, struct item *it);
 char *conn_out_reserve_value(struct conn *c, size_t line_max,
                              struct item *it);
 int conn_out_line_value(struct conn *c, size_t used, struct item *it);
+
+/* Queue one binary reply packet to the request being answered
+ * (c->bin_opcode, c->bin_opaque): its header, then the extras, key and
+ * value given, copied.  0, or -1 as conn_out(). */
+int conn_out_bin(struct conn *c, uint16_t status, uint64_t cas,
+                 const char *ext, uint8_t extlen, const char *key,
+                 uint16_t nkey, const char *val, uint32_t nval);
 
 /* Queue reply rsp and drop the next `bytes` bytes of input (the data
  * block of a refused request).  Returns PROCESS_SWALLOW. */

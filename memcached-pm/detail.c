@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "memcached-pm/settings.h"
+#include "proto/binary.h"
 #include "proto/response.h"
 #include "proto/token.h"
 
@@ -102,10 +103,12 @@ detail_clear(void)
     pthread_mutex_unlock(&detail_lock);
 }
 
-static void
+/* Queue the dump, a line per prefix then "END\r\n"; the bytes queued. */
+static size_t
 detail_dump(struct conn *c)
 {
     char line[LINE_MAX_LEN];
+    size_t total = 0;
 
     pthread_mutex_lock(&detail_lock);
     for (unsigned b = 0; b < DETAIL_BUCKETS; b++) {
@@ -118,10 +121,33 @@ detail_dump(struct conn *c)
                              (unsigned long long)x->sets,
                              (unsigned long long)x->dels);
             conn_out(c, line, (size_t)n);
+            total += (size_t)n;
         }
     }
     pthread_mutex_unlock(&detail_lock);
     conn_out_rsp(c, RSP_END);
+    return total + 5;
+}
+
+/* Binary: the dump is the value of one STAT packet keyed "detailed"; its
+ * header is filled in once the length is known (the arena keeps its
+ * place). */
+static void
+detail_dump_bin(struct conn *c)
+{
+    static const char key[] = "detailed";
+    size_t head = BIN_HEADER_LEN + sizeof(key) - 1;
+    char *h = conn_out_reserve(c, head);
+    size_t n;
+
+    if (h == NULL) {
+        return;
+    }
+    conn_out_commit(c, head);
+    n = detail_dump(c);
+    bin_compose_header(h, c->bin_opcode, BIN_SUCCESS, c->bin_opaque, 0, 0,
+                       sizeof(key) - 1, (uint32_t)(sizeof(key) - 1 + n));
+    memcpy(h + BIN_HEADER_LEN, key, sizeof(key) - 1);
 }
 
 enum process_result
@@ -143,7 +169,7 @@ detail_command(struct conn *c, struct request *req)
         if (!settings.dump_enabled) {
             conn_out_rsp(c, RSP_ERROR);
         } else {
-            detail_dump(c);
+            (void)detail_dump(c);
         }
     } else {
         conn_out(c, usage, sizeof(usage) - 1);
@@ -151,3 +177,32 @@ detail_command(struct conn *c, struct request *req)
     return PROCESS_OK;
 }
 
+/* What follows "detail" in a binary STAT key, matched as memcached
+ * matches it. */
+static bool
+arg_is(const char *arg, size_t len, const char *word)
+{
+    size_t n = strlen(word);
+
+    return len >= n && memcmp(arg, word, n) == 0;
+}
+
+void
+detail_command_bin(struct conn *c, const char *arg, size_t len)
+{
+    if (!settings.dump_enabled) {
+        conn_out_bin(c, BIN_KEY_ENOENT, 0, NULL, 0, NULL, 0, "Not found", 9);
+        return;
+    }
+    if (arg_is(arg, len, " dump")) {
+        detail_dump_bin(c);
+    } else if (arg_is(arg, len, " on")) {
+        settings.detail_enabled = true;
+    } else if (arg_is(arg, len, " off")) {
+        settings.detail_enabled = false;
+    } else {
+        conn_out_bin(c, BIN_KEY_ENOENT, 0, NULL, 0, NULL, 0, "Not found", 9);
+        return;
+    }
+    conn_out_bin(c, BIN_SUCCESS, 0, NULL, 0, NULL, 0, NULL, 0);
+}

@@ -26,6 +26,9 @@ void detail_record(const char *key, size_t nkey, enum detail_op op,
 /* "stats detail on|off|dump". */
 enum process_result detail_command(struct conn *c, struct request *req);
 
+/* The binary STAT "detail on|off|dump": arg is what follows "detail". */
+void detail_command_bin(struct conn *c, const char *arg, size_t len);
+
 /* Forget every prefix. */
 void detail_clear(void);
 

@@ -11,8 +11,10 @@
 #include "memcached-pm/log.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process.h"
+#include "memcached-pm/process_bin.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "proto/binary.h"
 #include "proto/text.h"
 
 #define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
@@ -135,6 +137,25 @@ parse_one(struct conn *c)
     return (enum conn_state)n;
 }
 
+/* Parse and execute one binary request. */
+static enum conn_state
+parse_binary(struct conn *c)
+{
+    struct bin_request r;
+    ssize_t n = bin_parse(&r, c->rbuf + c->rstart, c->rend - c->rstart);
+
+    if (n == PROTO_EUNFIN) {
+        return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
+    }
+    if (n == PROTO_ECLOSE) {
+        c->close_after_write = true;
+        return CONN_WRITE;
+    }
+    c->rstart += (size_t)n;
+    c->last_cmd = clock_now();
+    return after_process(c, process_bin(c, &r));
+}
+
 static enum conn_state
 state_parse(struct conn *c, int *budget)
 {
@@ -151,17 +172,26 @@ state_parse(struct conn *c, int *budget)
         c->yielded = true;
         return CONN_WRITE;
     }
-    return parse_one(c);
+    if (c->proto == CONN_NEGOTIATE) {
+        /* -B auto: the first byte says, for the connection's life. */
+        c->proto = (unsigned char)c->rbuf[c->rstart] == BIN_MAGIC_REQ
+                   ? CONN_BINARY : CONN_TEXT;
+    }
+    return c->proto == CONN_BINARY ? parse_binary(c) : parse_one(c);
 }
 
 static enum conn_state
 state_nread(struct conn *c, bool *stop)
 {
-    size_t total = item_vlen(c->nitem) + 2;
+    size_t total = conn_value_len(c, c->nitem);
 
     conn_nread_buffered(c);
     if (c->nread_off == total) {
-        process_store(c);
+        if (c->proto == CONN_BINARY) {
+            process_bin_store(c);
+        } else {
+            process_store(c);
+        }
         return CONN_PARSE;
     }
     switch (conn_nread_direct(c)) {

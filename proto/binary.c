@@ -21,14 +21,12 @@ struct rule {
     uint8_t         ext_alt;        /* ... or this one (flush: 0 or 4) */
     enum key_rule   key;
     bool            value;          /* a value may follow the key */
-    bool            bad_unknown;    /* a misfit is an unknown command (as
-                                       memcached answers verbosity) */
 };
 
 /* Row shorthand: R(opcode, command, quiet, key echoed, extras, other
  * extras length, key rule, value), quiet and echoed as 0 or 1. */
 #define R(op, c, q, k, e, ea, key_, v) \
-    [BIN_OP_##op] = { true, BIN_CMD_##c, q, k, e, ea, KEY_##key_, v, false }
+    [BIN_OP_##op] = { true, BIN_CMD_##c, q, k, e, ea, KEY_##key_, v }
 
 static const struct rule rules[256] = {
     R(GET,        GET,     0, 0,  0,  0, NEED, 0),
@@ -63,8 +61,11 @@ static const struct rule rules[256] = {
     R(NOOP,       NOOP,    0, 0,  0,  0, NONE, 0),
     R(VERSION,    VERSION, 0, 0,  0,  0, NONE, 0),
     R(STAT,       STAT,    0, 0,  0,  0, ANY,  0),
-    [BIN_OP_VERBOSITY] = { true, BIN_CMD_VERBOSITY, false, false, 4, 4,
-                           KEY_NONE, false, true },
+    R(SASL_LIST_MECHS, SASL, 0, 0, 0, 0, NONE, 0),
+    R(SASL_AUTH,  SASL,    0, 0,  0,  0, NEED, 1),
+    R(SASL_STEP,  SASL,    0, 0,  0,  0, NEED, 1),
+    /* VERBOSITY is not here: memcached 1.6 answers it "Unknown command"
+     * whatever it carries. */
 };
 
 #undef R
@@ -89,16 +90,18 @@ bin_status_text(enum bin_status st)
     return s != NULL ? s : "";
 }
 
-/* The request is refused with `st`: the header alone is consumed. */
+/* The request is refused with `st`: what was parsed (header, extras and
+ * key) is consumed, the rest of the body swallowed unless the connection
+ * closes. */
 static ssize_t
-refuse(struct bin_request *r, enum bin_status st, bool close,
-       uint32_t swallow)
+refuse(struct bin_request *r, enum bin_status st, bool close, size_t used,
+       uint32_t rest)
 {
     r->cmd = BIN_CMD_ERROR;
     r->status = st;
     r->close = close;
-    r->swallow = close ? 0 : swallow;
-    return BIN_HEADER_LEN;
+    r->swallow = close ? 0 : rest;
+    return (ssize_t)used;
 }
 
 /* Do the packet's extras, key and body fit the opcode's row? */
@@ -116,14 +119,11 @@ fits(const struct rule *ru, uint8_t extlen, uint16_t keylen,
         }
         break;
     case KEY_NEED:
-        if (keylen == 0 || keylen > PROTO_KEY_MAX) {
+        if (keylen == 0) {
             return false;
         }
         break;
     default:
-        if (keylen > PROTO_KEY_MAX) {
-            return false;
-        }
         break;
     }
     return ru->value || bodylen == (uint32_t)extlen + keylen;
@@ -143,7 +143,7 @@ decode_extras(struct bin_request *r, const char *ext, uint8_t extlen)
         r->initial = bin_get64(ext + 8);
         r->exptime = bin_get32(ext + 16);
         break;
-    case BIN_CMD_GAT: case BIN_CMD_TOUCH: case BIN_CMD_VERBOSITY:
+    case BIN_CMD_GAT: case BIN_CMD_TOUCH:
         r->exptime = bin_get32(ext);
         break;
     case BIN_CMD_FLUSH:
@@ -161,6 +161,7 @@ bin_parse(struct bin_request *r, const char *buf, size_t len)
     uint8_t extlen;
     uint16_t keylen;
     uint32_t bodylen;
+    size_t used;
 
     if (len < BIN_HEADER_LEN) {
         return PROTO_EUNFIN;
@@ -168,27 +169,32 @@ bin_parse(struct bin_request *r, const char *buf, size_t len)
     if ((unsigned char)buf[0] != BIN_MAGIC_REQ) {
         return PROTO_ECLOSE;
     }
-    memset(r, 0, sizeof(*r));
-    r->opcode = (uint8_t)buf[1];
     keylen = bin_get16(buf + 2);
     extlen = (uint8_t)buf[4];
+    used = (size_t)BIN_HEADER_LEN + extlen + keylen;
+    /* As memcached: the extras and key are in before anything is
+     * judged. */
+    if (len < used) {
+        return PROTO_EUNFIN;
+    }
+    memset(r, 0, sizeof(*r));
+    r->opcode = (uint8_t)buf[1];
     bodylen = bin_get32(buf + 8);
     r->opaque = bin_get32(buf + 12);
     r->cas = bin_get64(buf + 16);
     ru = &rules[r->opcode];
     if ((uint32_t)keylen + extlen > bodylen) {
-        return refuse(r, BIN_UNKNOWN_COMMAND, true, 0);
+        return refuse(r, BIN_UNKNOWN_COMMAND, true, used, 0);
+    }
+    if (bodylen > BIN_BODY_MAX || keylen > PROTO_KEY_MAX) {
+        return refuse(r, BIN_EINVAL, true, used, 0);
     }
     if (!ru->known) {
-        return refuse(r, BIN_UNKNOWN_COMMAND, false, bodylen);
+        return refuse(r, BIN_UNKNOWN_COMMAND, false, used,
+                      bodylen - extlen - keylen);
     }
     if (!fits(ru, extlen, keylen, bodylen)) {
-        return ru->bad_unknown ? refuse(r, BIN_UNKNOWN_COMMAND, false,
-                                        bodylen)
-                               : refuse(r, BIN_EINVAL, true, 0);
-    }
-    if (len < (size_t)BIN_HEADER_LEN + extlen + keylen) {
-        return PROTO_EUNFIN;
+        return refuse(r, BIN_EINVAL, true, used, 0);
     }
     r->cmd = ru->cmd;
     r->quiet = ru->quiet;
@@ -197,7 +203,7 @@ bin_parse(struct bin_request *r, const char *buf, size_t len)
     r->key.p = buf + BIN_HEADER_LEN + extlen;
     r->key.len = keylen;
     r->vlen = bodylen - extlen - keylen;
-    return BIN_HEADER_LEN + extlen + keylen;
+    return (ssize_t)used;
 }
 
 void

@@ -31,6 +31,7 @@
 #define BIN_HEADER_LEN  24
 #define BIN_MAGIC_REQ   0x80
 #define BIN_MAGIC_RES   0x81
+#define BIN_BODY_MAX    (1024u * 1024 * 1024)  /* longer: refused, closed */
 
 enum bin_opcode {
     BIN_OP_GET = 0x00, BIN_OP_SET = 0x01, BIN_OP_ADD = 0x02,
@@ -69,7 +70,7 @@ enum bin_cmd {
     BIN_CMD_SET, BIN_CMD_ADD, BIN_CMD_REPLACE, BIN_CMD_APPEND,
     BIN_CMD_PREPEND, BIN_CMD_DELETE, BIN_CMD_INCR, BIN_CMD_DECR,
     BIN_CMD_QUIT, BIN_CMD_FLUSH, BIN_CMD_NOOP, BIN_CMD_VERSION,
-    BIN_CMD_STAT, BIN_CMD_VERBOSITY,
+    BIN_CMD_STAT, BIN_CMD_SASL,
     BIN_CMD_ERROR                   /* reply `status`, then close or
                                        swallow as the request says */
 };
@@ -98,20 +99,24 @@ struct bin_request {
 static inline bool
 bin_has_value(enum bin_cmd c)
 {
-    return c >= BIN_CMD_SET && c <= BIN_CMD_PREPEND;
+    return (c >= BIN_CMD_SET && c <= BIN_CMD_PREPEND) || c == BIN_CMD_SASL;
 }
 
 /*
  * Parse one request from buf[0..len): the header, extras and key.
- * Returns the bytes they take (a store's value, r->vlen bytes, follows),
- * PROTO_EUNFIN when more bytes are needed, or PROTO_ECLOSE for a packet
- * that is not a binary request (wrong magic): memcached closes without a
- * reply.  A request memcached refuses parses as BIN_CMD_ERROR with its
- * status: extras, key or body that do not fit the opcode, a key over 250
- * bytes or empty where one is needed (EINVAL, close); a body shorter than
- * its extras and key (UNKNOWN_COMMAND, close); an opcode memcached does
- * not serve, the SASL ones included (UNKNOWN_COMMAND, the body
- * swallowed).
+ * Returns the bytes they take (a store's or a SASL step's value, r->vlen
+ * bytes, follows), PROTO_EUNFIN when more bytes are needed (as memcached,
+ * nothing is judged before the extras and key are in), or PROTO_ECLOSE
+ * for a packet that is not a binary request (wrong magic): memcached
+ * closes without a reply.
+ *
+ * A request memcached refuses parses as BIN_CMD_ERROR with its status,
+ * its header, extras and key consumed: a body shorter than its extras and
+ * key (UNKNOWN_COMMAND, close); a body over BIN_BODY_MAX, a key over 250
+ * bytes, or extras, key or body that do not fit the opcode (EINVAL,
+ * close); an opcode memcached
+ * does not serve, VERBOSITY included (UNKNOWN_COMMAND, the rest of the
+ * body to swallow).
  */
 ssize_t bin_parse(struct bin_request *r, const char *buf, size_t len);
 

@@ -165,32 +165,6 @@ compose_stat_str(char *buf, size_t cap, const char *name, const char *val)
 }
 
 size_t
-compose_stat_u64(char *buf, size_t cap, const char *name, uint64_t v)
-{
-    return fit(snprintf(buf, cap, "STAT %s %" PRIu64 "\r\n", name, v), cap);
-}
-
-size_t
-compose_stat_i64(char *buf, size_t cap, const char *name, int64_t v)
-{
-    return fit(snprintf(buf, cap, "STAT %s %" PRId64 "\r\n", name, v), cap);
-}
-
-size_t
-compose_stat_f2(char *buf, size_t cap, const char *name, double v)
-{
-    return fit(snprintf(buf, cap, "STAT %s %.2f\r\n", name, v), cap);
-}
-
-size_t
-compose_stat_pfx_u64(char *buf, size_t cap, const char *prefix,
-                     const char *name, uint64_t v)
-{
-    return fit(snprintf(buf, cap, "STAT %s:%s %" PRIu64 "\r\n", prefix, name,
-                        v), cap);
-}
-
-size_t
 compose_version(char *buf, size_t cap, const char *version)
 {
     return fit(snprintf(buf, cap, "VERSION %s\r\n", version), cap);

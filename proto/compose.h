@@ -23,17 +23,9 @@ size_t compose_value(char *buf, size_t cap, const char *key, size_t nkey,
 /* "<n>\r\n": the reply to incr/decr. */
 size_t compose_u64(char *buf, size_t cap, uint64_t n);
 
-/* "STAT <name> <value>\r\n" with the value given as a string, an unsigned,
- * a signed integer, or printf's "%.2f" as memcached formats ratios. */
+/* "STAT <name> <value>\r\n" (the value formatted by the caller). */
 size_t compose_stat_str(char *buf, size_t cap, const char *name,
                         const char *val);
-size_t compose_stat_u64(char *buf, size_t cap, const char *name, uint64_t v);
-size_t compose_stat_i64(char *buf, size_t cap, const char *name, int64_t v);
-size_t compose_stat_f2(char *buf, size_t cap, const char *name, double v);
-
-/* "STAT <prefix>:<name> <value>\r\n" (prefix "3" or "items:3"). */
-size_t compose_stat_pfx_u64(char *buf, size_t cap, const char *prefix,
-                            const char *name, uint64_t v);
 
 /* "VERSION <version>\r\n" */
 size_t compose_version(char *buf, size_t cap, const char *version);

@@ -113,9 +113,13 @@ test_others(void)
     ok(bin_parse(&r, buf, n) == 24 && r.cmd == BIN_CMD_NOOP, "noop");
     n = packet(buf, BIN_OP_VERSION, NULL, 0, NULL, NULL, 0);
     ok(bin_parse(&r, buf, n) == 24 && r.cmd == BIN_CMD_VERSION, "version");
-    n = packet(buf, BIN_OP_VERBOSITY, ext, 4, NULL, NULL, 0);
-    ok(bin_parse(&r, buf, n) == 28 && r.cmd == BIN_CMD_VERBOSITY &&
-       r.exptime == 60, "verbosity and its level");
+    n = packet(buf, BIN_OP_SASL_LIST_MECHS, NULL, 0, NULL, NULL, 0);
+    ok(bin_parse(&r, buf, n) == 24 && r.cmd == BIN_CMD_SASL && r.vlen == 0,
+       "sasl list mechs");
+    n = packet(buf, BIN_OP_SASL_AUTH, NULL, 0, "PLAIN", "\1u\1p", 0);
+    ok(bin_parse(&r, buf, n) == 29 && r.cmd == BIN_CMD_SASL &&
+       r.key.len == 5 && r.vlen == 4 && bin_has_value(r.cmd),
+       "sasl auth: its mechanism and the data after it");
 }
 
 /* A refused request: its status, close or swallow. */
@@ -125,8 +129,9 @@ refused(const char *buf, size_t n, enum bin_status st, bool close,
 {
     struct bin_request r;
     ssize_t got = bin_parse(&r, buf, n);
+    ssize_t used = 24 + (uint8_t)buf[4] + bin_get16(buf + 2);
 
-    if (!ok(got == 24 && r.cmd == BIN_CMD_ERROR && r.status == st &&
+    if (!ok(got == used && r.cmd == BIN_CMD_ERROR && r.status == st &&
             r.close == close && r.swallow == swallow, name)) {
         printf("#   got %zd cmd %d status %#x close %d swallow %u\n", got,
                r.cmd, r.status, r.close, r.swallow);
@@ -153,19 +158,25 @@ test_refusals(void)
     key[251] = '\0';
     n = packet(buf, BIN_OP_GET, NULL, 0, key, NULL, 0);
     refused(buf, n, BIN_EINVAL, true, 0, "a key of 251 bytes");
+    n = packet(buf, 0x50, NULL, 0, key, NULL, 0);
+    refused(buf, n, BIN_EINVAL, true, 0,
+            "unknown opcode with a key over 250: EINVAL, close");
     key[250] = '\0';
     n = packet(buf, BIN_OP_GET, NULL, 0, key, NULL, 0);
     is_int(bin_parse(&(struct bin_request){ 0 }, buf, n), 274,
            "250 bytes is fine");
     n = packet(buf, 0x50, NULL, 0, "k", "abc", 0);
-    refused(buf, n, BIN_UNKNOWN_COMMAND, false, 4,
-            "unknown opcode: its body swallowed, connection kept");
-    n = packet(buf, BIN_OP_SASL_AUTH, NULL, 0, "PLAIN", "\0u", 0);
-    refused(buf, n, BIN_UNKNOWN_COMMAND, false, 5,
-            "SASL without -S: unknown command");
-    n = packet(buf, BIN_OP_VERBOSITY, NULL, 0, NULL, NULL, 0);
+    refused(buf, n, BIN_UNKNOWN_COMMAND, false, 3,
+            "unknown opcode: the rest of its body swallowed, connection kept");
+    n = packet(buf, BIN_OP_SASL_LIST_MECHS, NULL, 0, "k", NULL, 0);
+    refused(buf, n, BIN_EINVAL, true, 0, "SASL list with a key");
+    n = packet(buf, BIN_OP_SASL_AUTH, NULL, 0, NULL, "abc", 0);
+    refused(buf, n, BIN_EINVAL, true, 0, "SASL auth with no mechanism");
+    n = packet(buf, BIN_OP_STAT, ext, 4, NULL, NULL, 0);
+    refused(buf, n, BIN_EINVAL, true, 0, "stat with extras");
+    n = packet(buf, BIN_OP_VERBOSITY, "\0\0\0\1", 4, NULL, NULL, 0);
     refused(buf, n, BIN_UNKNOWN_COMMAND, false, 0,
-            "verbosity without its level: unknown command, as memcached");
+            "verbosity, even with its level: unknown command, as memcached");
     n = packet(buf, BIN_OP_GET, NULL, 0, "abc", NULL, 0);
     bin_put32(buf + 8, 1);
     refused(buf, n, BIN_UNKNOWN_COMMAND, true, 0,
@@ -181,14 +192,24 @@ test_partial(void)
 
     is_int(bin_parse(&r, buf, 23), PROTO_EUNFIN, "23 bytes: more needed");
     is_int(bin_parse(&r, buf, 30), PROTO_EUNFIN, "extras cut: more needed");
+    is_int(bin_parse(&r, buf, 34), PROTO_EUNFIN, "key cut: more needed");
     is_int(bin_parse(&r, buf, 35), 35, "key complete, value not needed");
     is_int(bin_parse(&r, buf, n), 35, "whole packet");
     buf[0] = 0x42;
     is_int(bin_parse(&r, buf, n), PROTO_ECLOSE, "wrong magic: close");
     n = packet(buf, BIN_OP_SET, ext, 8, "k", NULL, 0);
+    bin_put32(buf + 8, BIN_BODY_MAX);
+    ok(bin_parse(&r, buf, n) == 33 && r.vlen == BIN_BODY_MAX - 9,
+       "a 1 GB body parses; its size is storage's to refuse");
     bin_put32(buf + 8, 0x7fffffff);
-    ok(bin_parse(&r, buf, n) == 33 && r.vlen == 0x7fffffff - 9,
-       "a 2 GB body parses; its size is storage's to refuse");
+    ok(bin_parse(&r, buf, n) == 33 && r.cmd == BIN_CMD_ERROR &&
+       r.status == BIN_EINVAL && r.close,
+       "a 2 GB body: EINVAL, close (1.6.45)");
+    n = packet(buf, BIN_OP_GET, NULL, 0, NULL, NULL, 0);
+    buf[2] = 1;     /* a key of 256 bytes, not sent */
+    bin_put32(buf + 8, 256);
+    is_int(bin_parse(&r, buf, n), PROTO_EUNFIN,
+           "a key over 250 is judged once it is in, as memcached");
 }
 
 static void

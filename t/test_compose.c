@@ -63,19 +63,7 @@ test_stats(void)
 
     n = compose_stat_str(buf, sizeof(buf), "version", "1.6.45");
     is_mem(buf, n, "STAT version 1.6.45\r\n", "stat: string");
-    n = compose_stat_u64(buf, sizeof(buf), "curr_items", UINT64_MAX);
-    is_mem(buf, n, "STAT curr_items 18446744073709551615\r\n", "stat: u64");
-    n = compose_stat_i64(buf, sizeof(buf), "delta", -5);
-    is_mem(buf, n, "STAT delta -5\r\n", "stat: negative i64");
-    n = compose_stat_f2(buf, sizeof(buf), "growth_factor", 1.25);
-    is_mem(buf, n, "STAT growth_factor 1.25\r\n", "stat: %.2f");
-    n = compose_stat_f2(buf, sizeof(buf), "ratio", 0.0);
-    is_mem(buf, n, "STAT ratio 0.00\r\n", "stat: %.2f zero");
-    n = compose_stat_pfx_u64(buf, sizeof(buf), "items:3", "number", 42);
-    is_mem(buf, n, "STAT items:3:number 42\r\n", "stat: prefixed");
-    n = compose_stat_pfx_u64(buf, sizeof(buf), "3", "chunk_size", 120);
-    is_mem(buf, n, "STAT 3:chunk_size 120\r\n", "stat: slab prefix");
-    is_int(compose_stat_u64(buf, 10, "curr_items", 1), 0,
+    is_int(compose_stat_str(buf, 10, "curr_items", "1"), 0,
            "stat: too small buffer gives 0");
     n = compose_version(buf, sizeof(buf), "1.6.45");
     is_mem(buf, n, "VERSION 1.6.45\r\n", "version line");

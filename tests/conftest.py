@@ -305,13 +305,26 @@ class Server:
                 return False
             try:
                 with Conn(self.port, timeout=1.0) as c:
-                    if VERSION_RE.match(c.req(b"version\r\n")):
+                    if self._answers(c):
                         return True
             except (OSError, ConnClosed):
                 pass
             time.sleep(0.05)
         self.stop()
         return False
+
+    def _answers(self, c):
+        """A ready server answers `version`; under -B binary, a binary
+        NOOP (magic 0x80, opcode 0x0a) with its reply header."""
+        if self.binary_only():
+            c.send(b"\x80\x0a" + b"\0" * 22)
+            return c.read_exact(24)[:2] == b"\x81\x0a"
+        return VERSION_RE.match(c.req(b"version\r\n")) is not None
+
+    def binary_only(self):
+        f = self.flags
+        return any(f[i] == "-B" and f[i + 1] == "binary"
+                   for i in range(len(f) - 1))
 
     def alive(self):
         return self.proc.poll() is None
