@@ -9,7 +9,7 @@
 # in flight), and is dumped (callgrind_control -d).  The instructions of
 # every thread between zero and dump, divided by the requests, are a
 # figure that does not depend on how busy the machine is.  Loads: single
-# GETs, and 16-key multigets (per key).
+# GETs, and 16-key multigets (per key), in text and binary.
 #
 # valgrind keeps 12 file descriptors for itself and memcached sets its
 # hard limit to -c, which valgrind refuses unless -c is the limit it sees:
@@ -112,3 +112,5 @@ echo "== memcached-pm: $MCPM_BIN; memcached: $MC_BIN" \
      "($("$MC_BIN" -V 2>/dev/null || true))"
 run_load "GET" 1
 run_load "16-key multiget (/key)" 16 --multiget 16
+run_load "binary GETK" 1 --proto binary
+run_load "binary 16 GETKQ (/key)" 16 --proto binary --multiget 16

@@ -52,8 +52,16 @@
 #define READ_CHUNK 65536
 /* Requests still unanswered this long after the deadline are timeouts. */
 #define DRAIN_GRACE_SEC 5
+/* Binary protocol: header size and the opcodes mcload sends. */
+#define BIN_HDR 24
+#define BIN_SET 0x01
+#define BIN_NOOP 0x0a
+#define BIN_GETK 0x0c
+#define BIN_GETKQ 0x0d
 
-enum proto { PROTO_TEXT, PROTO_META };
+enum proto { PROTO_TEXT, PROTO_META, PROTO_BINARY };
+
+static const char *const proto_names[] = { "text", "meta", "binary" };
 enum dist { DIST_UNIFORM, DIST_ZIPF, DIST_SEQ };
 enum op { OP_GET, OP_SET };
 enum phase { PHASE_PRELOAD, PHASE_RUN };
@@ -470,6 +478,24 @@ pick_key(struct worker *w)
     }
 }
 
+/* A binary request header; the extras, key and value follow it. */
+static char *
+bin_header(char *p, uint8_t op, size_t keylen, uint8_t extlen,
+           size_t bodylen)
+{
+    memset(p, 0, BIN_HDR);
+    p[0] = (char)0x80;
+    p[1] = (char)op;
+    p[2] = (char)(keylen >> 8);
+    p[3] = (char)keylen;
+    p[4] = (char)extlen;
+    p[8] = (char)(bodylen >> 24);
+    p[9] = (char)(bodylen >> 16);
+    p[10] = (char)(bodylen >> 8);
+    p[11] = (char)bodylen;
+    return p + BIN_HDR;
+}
+
 static int
 put_set(struct buf *b, uint64_t idx)
 {
@@ -480,6 +506,17 @@ put_set(struct buf *b, uint64_t idx)
         return -1;
     }
     p = b->data + b->len;
+    if (o.proto == PROTO_BINARY) {
+        char key[MAX_KEY_LEN + 24];
+        size_t kl = key_format(key, idx);
+
+        p = bin_header(p, BIN_SET, kl, 8, 8 + kl + n);
+        memset(p, 0, 8);                /* flags and exptime */
+        memcpy(p + 8, key, kl);
+        memcpy(p + 8 + kl, vbytes(idx), n);
+        b->len = (size_t)(p + 8 + kl + n - b->data);
+        return 0;
+    }
     if (o.proto == PROTO_TEXT) {
         memcpy(p, "set ", 4);
         p += 4;
@@ -503,11 +540,26 @@ put_get(struct buf *b, const uint64_t *keys, int nkeys)
 {
     char *p;
 
-    if (buf_reserve(b, (size_t)nkeys * (MAX_KEY_LEN + 8) + 8) < 0) {
+    if (buf_reserve(b, (size_t)(nkeys + 1) * (MAX_KEY_LEN + BIN_HDR + 24))
+        < 0) {
         return -1;
     }
     p = b->data + b->len;
-    if (o.proto == PROTO_TEXT) {
+    if (o.proto == PROTO_BINARY) {
+        /* One key: GETK.  More: GETKQ for each (misses are silent), then
+         * NOOP, the binary multiget as libmemcached sends it. */
+        for (int i = 0; i < nkeys; i++) {
+            char key[MAX_KEY_LEN + 24];
+            size_t kl = key_format(key, keys[i]);
+
+            p = bin_header(p, nkeys == 1 ? BIN_GETK : BIN_GETKQ, kl, 0, kl);
+            memcpy(p, key, kl);
+            p += kl;
+        }
+        if (nkeys > 1) {
+            p = bin_header(p, BIN_NOOP, 0, 0, 0);
+        }
+    } else if (o.proto == PROTO_TEXT) {
         memcpy(p, "get", 3);
         p += 3;
         for (int i = 0; i < nkeys; i++) {
@@ -659,7 +711,8 @@ is_error_line(const char *line, size_t len)
            (len >= 12 && memcmp(line, "SERVER_ERROR", 12) == 0);
 }
 
-/* Key, size and bytes of a value block must be what we stored. */
+/* Key, size and bytes of a value block must be what we stored (a text
+ * block with its "\r\n", a binary value alone). */
 static bool
 value_ok(uint64_t idx, const char *data, size_t n)
 {
@@ -670,7 +723,8 @@ value_ok(uint64_t idx, const char *data, size_t n)
         return true;
     }
     return memcmp(data, vbytes(idx), n) == 0 &&
-           data[n] == '\r' && data[n + 1] == '\n';
+           (o.proto == PROTO_BINARY ||
+            (data[n] == '\r' && data[n + 1] == '\n'));
 }
 
 static bool
@@ -903,11 +957,117 @@ req_complete(struct conn *c, struct req *r, uint64_t now)
     c->inflight--;
 }
 
+static uint32_t
+be32(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+
+    return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 |
+           (uint32_t)u[2] << 8 | u[3];
+}
+
+/* One binary reply packet (header and body all buffered). */
+static enum parse
+parse_binary(struct conn *c, struct req *r, const char *p)
+{
+    struct counters *k = conn_counters(c);
+    uint8_t op = (uint8_t)p[1], ext = (uint8_t)p[4];
+    uint16_t kl = (uint16_t)((uint8_t)p[2] << 8 | (uint8_t)p[3]);
+    uint16_t status = (uint16_t)((uint8_t)p[6] << 8 | (uint8_t)p[7]);
+    uint32_t body = be32(p + 8);
+    int at;
+
+    if ((uint8_t)p[0] != 0x81 || (uint32_t)ext + kl > body) {
+        return PARSE_BAD;
+    }
+    if (r->op == OP_SET) {
+        if (op != BIN_SET) {
+            return PARSE_BAD;
+        }
+        if (status == 0) {
+            k->sets++;
+        } else {
+            k->errors++;
+        }
+        return PARSE_DONE;
+    }
+    if (op == BIN_NOOP || (op == BIN_GETK && r->nkeys == 1 && status != 0)) {
+        if (status != 0 && status != 1) {
+            k->errors++;
+            return PARSE_DONE;
+        }
+        k->get_reqs++;
+        k->get_keys += (uint64_t)r->nkeys;
+        k->hits += (uint64_t)r->nhits;
+        k->misses += (uint64_t)(r->nkeys - r->nhits);
+        return PARSE_DONE;
+    }
+    if ((op != BIN_GETK && op != BIN_GETKQ) || status != 0 || ext != 4) {
+        return PARSE_BAD;
+    }
+    at = match_key(r, p + BIN_HDR + ext, kl);
+    if (at < 0) {
+        return PARSE_BAD;
+    }
+    r->cur = at + 1;
+    r->nhits++;
+    if (!value_ok(r->keys[at], p + BIN_HDR + ext + kl, body - ext - kl)) {
+        k->errors++;
+    }
+    if (r->nkeys == 1) {
+        k->get_reqs++;
+        k->get_keys++;
+        k->hits++;
+        return PARSE_DONE;
+    }
+    return PARSE_MORE;
+}
+
+/* The binary form of conn_parse(): whole packets off the input. */
+static int
+conn_parse_binary(struct conn *c, uint64_t now)
+{
+    struct buf *b = &c->in;
+
+    while (c->inflight > 0 && b->len - b->off >= BIN_HDR) {
+        const char *p = b->data + b->off;
+        size_t need = BIN_HDR + (size_t)be32(p + 8);
+        struct req *r = &c->ring[c->head];
+        enum parse rc;
+
+        if (need > (size_t)o.vmax + MAX_KEY_LEN + 4 + BIN_HDR + MAX_LINE) {
+            conn_counters(c)->errors++;
+            return -1;      /* no reply of ours is that long */
+        }
+        if (b->len - b->off < need) {
+            break;
+        }
+        rc = parse_binary(c, r, p);
+        if (rc == PARSE_BAD) {
+            conn_counters(c)->errors++;
+            return -1;
+        }
+        b->off += need;
+        if (rc == PARSE_DONE) {
+            req_complete(c, r, now);
+        }
+    }
+    if (c->inflight == 0 && b->off < b->len) {
+        conn_counters(c)->errors++;     /* bytes nobody asked for */
+        return -1;
+    }
+    return 0;
+}
+
 /* Consumes every complete reply; -1 when the stream cannot be trusted. */
 static int
 conn_parse(struct conn *c, uint64_t now)
 {
     struct line l;
+
+    if (o.proto == PROTO_BINARY) {
+        return conn_parse_binary(c, now);
+    }
 
     while (c->inflight > 0 && next_line(&c->in, &l)) {
         struct req *r = &c->ring[c->head];
@@ -1346,8 +1506,7 @@ report_text(const struct report *r)
                " errors\n", r->pre.sets, r->pre_seconds, r->pre.errors);
     }
     printf("server:   %s  proto %s  conns %d  depth %d  threads %d\n",
-           o.server, o.proto == PROTO_TEXT ? "text" : "meta", o.conns,
-           o.depth, o.threads);
+           o.server, proto_names[o.proto], o.conns, o.depth, o.threads);
     printf("run:      %.2f s, %" PRIu64 " requests, %.0f ops/s, "
            "%.0f keys/s\n", r->seconds, k->requests,
            rate(k->requests, r->seconds),
@@ -1375,8 +1534,8 @@ report_json(const struct report *r)
     printf("{\"server\": \"%s\", \"proto\": \"%s\", \"conns\": %d, "
            "\"depth\": %d, \"threads\": %d, \"multiget\": %d, "
            "\"keys\": %" PRIu64 ",\n", o.server,
-           o.proto == PROTO_TEXT ? "text" : "meta", o.conns, o.depth,
-           o.threads, o.multiget, o.keys);
+           proto_names[o.proto], o.conns, o.depth, o.threads, o.multiget,
+           o.keys);
     printf(" \"preload_sets\": %" PRIu64 ", \"preload_errors\": %" PRIu64
            ", \"preload_seconds\": %.3f,\n", r->pre.sets, r->pre.errors,
            r->pre_seconds);
@@ -1416,7 +1575,7 @@ usage(FILE *f)
         "  --value-size N|A-B   value bytes, fixed or per-key range (32)\n"
         "  --duration SEC       stop after this long (10; 0 = no limit)\n"
         "  --requests N         stop after N requests (10000000; 0 = none)\n"
-        "  --proto P            text | meta (text)\n"
+        "  --proto P            text | meta | binary (text)\n"
         "  --preload            set every key once first, pipelined\n"
         "  --no-verify          check value sizes only, not value bytes\n"
         "  --cpu LIST           pin threads, round robin (e.g. 0 or 0,2-3)\n"
@@ -1642,7 +1801,7 @@ parse_one(int ch, const char *arg)
         o.dist = (enum dist)v;
         return v < 0 ? -1 : 0;
     case OPT_PROTO:
-        v = parse_enum(arg, "text", "meta", NULL);
+        v = parse_enum(arg, "text", "meta", "binary");
         o.proto = (enum proto)v;
         return v < 0 ? -1 : 0;
     default: return -1;

@@ -216,8 +216,9 @@ char *conn_out_reserve(struct conn *c, size_t n);
 void conn_out_commit(struct conn *c, size_t used);
 
 /* Queue an item's value bytes (conn_value_len() of them: "<data>\r\n" on
- * text, "<data>" on binary); takes over the caller's reference.  Values up to 1 KB are copied and the reference released at
- * once; longer ones are sent by reference, released once written. */
+ * text, "<data>" on binary); takes over the caller's reference.  Values
+ * up to 1 KB are copied and the reference released at once; longer ones
+ * are sent by reference, released once written. */
 int conn_out_value(struct conn *c, struct item *it);
 
 /* A line followed by an item's value, with one reservation: reserve room

@@ -14,6 +14,7 @@
 
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "proto/binary.h"
 #include "proto/text.h"
 #include "storage/hash.h"
 
@@ -131,6 +132,82 @@ lookahead_pipeline(struct conn *c, const struct request *first, size_t len)
     w->next = 0;
     lookahead_walk(c, pf, n);
     return off;
+}
+
+/* ---- binary pipelines ------------------------------------------------- */
+
+/* Add a binary request's key to pf[n], if it has one; the new n. */
+static unsigned
+bin_add_key(const struct bin_request *r, struct prefetch_key *pf, unsigned n)
+{
+    if (r->cmd == BIN_CMD_ERROR || r->cmd == BIN_CMD_STAT ||
+        r->cmd == BIN_CMD_SASL || r->key.len == 0) {
+        return n;
+    }
+    pf[n].key = r->key.p;
+    pf[n].nkey = r->key.len;
+    pf[n].hv = hash_murmur3(r->key.p, r->key.len);
+    return n + 1;
+}
+
+/* The bytes a binary request takes in all: what bin_parse() read, and the
+ * value that follows a store. */
+static size_t
+bin_bytes(const struct bin_request *r, size_t parsed)
+{
+    return parsed + (bin_has_value(r->cmd) ? r->vlen : 0);
+}
+
+size_t
+lookahead_pipeline_bin(struct conn *c, const struct bin_request *first,
+                       size_t len)
+{
+    struct lookahead *w = c->la;
+    unsigned max = settings.prefetch_batch, n;
+    const char *buf = c->rbuf + c->rstart;
+    size_t have = c->rend - c->rstart, off = bin_bytes(first, len);
+    struct bin_request r;
+
+    if (max < 2 || off > have) {
+        return 0;
+    }
+    n = bin_add_key(first, w->pf, 0);
+    while (n < max && off < have) {
+        ssize_t m = bin_parse(&r, buf + off, have - off);
+
+        if (m <= 0 || r.cmd == BIN_CMD_ERROR ||
+            bin_bytes(&r, (size_t)m) > have - off) {
+            break;
+        }
+        n = bin_add_key(&r, w->pf, n);
+        off += bin_bytes(&r, (size_t)m);
+    }
+    /* Binary requests are parsed again as they run (a header is cheap);
+     * only the keys' hashes are kept, in order, for lookahead_take_bin(). */
+    w->conn = n > 0 ? c : NULL;
+    w->n = n;
+    w->next = 0;
+    lookahead_walk(c, w->pf, n);
+    return off;
+}
+
+void
+lookahead_take_bin(struct conn *c, const char *key, size_t nkey)
+{
+    struct lookahead *w = c->la;
+    const struct prefetch_key *k;
+
+    if (w->conn != c) {
+        return;
+    }
+    k = &w->pf[w->next];
+    if (k->key != key || k->nkey != nkey) {
+        return;         /* a request without a key: the next one has it */
+    }
+    w->memo = *k;
+    if (++w->next == w->n) {
+        w->conn = NULL;
+    }
 }
 
 struct ahead_req *

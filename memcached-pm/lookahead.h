@@ -26,6 +26,7 @@
 
 #include "memcached-pm/conn.h"
 #include "memcached-pm/stats.h"
+#include "proto/binary.h"
 #include "proto/request.h"
 #include "proto/text.h"
 #include "proto/token.h"
@@ -70,6 +71,18 @@ size_t lookahead_pipeline(struct conn *c, const struct request *first,
 /* The next request parsed ahead for c, if it starts at c->rstart (else
  * NULL); its key's hash is kept for lookahead_hash(). */
 struct ahead_req *lookahead_take(struct conn *c);
+
+/*
+ * The binary form of a pipeline (a run of GETKQ ... NOOP is the binary
+ * multiget): the binary request `first` (`len` bytes parsed) begins c's
+ * unread bytes and more follow; hash and walk the keys of the requests
+ * after it that are all there, up to prefetch_batch keys.  Returns the
+ * bytes covered from c->rstart.  Each request, parsed again as it runs,
+ * then takes its key's hash with lookahead_take_bin().
+ */
+size_t lookahead_pipeline_bin(struct conn *c, const struct bin_request *first,
+                              size_t len);
+void lookahead_take_bin(struct conn *c, const char *key, size_t nkey);
 
 /* c's read buffer is about to move or be freed: forget what was parsed
  * from it. */

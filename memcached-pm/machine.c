@@ -19,6 +19,15 @@
 
 #define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
 
+/*
+ * -R counts requests per event in units: a request costs REQ_UNITS, a
+ * binary quiet get one unit.  A run of GETKQ ... NOOP is the binary
+ * multiget and should cost about what a text multiget costs (one
+ * request, however many keys), yet a client sending nothing but quiet
+ * gets must still yield in time.
+ */
+#define REQ_UNITS 64
+
 static void conn_drive(struct conn *c);
 
 /* ---- events ----------------------------------------------------------- */
@@ -151,13 +160,39 @@ parse_binary(struct conn *c)
         c->close_after_write = true;
         return CONN_WRITE;
     }
+    /* More bytes after this request, none looked at yet: a pipeline,
+     * whose keys are walked side by side before they run. */
+    if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
+        c->pf_end = c->rstart + lookahead_pipeline_bin(c, &r, (size_t)n);
+    }
+    lookahead_take_bin(c, r.key.p, r.key.len);
     c->rstart += (size_t)n;
     c->last_cmd = clock_now();
-    return after_process(c, process_bin(c, &r));
+    n = after_process(c, process_bin(c, &r));
+    lookahead_done(c);
+    return (enum conn_state)n;
+}
+
+/* What the next request costs of the -R budget. */
+static int
+request_cost(const struct conn *c)
+{
+    const unsigned char *p = (const unsigned char *)c->rbuf + c->rstart;
+
+    if (c->proto != CONN_BINARY || c->rend - c->rstart < 2 ||
+        p[0] != BIN_MAGIC_REQ) {
+        return REQ_UNITS;
+    }
+    switch (p[1]) {
+    case BIN_OP_GETQ: case BIN_OP_GETKQ: case BIN_OP_GATQ: case BIN_OP_GATKQ:
+        return 1;
+    default:
+        return REQ_UNITS;
+    }
 }
 
 static enum conn_state
-state_parse(struct conn *c, int *budget)
+state_parse(struct conn *c, int64_t *budget)
 {
     if (c->rstart == c->rend) {
         c->rstart = c->rend = c->pf_end = 0;
@@ -166,12 +201,13 @@ state_parse(struct conn *c, int *budget)
     if (c->out_bytes > OUT_HIGH_WATER) {
         return CONN_WRITE;
     }
-    if ((*budget)-- <= 0) {
+    if (*budget <= 0) {
         /* Let the worker's other connections in; come back next turn. */
         STAT_INCR(c->stats->conn_yields);
         c->yielded = true;
         return CONN_WRITE;
     }
+    *budget -= request_cost(c);
     if (c->proto == CONN_NEGOTIATE) {
         /* -B auto: the first byte says, for the connection's life. */
         c->proto = (unsigned char)c->rbuf[c->rstart] == BIN_MAGIC_REQ
@@ -271,7 +307,7 @@ state_write(struct conn *c, bool *stop)
 static void
 conn_drive(struct conn *c)
 {
-    int budget = settings.reqs_per_event;
+    int64_t budget = (int64_t)settings.reqs_per_event * REQ_UNITS;
     bool stop = false;
 
     while (!stop) {

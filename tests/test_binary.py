@@ -219,6 +219,34 @@ def test_sixteen_key_getkq_run(b):
            req(NOOP, opaque=99), want + rsp(NOOP, opaque=99))
 
 
+@pytest.mark.mcpm
+def test_quiet_run_costs_like_a_multiget(server_factory):
+    """-R counts a binary quiet get as 1/64 of a request: a run of GETKQ
+    is the binary multiget, and costs about what a text multiget does,
+    yet a stream of nothing but quiet gets still yields."""
+    s = server_factory("-t", "1", "-R", "2")
+    with s.conn() as c:
+        b = Bin(c)
+        b.cas_of(set_req(b"q", b"v"))
+
+        def yields():
+            return int(dict(b.stat())["conn_yields"])
+
+        y0 = yields()
+        b.send(b"".join(req(GETKQ, b"nokey%d" % i) for i in range(640)) +
+               req(NOOP, opaque=1))
+        assert b.packet()[4] == rsp(NOOP, opaque=1)
+        y1 = yields()
+        b.send(b"".join(req(GETK, b"nokey%d" % i) for i in range(40)) +
+               req(NOOP, opaque=2))
+        for _ in range(40):
+            assert b.packet()[0][5] == ENOENT
+        assert b.packet()[4] == rsp(NOOP, opaque=2)
+        y2 = yields()
+    assert 1 <= y1 - y0 <= 10      # 640 units, 128 an event
+    assert y2 - y1 >= 15           # 2 requests an event
+
+
 def test_large_value_round_trip(b):
     # over a slab page: a chunked item, sent by reference
     value = bytes(range(256)) * 3000

@@ -97,7 +97,7 @@ def check_deltas(before, after, out, extra_sets=0):
     assert after["cmd_set"] - before["cmd_set"] == sets
 
 
-@pytest.mark.parametrize("proto", ["text", "meta"])
+@pytest.mark.parametrize("proto", ["text", "meta", "binary"])
 def test_counts_match_server_stats(server, proto):
     before = counters(server)
     # Half the key space preloaded by a first run, so both hits and misses
@@ -113,6 +113,20 @@ def test_counts_match_server_stats(server, proto):
     assert out["gets"] == out["hits"] + out["misses"]
     assert out["gets"] == 3 * out["get_requests"]
     check_deltas(before, after, out, extra_sets=first["sets"])
+
+
+@pytest.mark.parametrize("proto", ["text", "binary"])
+def test_single_gets_count(server, proto):
+    # one key per get: binary sends GETK, whose miss is answered
+    before = counters(server)
+    mcload(server, "--proto", proto, "--keys", 200, "--dist", "seq",
+           "--get-ratio", 0, "--requests", 100, "-c", 2)
+    out = mcload(server, "--proto", proto, "--keys", 200, "-c", 4, "-d", 2,
+                 "--requests", 2000, "--get-ratio", 1)
+    after = counters(server)
+    assert out["hits"] > 0 and out["misses"] > 0
+    assert out["gets"] == out["get_requests"] == 2000
+    check_deltas(before, after, out, extra_sets=100)
 
 
 def test_preload_then_all_hits(server):

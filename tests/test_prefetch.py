@@ -164,3 +164,65 @@ def test_parsed_ahead_on_connections_taking_turns(server_factory):
     for i in (0, 1):
         assert replies[16][i] == replies[0][i]
     assert replies[0][0].count(b"VA ") > 100
+
+
+# ---------------------------------------------------------------------------
+# binary pipelines: a run of GETKQ ... NOOP is the binary multiget
+# ---------------------------------------------------------------------------
+
+def binary_script():
+    """Binary stores, a GETKQ run, and mixed single-key requests, in one
+    send; every reply comes back before the final NOOP's."""
+    from test_binary import (req, set_req, delta_req, GETKQ, GETK, GATQ,
+                             TOUCH, DELETE, INCR, SETQ, APPEND, STAT, NOOP)
+    import struct
+    ttl = struct.pack(">I", 100)
+    out = [set_req(b"b%d" % i, b"v%d" % i * (i % 9), flags=i, op=SETQ)
+           for i in range(0, 60, 2)]
+    out += [req(GETKQ, b"b%d" % i, opaque=i) for i in range(60)]
+    for i in range(0, 60, 5):
+        k = b"b%d" % i
+        out += [req(GETK, k), req(GATQ, k, ttl), req(TOUCH, k, ttl),
+                delta_req(INCR, b"n%d" % i, 1, initial=i),
+                req(APPEND, k, value=b"+"), req(DELETE, b"b%d" % (i + 1)),
+                req(STAT, b"bogus")]
+    out.append(req(NOOP, opaque=0xfeed))
+    return b"".join(out)
+
+
+def run_binary_script(s):
+    from test_binary import rsp, NOOP
+    end = rsp(NOOP, opaque=0xfeed)
+    with s.conn(timeout=20) as c:
+        c.send(binary_script())
+        return c.read_until(end)
+
+
+def test_binary_replies_identical_for_every_batch_size(server_factory):
+    results = {}
+    for batch in SETTINGS:
+        results[batch] = run_binary_script(
+            server_factory("-o", "prefetch_batch=%d" % batch))
+    # CAS values differ by nothing here: each server numbers from scratch
+    assert results[0].count(b"\x81\x0d\x00") == 30   # GETKQ hits
+    for batch in SETTINGS[1:]:
+        assert results[batch] == results[0], "prefetch_batch=%d" % batch
+
+
+def test_binary_getkq_run_is_one_batch(server_factory):
+    from test_binary import Bin, req, set_req, rsp, GETKQ, NOOP
+    s = server_factory("-o", "prefetch_batch=16")
+    with s.conn() as c:
+        b = Bin(c)
+        for i in range(16):
+            b.cas_of(set_req(b"g%d" % i, b"x"))
+        before = dict(b.stat())
+        b.send(b"".join(req(GETKQ, b"g%d" % i) for i in range(16)) +
+               req(NOOP, opaque=1))
+        for _ in range(16):
+            assert b.packet()[0][1] == GETKQ
+        assert b.packet()[4] == rsp(NOOP, opaque=1)
+        after = dict(b.stat())
+    assert int(after["prefetch_batches"]) - \
+        int(before["prefetch_batches"]) == 1
+    assert int(after["prefetch_keys"]) - int(before["prefetch_keys"]) == 16
