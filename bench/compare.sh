@@ -43,6 +43,9 @@ PARTS=${PARTS:-throughput,growth}
 # Extra mcload options for the throughput runs (word-split), so other
 # workloads reuse the same harness: LOAD_ARGS="--multiget 16 --depth 8".
 LOAD_ARGS=${LOAD_ARGS:-}
+# UDP=1: both servers also serve UDP on their TCP port number (-U), and
+# the throughput runs send their requests over UDP (mcload --udp).
+UDP=${UDP:-0}
 # Extra server options per side (word-split) and the sides' names, so one
 # binary can run against itself with two settings:
 #   MC_BIN=$MCPM_BIN A_ARGS="-o prefetch_batch=16" B_ARGS="-o prefetch_batch=0"
@@ -68,6 +71,7 @@ environment (defaults in brackets):
   GROWTH_MEM [1024]  CONTROL_HASHPOWER [22] (0: no control run)
   SERVER_CPU [1]  LOAD_CPU [0]           PARTS [throughput,growth]
   LOAD_ARGS [] extra mcload options for the throughput runs
+  UDP [0] 1: the throughput runs over UDP (-U on both servers)
   A_ARGS [] B_ARGS [] extra server options of side A (MCPM_BIN) and B
   A_NAME [memcached-pm] B_NAME [memcached] the sides' names in the output
   RESULT_FILE [] append the medians here, tab-separated, as LABEL [throughput]
@@ -107,9 +111,12 @@ pin_cpus
 # start_server BIN PORT EXTRA...: sets SERVER_PID, waits for `stats`.
 # memcached refuses to run as root without -u; memcached-pm takes the same.
 start_server() {
-    local bin=$1 port=$2
+    local bin=$1 port=$2 udp=0
     shift 2
-    local args=(-p "$port" -U 0 -l 127.0.0.1 -t "$THREADS" "$@")
+    if [ "$UDP" = 1 ]; then
+        udp=$port
+    fi
+    local args=(-p "$port" -U "$udp" -l 127.0.0.1 -t "$THREADS" "$@")
     if [ "$(id -u)" = 0 ]; then
         args+=(-u root)
     fi
@@ -132,6 +139,9 @@ throughput() {
                 --requests 0 --json)
     # shellcheck disable=SC2206
     load+=($LOAD_ARGS)
+    if [ "$UDP" = 1 ]; then
+        load+=(--udp)
+    fi
     pa=$(free_port)
     pb=$(free_port)
     # shellcheck disable=SC2086
@@ -142,7 +152,8 @@ throughput() {
     b=$SERVER_PID
     echo "== throughput: GET/SET $GET_RATIO, ${VALUE_SIZE}-byte values," \
          "$CONNS conns, $KEYS keys uniform, -t $THREADS -m $MEM," \
-         "${DURATION}s x $ROUNDS per side${LOAD_ARGS:+, $LOAD_ARGS}"
+         "${DURATION}s x $ROUNDS per side${LOAD_ARGS:+, $LOAD_ARGS}" \
+         "$([ "$UDP" = 1 ] && echo ", over UDP")"
     echo "   A: $A_NAME ${A_ARGS:-(default flags)}" \
          " B: $B_NAME ${B_ARGS:-(default flags)}"
     for port in "$pa" "$pb"; do

@@ -58,6 +58,9 @@
 #define BIN_NOOP 0x0a
 #define BIN_GETK 0x0c
 #define BIN_GETKQ 0x0d
+/* UDP: the frame before each datagram's request or reply bytes. */
+#define UDP_FRAME 8
+#define UDP_READ_MAX 65536
 
 enum proto { PROTO_TEXT, PROTO_META, PROTO_BINARY };
 
@@ -86,6 +89,7 @@ struct opts {
     bool preload;
     bool verify;
     bool json;
+    bool udp;           /* requests over UDP, one datagram each */
     int cpus[MAX_CPUS];
     int ncpus;
     uint64_t seed;
@@ -395,6 +399,7 @@ struct conn {
     uint64_t *keypool;
     int head;
     int inflight;
+    uint16_t udp_id;    /* the next request's UDP request id */
 };
 
 struct worker {
@@ -581,6 +586,56 @@ put_get(struct buf *b, const uint64_t *keys, int nkeys)
     return 0;
 }
 
+/* UDP: one request, framed, sent as a datagram of its own at once (the
+ * out buffer is only where it is built). */
+static int
+udp_request(struct conn *c, bool get, const struct req *r)
+{
+    struct buf *b = &c->out;
+    size_t start = b->len;
+    char *f;
+    int rc;
+
+    if (buf_reserve(b, UDP_FRAME) < 0) {
+        return -1;
+    }
+    b->len += UDP_FRAME;
+    rc = get ? put_get(b, r->keys, r->nkeys) : put_set(b, r->keys[0]);
+    if (rc < 0) {
+        return -1;
+    }
+    f = b->data + start;
+    memset(f, 0, UDP_FRAME);
+    f[0] = (char)(c->udp_id >> 8);
+    f[1] = (char)c->udp_id;
+    f[5] = 1;                       /* one datagram */
+    c->udp_id++;
+    rc = send(c->fd, f, b->len - start, 0) < 0 ? -1 : 0;
+    b->len = start;
+    return rc;
+}
+
+/* UDP: take every datagram waiting, frames off, into the input.  0, or
+ * -1 on a socket error. */
+static int
+udp_receive(struct conn *c)
+{
+    char d[UDP_READ_MAX];
+
+    for (;;) {
+        ssize_t n = recv(c->fd, d, sizeof(d), 0);
+
+        if (n < 0) {
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        }
+        if (n <= UDP_FRAME || buf_reserve(&c->in, (size_t)n) < 0) {
+            continue;
+        }
+        memcpy(c->in.data + c->in.len, d + UDP_FRAME, (size_t)n - UDP_FRAME);
+        c->in.len += (size_t)n - UDP_FRAME;
+    }
+}
+
 static bool
 may_send(struct conn *c)
 {
@@ -611,8 +666,12 @@ conn_fill(struct conn *c, uint64_t stamp)
         for (int i = 0; i < r->nkeys; i++) {
             r->keys[i] = pick_key(w);
         }
-        rc = get ? put_get(&c->out, r->keys, r->nkeys)
-                 : put_set(&c->out, r->keys[0]);
+        if (o.udp) {
+            rc = udp_request(c, get, r);
+        } else {
+            rc = get ? put_get(&c->out, r->keys, r->nkeys)
+                     : put_set(&c->out, r->keys[0]);
+        }
         if (rc < 0) {
             return -1;
         }
@@ -1123,19 +1182,26 @@ on_read(evutil_socket_t fd, short what, void *arg)
     ssize_t n;
 
     (void)what;
-    if (buf_reserve(&c->in, READ_CHUNK) < 0) {
-        conn_close(c, true);
-        return;
-    }
-    n = read(fd, c->in.data + c->in.len, c->in.cap - c->in.len);
-    if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+    if (o.udp) {
+        if (udp_receive(c) < 0) {
+            conn_close(c, true);
             return;
         }
-        conn_close(c, true);
-        return;
+    } else {
+        if (buf_reserve(&c->in, READ_CHUNK) < 0) {
+            conn_close(c, true);
+            return;
+        }
+        n = read(fd, c->in.data + c->in.len, c->in.cap - c->in.len);
+        if (n <= 0) {
+            if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                return;
+            }
+            conn_close(c, true);
+            return;
+        }
+        c->in.len += (size_t)n;
     }
-    c->in.len += (size_t)n;
     if (conn_parse(c, now_ns()) < 0) {
         conn_close(c, true);
         return;
@@ -1154,7 +1220,7 @@ on_write(evutil_socket_t fd, short what, void *arg)
 static int
 conn_connect(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(AF_INET, o.udp ? SOCK_DGRAM : SOCK_STREAM, 0);
     int one = 1;
 
     if (fd < 0) {
@@ -1164,7 +1230,9 @@ conn_connect(void)
         close(fd);
         return -1;
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (!o.udp) {
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
     if (evutil_make_socket_nonblocking(fd) < 0) {
         close(fd);
         return -1;
@@ -1577,6 +1645,8 @@ usage(FILE *f)
         "  --requests N         stop after N requests (10000000; 0 = none)\n"
         "  --proto P            text | meta | binary (text)\n"
         "  --preload            set every key once first, pipelined\n"
+        "  --udp                requests over UDP to the server's -U port,\n"
+        "                       each in a datagram (text or binary)\n"
         "  --no-verify          check value sizes only, not value bytes\n"
         "  --cpu LIST           pin threads, round robin (e.g. 0 or 0,2-3)\n"
         "  --seed N             random seed (1)\n"
@@ -1727,7 +1797,7 @@ enum {
     OPT_SERVER = 256, OPT_GET_RATIO, OPT_MULTIGET, OPT_KEYS, OPT_DIST,
     OPT_ZIPF_S, OPT_PREFIX, OPT_VSIZE, OPT_DURATION, OPT_REQUESTS,
     OPT_PROTO, OPT_PRELOAD, OPT_NO_VERIFY, OPT_CPU, OPT_SEED, OPT_JSON,
-    OPT_HELP
+    OPT_UDP, OPT_HELP
 };
 
 static const struct option long_opts[] = {
@@ -1750,6 +1820,7 @@ static const struct option long_opts[] = {
     { "cpu", required_argument, NULL, OPT_CPU },
     { "seed", required_argument, NULL, OPT_SEED },
     { "json", no_argument, NULL, OPT_JSON },
+    { "udp", no_argument, NULL, OPT_UDP },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 }
 };
@@ -1792,6 +1863,7 @@ parse_one(int ch, const char *arg)
     case OPT_PRELOAD: o.preload = true; return 0;
     case OPT_NO_VERIFY: o.verify = false; return 0;
     case OPT_JSON: o.json = true; return 0;
+    case OPT_UDP: o.udp = true; return 0;
     case OPT_HELP: return 1;
     case OPT_PREFIX:
         o.prefix = arg;

@@ -413,10 +413,16 @@ conn_rows(struct conn *other, void *ctx)
     rel_time_t last = __atomic_load_n(&other->last_cmd, __ATOMIC_RELAXED);
     char name[48];
 
+    if (other->is_udp) {
+        snprintf(name, sizeof(name), "%d:UDP", other->fd);
+        stat_str(c, name, "UDP");
+    }
     snprintf(name, sizeof(name), "%d:addr", other->fd);
     stat_str(c, name, other->addr);
-    snprintf(name, sizeof(name), "%d:listen_addr", other->fd);
-    stat_str(c, name, other->listen_addr);
+    if (!other->is_udp) {
+        snprintf(name, sizeof(name), "%d:listen_addr", other->fd);
+        stat_str(c, name, other->listen_addr);
+    }
     snprintf(name, sizeof(name), "%d:state", other->fd);
     stat_str(c, name, conn_state_name(other));
     snprintf(name, sizeof(name), "%d:secs_since_last_cmd", other->fd);

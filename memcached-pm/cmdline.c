@@ -96,23 +96,19 @@ parse_port(const char *val, int *out)
     return 0;
 }
 
+static bool port_given;     /* -p was on the command line */
+
 static int
 opt_port(const char *val)
 {
+    port_given = true;
     return parse_port(val, &settings.port);
 }
 
 static int
 opt_udp(const char *val)
 {
-    if (parse_port(val, &settings.udpport) != 0) {
-        return -1;
-    }
-    if (settings.udpport != 0) {
-        fprintf(stderr, "UDP is not supported by memcached-pm: use -U 0\n");
-        return -1;
-    }
-    return 0;
+    return parse_port(val, &settings.udpport);
 }
 
 /* -a: the unix socket's mode, in octal. */
@@ -728,6 +724,10 @@ cmdline_parse(int argc, char **argv)
     if (optind < argc) {
         fprintf(stderr, "Unexpected argument: %s\n", argv[optind]);
         return -1;
+    }
+    /* -U alone moves TCP to the UDP port too, as in memcached. */
+    if (settings.udpport != 0 && !port_given) {
+        settings.port = settings.udpport;
     }
     return settings_check();
 }

@@ -187,13 +187,14 @@ bound_proto(void)
     return CONN_NEGOTIATE;
 }
 
-struct conn *
-conn_new(const struct conn_owner *o, int fd, bool is_unix,
-         const char *listen_addr)
+/* A connection on fd with a read buffer of rbuf_size, on o's list; no
+ * name yet.  NULL on allocation failure (fd closed). */
+static struct conn *
+conn_make(const struct conn_owner *o, int fd, size_t rbuf_size)
 {
     struct conn *c = calloc(1, sizeof(*c));
 
-    if (c == NULL || (c->rbuf = malloc(RBUF_SIZE)) == NULL ||
+    if (c == NULL || (c->rbuf = malloc(rbuf_size)) == NULL ||
         (c->obuf_head = malloc(sizeof(struct obuf))) == NULL) {
         log_error("out of memory for a new connection");
         if (c != NULL) {
@@ -209,19 +210,58 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix,
     c->list = o->list;
     c->stats = o->stats;
     c->la = o->la;
-    c->is_unix = is_unix;
-    c->rsize = RBUF_SIZE;
+    c->rsize = rbuf_size;
     c->obuf_head->next = NULL;
     c->obuf_head->used = 0;
     c->obuf_cur = c->obuf_head;
     c->last_cmd = clock_now();
-    snprintf(c->listen_addr, sizeof(c->listen_addr), "%s", listen_addr);
-    peer_name(c);
     conn_set_state(c, CONN_READ);
-    gauge_rbuf(c, 1, RBUF_SIZE);
+    gauge_rbuf(c, 1, (int64_t)rbuf_size);
     gauge_obuf(c, 1);
     list_add(c->list, c);
+    return c;
+}
+
+struct conn *
+conn_new(const struct conn_owner *o, int fd, bool is_unix,
+         const char *listen_addr)
+{
+    struct conn *c = conn_make(o, fd, RBUF_SIZE);
+
+    if (c == NULL) {
+        return NULL;
+    }
+    c->is_unix = is_unix;
+    snprintf(c->listen_addr, sizeof(c->listen_addr), "%s", listen_addr);
+    peer_name(c);
     log_info("<%d new client connection", fd);
+    return c;
+}
+
+struct conn *
+conn_new_udp(const struct conn_owner *o, int fd, const char *name,
+             size_t rbuf_size, struct udp_port *u)
+{
+    struct conn_msg *msgs = malloc(16 * sizeof(*msgs));
+    struct conn *c;
+
+    if (msgs == NULL) {
+        free(u);
+        close(fd);
+        return NULL;
+    }
+    c = conn_make(o, fd, rbuf_size);
+    if (c == NULL) {
+        free(msgs);
+        free(u);
+        return NULL;
+    }
+    c->is_udp = true;
+    c->udp = u;
+    c->msgs = msgs;
+    c->msgs_cap = 16;
+    snprintf(c->addr, sizeof(c->addr), "%s", name);
+    log_info("<%d server listening (udp)", fd);
     return c;
 }
 
@@ -260,6 +300,8 @@ conn_free(struct conn **cp)
     }
     gauge_rbuf(c, -1, -(int64_t)c->rsize);
     free(c->nmeta);
+    free(c->msgs);
+    free(c->udp);
     free(c->refs);
     free(c->iov);
     free(c->rbuf);
@@ -586,6 +628,63 @@ conn_flush(struct conn *c)
     return 1;
 }
 
+/* ---- datagram messages ------------------------------------------------ */
+
+void
+conn_msg_end(struct conn *c, bool keep_empty)
+{
+    size_t last = c->nmsgs > 0 ? c->msgs[c->nmsgs - 1].end : 0;
+
+    if (c->out_bytes == last && !keep_empty) {
+        return;
+    }
+    if (c->nmsgs == c->msgs_cap) {
+        struct conn_msg *m = realloc(c->msgs, 2 * c->msgs_cap * sizeof(*m));
+
+        if (m == NULL) {
+            return;     /* the reply joins the message before it */
+        }
+        c->msgs = m;
+        c->msgs_cap *= 2;
+    }
+    c->msgs[c->nmsgs].end = c->out_bytes;
+    c->msgs[c->nmsgs].dgram = c->dgram;
+    c->msgs[c->nmsgs].drop = false;
+    c->nmsgs++;
+}
+
+size_t
+conn_out_copy(struct conn *c, struct conn_out_pos *pos, char *dst, size_t n)
+{
+    size_t done = 0;
+
+    while (done < n && pos->iov < c->iov_len) {
+        const struct iovec *v = &c->iov[pos->iov];
+        size_t part = v->iov_len - pos->off;
+
+        if (part > n - done) {
+            part = n - done;
+        }
+        if (dst != NULL) {
+            memcpy(dst + done, (const char *)v->iov_base + pos->off, part);
+        }
+        done += part;
+        pos->off += part;
+        if (pos->off == v->iov_len) {
+            pos->iov++;
+            pos->off = 0;
+        }
+    }
+    return done;
+}
+
+void
+conn_out_sent(struct conn *c)
+{
+    out_reset(c);
+    c->nmsgs = 0;
+}
+
 /* ---- input ------------------------------------------------------------ */
 
 /* Make room at the end of the read buffer: slide unparsed bytes to the
@@ -697,6 +796,9 @@ conn_nread_direct(struct conn *c)
 const char *
 conn_state_name(const struct conn *c)
 {
+    if (c->is_udp) {
+        return "conn_read";     /* memcached's name for a UDP socket */
+    }
     switch (__atomic_load_n(&c->state, __ATOMIC_RELAXED)) {
     case CONN_READ: return "conn_waiting";
     case CONN_PARSE: return "conn_parse_cmd";

@@ -34,6 +34,7 @@
 
 struct obuf;
 struct lookahead;
+struct udp_port;
 
 /* What executing a request asks of its connection next. */
 enum process_result {
@@ -85,6 +86,7 @@ struct conn {
     struct event     ev;
     short            ev_flags;       /* what ev is registered for */
     bool             is_unix;
+    bool             is_udp;         /* a worker's UDP socket (udp.h) */
     bool             close_after_write;
     bool             yielded;        /* -R budget ran out in this event */
     bool             read_short;     /* last read left the socket empty */
@@ -119,6 +121,14 @@ struct conn {
     uint8_t          bin_opcode;
     uint32_t         bin_opaque;
 
+    /* UDP: the reply queue cut into messages, each the reply to one
+     * request (or one key of a multiget) of one datagram; udp.c's state */
+    struct conn_msg *msgs;
+    size_t           nmsgs;
+    size_t           msgs_cap;
+    unsigned         dgram;          /* the datagram being answered */
+    struct udp_port *udp;
+
     /* output queue */
     struct iovec    *iov;
     size_t           iov_len;        /* entries in use */
@@ -134,6 +144,15 @@ struct conn {
 
     struct conn     *next;           /* worker's list */
     struct conn     *prev;
+};
+
+/* A reply message on a UDP socket: where it ends in the reply queue
+ * (bytes from its start), the datagram it answers, and whether it is the
+ * reply of a request cut short, never sent. */
+struct conn_msg {
+    size_t   end;
+    unsigned dgram;
+    bool     drop;
 };
 
 /* The worker that will own a new connection. */
@@ -169,6 +188,14 @@ void conn_gauges(struct buffer_gauges *out);
  * (the fd is then closed). */
 struct conn *conn_new(const struct conn_owner *o, int fd, bool is_unix,
                       const char *listen_addr);
+
+/* A worker's UDP socket as a connection, named `name` ("udp:host:port")
+ * for stats conns, its read buffer room for a whole datagram, its reply
+ * queue cut into messages, u its transport's state (freed with it);
+ * NULL on allocation failure (fd closed, u freed). */
+struct conn *conn_new_udp(const struct conn_owner *o, int fd,
+                          const char *name, size_t rbuf_size,
+                          struct udp_port *u);
 
 /* Close the socket, release every held item and free the connection.
  * Its look-ahead must be dropped first (machine_close() does both). */
@@ -243,6 +270,43 @@ enum process_result conn_swallow(struct conn *c, int rsp, uint64_t bytes);
 /* Send what is queued.  1: all sent (references given back, arena
  * rewound); 0: the socket is full; -1: an error. */
 int conn_flush(struct conn *c);
+
+/* UDP: the request (or multiget key) being answered is done; its reply
+ * is a message of its own.  end_message() leaves no message for a
+ * request that queued nothing (noreply); next_key() makes one even when
+ * the key queued nothing, as memcached answers a multiget over UDP.
+ * No-ops on a stream. */
+void conn_msg_end(struct conn *c, bool keep_empty);
+
+static inline void
+conn_out_end_message(struct conn *c)
+{
+    if (c->msgs != NULL) {
+        conn_msg_end(c, false);
+    }
+}
+
+static inline void
+conn_out_next_key(struct conn *c)
+{
+    if (c->msgs != NULL) {
+        conn_msg_end(c, true);
+    }
+}
+
+/* Copy the reply queue's bytes out in order (UDP's datagrams): up to n
+ * bytes from where *pos says, which moves on; the bytes copied (dst NULL:
+ * skipped). */
+struct conn_out_pos {
+    size_t iov;
+    size_t off;
+};
+size_t conn_out_copy(struct conn *c, struct conn_out_pos *pos, char *dst,
+                     size_t n);
+
+/* The queue was sent by conn_out_copy()'s caller: give the references
+ * back, rewind the arena, forget the messages. */
+void conn_out_sent(struct conn *c);
 
 /* Name of a state for "stats conns" (memcached's conn_* names). */
 const char *conn_state_name(const struct conn *c);

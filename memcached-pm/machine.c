@@ -328,3 +328,55 @@ conn_drive(struct conn *c)
     }
 }
 
+/* ---- datagrams -------------------------------------------------------- */
+
+bool
+machine_run_datagram(struct conn *c)
+{
+    enum conn_state st = CONN_PARSE;
+
+    for (;;) {
+        switch (st) {
+        case CONN_PARSE:
+            if (c->rstart == c->rend) {
+                return false;
+            }
+            st = c->proto == CONN_BINARY ? parse_binary(c) : parse_one(c);
+            if (st == CONN_PARSE) {
+                conn_out_end_message(c);
+            }
+            break;
+        case CONN_NREAD:
+            conn_nread_buffered(c);
+            if (c->nread_off < conn_value_len(c, c->nitem)) {
+                return false;
+            }
+            if (c->proto == CONN_BINARY) {
+                process_bin_store(c);
+            } else {
+                process_store(c);
+            }
+            conn_out_end_message(c);
+            st = CONN_PARSE;
+            break;
+        case CONN_SWALLOW:
+            if (c->swallow > c->rend - c->rstart) {
+                return false;
+            }
+            c->rstart += c->swallow;
+            c->swallow = 0;
+            conn_out_end_message(c);
+            st = CONN_PARSE;
+            break;
+        default:
+            /* A line cut short, or a close asked for (quit): the request
+             * that closes answers with a message even if it says nothing,
+             * as memcached sends a lone frame for a quit. */
+            if (c->close_after_write) {
+                conn_msg_end(c, true);
+                return true;
+            }
+            return false;
+        }
+    }
+}

@@ -34,4 +34,15 @@ void machine_start(struct conn *c);
  * it is freed (conn_free()).  *c is NULL after. */
 void machine_close(struct conn **c);
 
+/*
+ * A datagram (UDP): run the requests in c's read buffer, none read from
+ * its socket, until the buffer is used up or a request is cut short (a
+ * line, a value or a swallow that does not end in it).  Each request's
+ * reply ends a message (conn_out_end_message()); the reply of a request
+ * cut short is left after the last message, for the caller to drop, with
+ * the item it was reading.  Replies stay queued for the caller to send.
+ * Returns true when a request asked to close (quit).
+ */
+bool machine_run_datagram(struct conn *c);
+
 #endif

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -34,6 +35,7 @@
 #include "memcached-pm/log.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "memcached-pm/udp.h"
 #include "memcached-pm/worker.h"
 #include "proto/response.h"
 #include "storage/cache.h"
@@ -200,9 +202,10 @@ listen_one(const struct addrinfo *ai)
     }
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
         listen(fd, settings.backlog) != 0) {
-        log_error("failed to listen on TCP port %d: %s", settings.port,
-                  strerror(errno));
+        int e = errno;
+
         close(fd);
+        errno = e;      /* for open_listeners()' message */
         return -1;
     }
     sockaddr_name(ai->ai_addr, name, sizeof(name));
@@ -478,27 +481,55 @@ free_events(void)
     }
 }
 
+/* A port that cannot be had: memcached's message. */
+static void
+listen_failed(const char *transport, int port)
+{
+    int e = errno;
+
+    if (settings.inter == NULL) {
+        log_error("failed to listen on %s port %d: %s", transport, port,
+                  strerror(e));
+    } else {
+        log_error("failed to listen on one of interface(s) %s: %s",
+                  settings.inter, strerror(e));
+    }
+}
+
+/* 0, or memcached's exit status when a socket cannot be had. */
 static int
 open_listeners(void)
 {
     if (settings.socketpath != NULL) {
-        return listen_unix();
+        /* and neither TCP nor UDP, as memcached */
+        return listen_unix() == 0 ? 0 : EXIT_FAILURE;
     }
-    if (settings.port == 0) {
-        return 0;
+    errno = 0;
+    if (settings.port != 0 && listen_tcp() != 0) {
+        listen_failed("TCP", settings.port);
+        return EX_OSERR;
     }
-    return listen_tcp();
+    errno = 0;
+    if (settings.udpport != 0 &&
+        udp_open((unsigned)settings.num_threads) != 0) {
+        listen_failed("UDP", settings.udpport);
+        return EX_OSERR;
+    }
+    return 0;
 }
 
+/* Everything up to serving: 0, or the exit status. */
 static int
 start(void)
 {
+    int rc;
+
     if (set_limits() != 0 || drop_privileges() != 0) {
-        return -1;
+        return EXIT_FAILURE;
     }
     if (settings.daemonize && daemonize() != 0) {
         fprintf(stderr, "failed to daemon() in order to daemonize\n");
-        return -1;
+        return EXIT_FAILURE;
     }
     if (settings.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
         fprintf(stderr, "warning: -k invalid, mlockall() failed: %s\n",
@@ -507,14 +538,17 @@ start(void)
     clock_init();
     if (stats_init((unsigned)settings.num_threads) != 0 ||
         cache_init(&settings.cache, (unsigned)settings.num_threads) != 0) {
-        return -1;
+        return EXIT_FAILURE;
     }
     main_base = event_base_new();
-    if (main_base == NULL || setup_events() != 0 || open_listeners() != 0) {
-        return -1;
+    if (main_base == NULL || setup_events() != 0) {
+        return EXIT_FAILURE;
+    }
+    if ((rc = open_listeners()) != 0) {
+        return rc;
     }
     if (worker_start_all((unsigned)settings.num_threads) != 0) {
-        return -1;
+        return EXIT_FAILURE;
     }
     write_pidfile();
     return 0;
@@ -528,13 +562,14 @@ main(int argc, char **argv)
     if (rc != 0) {
         return rc > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
     }
-    if (start() != 0) {
-        return EXIT_FAILURE;
+    if ((rc = start()) != 0) {
+        return rc;
     }
     event_base_dispatch(main_base);
 
     close_listeners();
     worker_stop_all();
+    udp_close();
     cache_shutdown();
     admin_stats_shutdown();
     stats_destroy();

@@ -99,6 +99,7 @@ process_get(struct conn *c, struct request *req)
     const struct prefetch_key *one = lookahead_memo(c, &req->keys);
     struct token cursor = req->keys;
     struct prefetch_key *pf;
+    bool first = true;
     unsigned n;
 
     /* A key list no longer than one key cannot hold a key too long. */
@@ -114,6 +115,12 @@ process_get(struct conn *c, struct request *req)
         n = lookahead_window(c, &cursor, &pf, max);
         lookahead_walk(c, pf, n);
         for (unsigned i = 0; i < n; i++) {
+            /* Over UDP each key's reply is a message, END with the
+             * last key's, as memcached sends them. */
+            if (!first) {
+                conn_out_next_key(c);
+            }
+            first = false;
             if (get_one(c, &pf[i], touch, exptime, with_cas) != 0) {
                 return reply(c, RSP_SERVER_ERROR_OOM_GET);
             }

@@ -62,7 +62,7 @@
     X(tcpport, I, D(int, port, 11211), 'p', "port=<num>", NULL,             \
       FN(opt_port), "TCP port to listen on (default: 11211)")               \
     X(udpport, I, D(int, udpport, 0), 'U', "udp-port=<num>", NULL,          \
-      FN(opt_udp), "UDP port (default: 0, off; only 0 is supported)")       \
+      FN(opt_udp), "UDP port to listen on (default: 0, off)")               \
     X(inter, STR_NULL, D(char *, inter, NULL), 'l', "listen=<addr>", NULL,  \
       FN(opt_listen), "interfaces to listen on (default: 127.0.0.1)")       \
     X(verbosity, I, D(int, verbose, 0), 'v', "verbose", NULL, COUNT,        \

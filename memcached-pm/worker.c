@@ -17,6 +17,7 @@
 #include "memcached-pm/log.h"
 #include "memcached-pm/machine.h"
 #include "memcached-pm/settings.h"
+#include "memcached-pm/udp.h"
 #include "storage/clock.h"
 
 /* An accepted fd waiting for its worker. */
@@ -109,7 +110,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
      * needs no lock. */
     for (c = w->list->head; c != NULL; c = next) {
         next = c->next;
-        if (c->state == CONN_READ &&
+        if (c->state == CONN_READ && !c->is_udp &&
             now - c->last_cmd > settings.idle_timeout) {
             STAT_INCR(w->stats->idle_kicks);
             machine_close(&c);
@@ -136,6 +137,7 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
 {
     struct timeval sec = { 1, 0 };
     struct event_config *cfg = event_config_new();
+    struct conn_owner o;
 
     w->id = id;
     w->stats = &stats.threads[id];
@@ -162,6 +164,10 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
     w->notify_ev = event_new(w->base, w->notify_fd, EV_READ | EV_PERSIST,
                              on_notify, w);
     if (w->notify_ev == NULL || event_add(w->notify_ev, NULL) != 0) {
+        return -1;
+    }
+    owner_of(w, &o);
+    if (udp_attach(id, &o) != 0) {
         return -1;
     }
     /* The idle sweep only exists with -o idle_timeout: a pending timer

@@ -57,11 +57,10 @@ def counters(port):
     return {k: int(st[k]) for k in ("get_hits", "get_misses", "cmd_set")}
 
 
-@pytest.fixture
-def server():
-    port = free_port()
-    argv = [MCPM_BIN, "-p", str(port), "-U", "0", "-l", "127.0.0.1",
-            "-t", "2", "-m", "64"]
+def run_server(port, *extra):
+    """Start memcached-pm on port; yields the port, kills it after."""
+    argv = [MCPM_BIN, "-p", str(port), "-l", "127.0.0.1", "-t", "2",
+            "-m", "64"] + list(extra)
     if os.geteuid() == 0:
         argv += ["-u", "root"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
@@ -79,6 +78,17 @@ def server():
     yield port
     proc.kill()
     proc.wait(timeout=10)
+
+
+@pytest.fixture
+def server():
+    yield from run_server(free_port(), "-U", "0")
+
+
+@pytest.fixture
+def udp_server():
+    port = free_port()
+    yield from run_server(port, "-U", str(port))
 
 
 def mcload(port, *args):
@@ -127,6 +137,21 @@ def test_single_gets_count(server, proto):
     assert out["hits"] > 0 and out["misses"] > 0
     assert out["gets"] == out["get_requests"] == 2000
     check_deltas(before, after, out, extra_sets=100)
+
+
+@pytest.mark.parametrize("proto", ["text", "binary"])
+def test_udp_counts(udp_server, proto):
+    """mcload --udp: the same counts, over the server's UDP port."""
+    before = counters(udp_server)
+    mcload(udp_server, "--keys", 300, "--dist", "seq", "--get-ratio", 0,
+           "--requests", 150, "-c", 2)
+    out = mcload(udp_server, "--udp", "--proto", proto, "--keys", 300,
+                 "-c", 4, "--multiget", 2, "--requests", 2000,
+                 "--get-ratio", 0.9)
+    after = counters(udp_server)
+    assert out["requests"] == 2000
+    assert out["hits"] > 0 and out["misses"] > 0
+    check_deltas(before, after, out, extra_sets=150)
 
 
 def test_preload_then_all_hits(server):
