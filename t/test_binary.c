@@ -26,9 +26,15 @@ packet(char *out, uint8_t op, const char *ext, uint8_t extlen,
     bin_put32(out + 8, (uint32_t)(extlen + kl + vl));
     bin_put32(out + 12, 0xdeadbeef);
     bin_put64(out + 16, cas);
-    memcpy(out + BIN_HEADER_LEN, ext, extlen);
-    memcpy(out + BIN_HEADER_LEN + extlen, key, kl);
-    memcpy(out + BIN_HEADER_LEN + extlen + kl, val, vl);
+    if (extlen > 0) {
+        memcpy(out + BIN_HEADER_LEN, ext, extlen);
+    }
+    if (kl > 0) {
+        memcpy(out + BIN_HEADER_LEN + extlen, key, kl);
+    }
+    if (vl > 0) {
+        memcpy(out + BIN_HEADER_LEN + extlen + kl, val, vl);
+    }
     return BIN_HEADER_LEN + extlen + kl + vl;
 }
 
