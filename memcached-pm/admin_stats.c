@@ -472,6 +472,57 @@ stats_tiers(struct conn *c)
     stats_end(c);
 }
 
+/* ---- stats cachedump --------------------------------------------------- */
+
+#define CACHEDUMP_MAX (2 * 1024 * 1024)   /* memcached's reply limit */
+
+struct cachedump {
+    struct conn *c;
+    size_t       bytes;
+    uint32_t     left;          /* lines still wanted */
+};
+
+/* "ITEM <key> [<bytes> b; <exptime> s]"; a key is printed up to a NUL,
+ * as memcached copies it. */
+static int
+cachedump_line(const struct cache_dumped *d, void *arg)
+{
+    struct cachedump *cd = arg;
+    char line[PROTO_KEY_MAX + 64];
+    int n = snprintf(line, sizeof(line), "ITEM %.*s [%u b; %lld s]\r\n",
+                     (int)strnlen(d->key, d->nkey), d->key, d->vlen,
+                     (long long)d->exptime);
+
+    if (cd->bytes + (size_t)n + 6 > CACHEDUMP_MAX) {
+        return 1;
+    }
+    cd->bytes += (size_t)n;
+    conn_out(cd->c, line, (size_t)n);
+    return --cd->left == 0;
+}
+
+static void
+stats_cachedump(struct conn *c, const struct request *req)
+{
+    struct cachedump cd = { c, 0, 0 };
+    uint32_t id, limit;
+
+    if (!settings.dump_enabled) {
+        conn_out_rsp(c, RSP_CLIENT_ERROR_CACHEDUMP_DISABLED);
+    } else if (req->ntokens < 4) {
+        conn_out_rsp(c, RSP_CLIENT_ERROR_CMDLINE);
+    } else if (!token_u32(&req->tokens[2], &id) ||
+               !token_u32(&req->tokens[3], &limit)) {
+        conn_out_rsp(c, RSP_CLIENT_ERROR_FORMAT);
+    } else if (id >= CACHE_MAX_CLASSES) {
+        conn_out_rsp(c, RSP_CLIENT_ERROR_SLAB_ID);
+    } else {
+        cd.left = limit == 0 ? UINT32_MAX : limit;
+        cache_cachedump(id, cachedump_line, &cd);
+        conn_out_rsp(c, RSP_END);
+    }
+}
+
 /* ---- stats dispatcher ------------------------------------------------- */
 
 /* The groups text and binary share, by name; false: not one of them. */
@@ -503,6 +554,8 @@ admin_stats(struct conn *c, struct request *req)
         stats_settings(c);
     } else if (token_eq(sub, "conns")) {
         stats_conns(c);
+    } else if (token_eq(sub, "cachedump")) {
+        stats_cachedump(c, req);
     } else if (token_eq(sub, "reset")) {
         stats_reset();
         cache_stats_reset();

@@ -42,6 +42,10 @@
            "CLIENT_ERROR lru crawler disabled")                               \
     ACTION(RSP_CLIENT_ERROR_CRAWLER_SLEEP,                                    \
            "CLIENT_ERROR sleep must be one second or less")                   \
+    ACTION(RSP_CLIENT_ERROR_CMDLINE, "CLIENT_ERROR bad command line")         \
+    ACTION(RSP_CLIENT_ERROR_CACHEDUMP_DISABLED,                               \
+           "CLIENT_ERROR stats cachedump not allowed")                        \
+    ACTION(RSP_CLIENT_ERROR_SLAB_ID, "CLIENT_ERROR Illegal slab id")          \
     ACTION(RSP_SERVER_ERROR_TOO_LARGE, "SERVER_ERROR object too large for cache") \
     ACTION(RSP_SERVER_ERROR_NO_MEMORY,                                        \
            "SERVER_ERROR out of memory storing object")                       \

@@ -261,8 +261,26 @@ bool cache_recovery_stats(struct cache_recovery *out);
 /* stats reset: zero the counters (metrics.h COUNTER, TOTAL, LAST). */
 void cache_stats_reset(void);
 
+/* An item as stats cachedump shows it. */
+struct cache_dumped {
+    const char *key;
+    size_t      nkey;
+    uint32_t    vlen;
+    int64_t     exptime;        /* Unix time, 0: never */
+};
+
 /*
- * lru_crawler metadump / stats cachedump: call emit(line, len, ctx) for each
+ * stats cachedump: call emit(d, ctx) for each item on class id's COLD
+ * LRU (each tier's), head first, as memcached dumps them; items with
+ * binary keys are left out.  Holds each list's lock for its walk (emit
+ * must not call into storage).  Stops when emit returns non-zero.
+ */
+void cache_cachedump(unsigned id,
+                     int (*emit)(const struct cache_dumped *d, void *ctx),
+                     void *ctx);
+
+/*
+ * lru_crawler metadump: call emit(line, len, ctx) for each
  * live item of the given classes (all if classes is NULL), formatted as
  * memcached's metadump lines ("key=... exp=... la=... cas=... fetch=...
  * cls=... size=...\n").  Runs in the caller's thread, a few buckets at a

@@ -219,3 +219,33 @@ cache_metadump(const bool classes[CACHE_MAX_CLASSES],
     assoc_walk(dump_one, &d);
 }
 
+/* ---- cachedump -------------------------------------------------------- */
+
+void
+cache_cachedump(unsigned id,
+                int (*emit)(const struct cache_dumped *d, void *ctx),
+                void *ctx)
+{
+    time_t base = clock_process_started();
+    int stop = 0;
+
+    for (unsigned t = 0; t < SLABS_NTIERS && stop == 0; t++) {
+        unsigned tc = SLABS_TC(t, id);
+
+        lru_lock(tc, ITEM_LRU_COLD);
+        for (struct item *it = do_lru_head(tc, ITEM_LRU_COLD);
+             it != NULL && stop == 0; it = it->next) {
+            struct cache_dumped d;
+
+            if (lru_is_cursor(it) || item_key_binary(it)) {
+                continue;
+            }
+            d.key = item_key(it);
+            d.nkey = item_nkey(it);
+            d.vlen = item_vlen(it);
+            d.exptime = it->exptime == 0 ? 0 : (int64_t)it->exptime + base;
+            stop = emit(&d, ctx);
+        }
+        lru_unlock(tc, ITEM_LRU_COLD);
+    }
+}

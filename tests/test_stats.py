@@ -398,3 +398,82 @@ def test_detail(conn):
 
 def test_unknown_stats(conn):
     conn.call(b"stats foo\r\n", b"ERROR\r\n")
+
+
+# ---------------------------------------------------------------------------
+# stats cachedump
+# ---------------------------------------------------------------------------
+
+def wait_cold(c, clsid, n):
+    """cachedump lists a class's COLD LRU, as memcached's does; new items
+    reach it on the LRU maintainer's next pass."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if c.stats("items").get("items:%d:number_cold" % clsid) == str(n):
+            return
+        time.sleep(0.05)
+    pytest.fail("items did not reach COLD")
+
+
+def test_cachedump(conn):
+    t0 = int(conn.stats()["time"])
+    conn.call(b"set a 0 100 5\r\nhello\r\n", b"STORED\r\n")
+    conn.call(b"set bb 0 0 3\r\nxyz\r\n", b"STORED\r\n")
+    t1 = int(conn.stats()["time"])
+    wait_cold(conn, 1, 2)
+    block = conn.get_block(b"stats cachedump 1 0\r\n")
+    lines = block.split(b"\r\n")
+    assert lines[0] == b"ITEM bb [3 b; 0 s]"
+    exp = int(re.fullmatch(rb"ITEM a \[5 b; (\d+) s\]", lines[1]).group(1))
+    assert t0 + 100 <= exp <= t1 + 100
+    assert lines[2:] == [b"END", b""]
+    conn.call(b"stats cachedump 1 1\r\n", b"ITEM bb [3 b; 0 s]\r\nEND\r\n")
+    conn.call(b"stats cachedump 1 1 extra\r\n",
+              b"ITEM bb [3 b; 0 s]\r\nEND\r\n")
+    conn.call(b"stats cachedump 2 0\r\n", b"END\r\n")
+    conn.call(b"stats cachedump 63 0\r\n", b"END\r\n")
+
+
+@pytest.mark.parametrize("line, reply", [
+    (b"stats cachedump 64 0", b"CLIENT_ERROR Illegal slab id"),
+    (b"stats cachedump 1", b"CLIENT_ERROR bad command line"),
+    (b"stats cachedump", b"CLIENT_ERROR bad command line"),
+    (b"stats cachedump x 1", b"CLIENT_ERROR bad command line format"),
+    (b"stats cachedump -1 1", b"CLIENT_ERROR bad command line format"),
+    (b"stats cachedump 1 -1", b"CLIENT_ERROR bad command line format"),
+    (b"stats cachedumpx 1 1", b"ERROR"),
+])
+def test_cachedump_refusals(conn, line, reply):
+    conn.call(line + b"\r\n", reply + b"\r\n")
+
+
+def test_cachedump_disabled(server_factory):
+    s = server_factory("-X")
+    with s.conn() as c:
+        c.call(b"stats cachedump 1 0\r\n",
+               b"CLIENT_ERROR stats cachedump not allowed\r\n")
+
+
+@pytest.mark.v1645
+def test_cachedump_skips_binary_keys(conn):
+    conn.call(b"ms YmluAGtleQ== 1 b\r\nx\r\n", b"HD\r\n")    # "bin\0key"
+    conn.call(b"set plain 0 0 1\r\ny\r\n", b"STORED\r\n")
+    wait_cold(conn, 1, 2)
+    conn.call(b"stats cachedump 1 0\r\n", b"ITEM plain [1 b; 0 s]\r\nEND\r\n")
+
+
+def test_cachedump_stops_at_two_megabytes(server_factory):
+    s = server_factory("-m", "128")
+    with s.conn(timeout=30) as c:
+        key = b"k" * 240
+        c.send(b"".join(b"set %s%05d 0 0 1 noreply\r\nx\r\n" % (key, i)
+                        for i in range(9000)))
+        c.sync()
+        cls = int([k for k, v in c.stats("items").items()
+                   if k.endswith(":number") and v == "9000"][0].split(":")[1])
+        wait_cold(c, cls, 9000)
+        block = c.get_block(b"stats cachedump %d 0\r\n" % cls)
+    line = len(b"ITEM %s00000 [1 b; 0 s]\r\n" % key)
+    # as many whole lines as leave room for END under 2 MB
+    assert block.count(b"\r\nITEM ") + 1 == (2 * 1024 * 1024 - 6) // line
+    assert block.endswith(b" s]\r\nEND\r\n")
