@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "memcached-pm/settings.h"
+#include "proto/compose.h"
 #include "proto/response.h"
 #include "proto/token.h"
 
@@ -231,10 +232,21 @@ crawl_reply(enum cache_status st)
     }
 }
 
+/* "key=<uri-encoded> exp= la= cas= fetch= cls= size=", memcached's
+ * metadump line. */
 static int
-metadump_line(const char *line, size_t len, void *ctx)
+metadump_line(const struct cache_meta *m, void *ctx)
 {
-    return conn_out(ctx, line, len);
+    char key[3 * PROTO_KEY_MAX + 1], line[sizeof(key) + 200];
+    int n;
+
+    compose_uri(key, m->key, m->nkey);
+    n = snprintf(line, sizeof(line),
+                 "key=%s exp=%lld la=%lld cas=%llu fetch=%s cls=%u "
+                 "size=%zu\n", key, (long long)m->exptime,
+                 (long long)m->atime, (unsigned long long)m->cas,
+                 m->fetched ? "yes" : "no", m->clsid, m->size);
+    return conn_out(ctx, line, (size_t)n);
 }
 
 static enum process_result

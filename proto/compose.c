@@ -179,3 +179,26 @@ compose_rsp(char *buf, size_t cap, enum rsp_type t)
     memcpy(buf, rsp_str[t], rsp_len[t]);
     return rsp_len[t];
 }
+
+size_t
+compose_uri(char *out, const char *in, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+            c == '~') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    return o;
+}

@@ -30,6 +30,11 @@ size_t compose_stat_str(char *buf, size_t cap, const char *name,
 /* "VERSION <version>\r\n" */
 size_t compose_version(char *buf, size_t cap, const char *version);
 
+/* A key percent-encoded as memcached's logs and dumps show it: everything
+ * but RFC 3986's unreserved characters as %XX.  out needs 3 * n + 1
+ * bytes; it is NUL-terminated.  Returns the length. */
+size_t compose_uri(char *out, const char *in, size_t n);
+
 /* Fixed reply t, or "" for RSP_NONE. */
 size_t compose_rsp(char *buf, size_t cap, enum rsp_type t);
 

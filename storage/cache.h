@@ -279,15 +279,26 @@ void cache_cachedump(unsigned id,
                      int (*emit)(const struct cache_dumped *d, void *ctx),
                      void *ctx);
 
+/* An item as lru_crawler metadump shows it. */
+struct cache_meta {
+    const char *key;
+    size_t      nkey;
+    int64_t     exptime;        /* Unix time, -1: never */
+    int64_t     atime;          /* last access, Unix time */
+    uint64_t    cas;
+    bool        fetched;
+    unsigned    clsid;
+    size_t      size;           /* bytes the item takes */
+};
+
 /*
- * lru_crawler metadump: call emit(line, len, ctx) for each
- * live item of the given classes (all if classes is NULL), formatted as
- * memcached's metadump lines ("key=... exp=... la=... cas=... fetch=...
- * cls=... size=...\n").  Runs in the caller's thread, a few buckets at a
- * time under the item locks.  Stops early when emit returns non-zero.
+ * lru_crawler metadump: call emit(m, ctx) for each live item of the given
+ * classes (all if classes is NULL).  Runs in the caller's thread, a few
+ * buckets at a time under the item locks (emit must not call into
+ * storage).  Stops early when emit returns non-zero.
  */
 void cache_metadump(const bool classes[CACHE_MAX_CLASSES],
-                    int (*emit)(const char *line, size_t len, void *ctx),
+                    int (*emit)(const struct cache_meta *m, void *ctx),
                     void *ctx);
 
 #endif

@@ -156,62 +156,36 @@ cache_recovery_stats(struct cache_recovery *out)
 
 struct dump_ctx {
     const bool *classes;
-    int       (*emit)(const char *line, size_t len, void *ctx);
+    int       (*emit)(const struct cache_meta *m, void *ctx);
     void       *ctx;
 };
-
-/* Percent-encode everything but RFC 3986 unreserved characters. */
-static size_t
-uri_encode(char *out, const char *in, size_t n)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)in[i];
-
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-            c == '~') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-    return o;
-}
 
 static int
 dump_one(struct item *it, void *arg)
 {
     struct dump_ctx *d = arg;
-    char key[3 * 256], line[3 * 256 + 200];
     time_t base = clock_process_started();
+    struct cache_meta m;
     bool flushed;
-    int len;
 
     if ((d->classes != NULL && !d->classes[item_clsid(it)]) ||
         link_is_dead(it, clock_now(), &flushed)) {
         return 0;
     }
-    uri_encode(key, item_key(it), item_nkey(it));
-    len = snprintf(line, sizeof(line),
-                   "key=%s exp=%lld la=%lld cas=%llu fetch=%s cls=%u "
-                   "size=%zu\n", key,
-                   it->exptime == 0 ? -1LL : (long long)(it->exptime + base),
-                   (long long)(item_time(it) + base),
-                   (unsigned long long)item_cas(it),
-                   (item_flags(it) & ITEM_FETCHED) ? "yes" : "no",
-                   item_clsid(it), item_ntotal(it));
-    return d->emit(line, (size_t)len, d->ctx);
+    m.key = item_key(it);
+    m.nkey = item_nkey(it);
+    m.exptime = it->exptime == 0 ? -1 : (int64_t)it->exptime + base;
+    m.atime = (int64_t)item_time(it) + base;
+    m.cas = item_cas(it);
+    m.fetched = (item_flags(it) & ITEM_FETCHED) != 0;
+    m.clsid = item_clsid(it);
+    m.size = item_ntotal(it);
+    return d->emit(&m, d->ctx);
 }
 
 void
 cache_metadump(const bool classes[CACHE_MAX_CLASSES],
-               int (*emit)(const char *line, size_t len, void *ctx),
+               int (*emit)(const struct cache_meta *m, void *ctx),
                void *ctx)
 {
     struct dump_ctx d = { classes, emit, ctx };

@@ -246,11 +246,15 @@ test_flush_busy(void)
 }
 
 static int
-collect(const char *line, size_t len, void *ctx)
+collect(const struct cache_meta *m, void *ctx)
 {
     char *out = ctx;
 
-    strncat(out, line, len);
+    snprintf(out + strlen(out), 4096 - strlen(out),
+             "key=%.*s exp=%lld la=%lld cas=%llu fetch=%s cls=%u "
+             "size=%zu\n", (int)m->nkey, m->key, (long long)m->exptime,
+             (long long)m->atime, (unsigned long long)m->cas,
+             m->fetched ? "yes" : "no", m->clsid, m->size);
     return 0;
 }
 
@@ -267,7 +271,7 @@ test_metadump(void)
     it = cache_get("a b", 3, test_hv("a b"), &st);
     cls[item_clsid(it)] = true;
     snprintf(want, sizeof(want),
-             "key=a%%20b exp=-1 la=%lld cas=%llu fetch=yes cls=%u "
+             "key=a b exp=-1 la=%lld cas=%llu fetch=yes cls=%u "
              "size=%zu\n",
              (long long)(item_atime(it) + clock_process_started()),
              (unsigned long long)item_cas(it), item_clsid(it),

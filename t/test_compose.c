@@ -65,6 +65,9 @@ test_stats(void)
     is_mem(buf, n, "STAT version 1.6.45\r\n", "stat: string");
     is_int(compose_stat_str(buf, 10, "curr_items", "1"), 0,
            "stat: too small buffer gives 0");
+    n = compose_uri(buf, "a b/c~d-e.f_G9%\xff", 16);
+    is_mem(buf, n, "a%20b%2Fc~d-e.f_G9%25%FF", "uri: unreserved kept");
+    is_int(buf[n], 0, "uri: NUL-terminated");
     n = compose_version(buf, sizeof(buf), "1.6.45");
     is_mem(buf, n, "VERSION 1.6.45\r\n", "version line");
     is_int(compose_version(buf, 8, "1.6.45"), 0, "version: too small");
