@@ -27,8 +27,9 @@ STRICT = ("-o", "memory_file_strict")
 # Seconds a remaining TTL may lie outside the window the wall clock
 # allows: the server's clock counts whole seconds, ticks by a timer that
 # may fire late under load, and a restart re-derives it from the file's
-# epoch (whole seconds again).  Seen: up to 1.6 s after one restart.
-TTL_SLACK = 2.0
+# epoch (whole seconds again).  Seen: up to 1.6 s after one restart, and
+# 2.2 s in a sanitizer build on a busy machine (the tick fired late).
+TTL_SLACK = 3.0
 RECOVERY_STATS = ("recovery_items", "recovery_pages",
                   "recovery_dropped_torn", "recovery_dropped_expired",
                   "recovery_dropped_flushed", "recovery_dropped_replaced",

@@ -256,26 +256,42 @@ def test_stats(server_factory):
     assert conns.count(b":addr udp:127.0.0.1:%d\r\n" % port) == 3
 
 
-def test_u_alone_moves_tcp_too(binary):
-    port = free_udp_port()
+def free_tcp_udp_port():
+    """A port free for both TCP and UDP right now."""
+    while True:
+        port = free_udp_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+            try:
+                t.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
+def test_u_alone_moves_tcp_too(binary, tmp_path):
+    port = free_tcp_udp_port()
     cmd = [binary, "-l", "127.0.0.1", "-U", str(port)]
     if os.geteuid() == 0:
         cmd += ["-u", "root"]
-    p = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    err = open(tmp_path / "stderr", "wb")
+    p = subprocess.Popen(cmd, stderr=err)
     try:
-        for _ in range(100):
+        deadline = time.monotonic() + 30    # a sanitizer build starts slowly
+        while True:
             try:
                 with socket.create_connection(("127.0.0.1", port), 1) as c:
                     c.sendall(b"version\r\n")
                     assert c.recv(100).startswith(b"VERSION ")
                     break
             except OSError:
+                if p.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("no TCP listener on the UDP port (exit %s): %r"
+                                % (p.poll(), (tmp_path / "stderr").read_bytes()))
                 time.sleep(0.05)
-        else:
-            pytest.fail("no TCP listener on the UDP port")
     finally:
         p.terminate()
         p.wait(10)
+        err.close()
 
 
 @pytest.mark.parametrize("kind", [socket.SOCK_STREAM, socket.SOCK_DGRAM],
