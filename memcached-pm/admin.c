@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
 #include "proto/compose.h"
 #include "proto/response.h"
@@ -262,7 +263,7 @@ crawler_dump(struct conn *c, struct request *req)
     if (!settings.dump_enabled) {
         return reply(c, RSP_DUMP_DISABLED);
     }
-    if (c->out_bytes > 0) {
+    if (c->answered) {
         /* The dump must be the only reply in flight, as in memcached. */
         return reply(c, RSP_DUMP_PIPELINED);
     }
@@ -332,4 +333,36 @@ admin_lru_crawler(struct conn *c, struct request *req)
         return reply(c, RSP_OK);
     }
     return reply(c, RSP_ERROR);
+}
+
+/* ---- watch ------------------------------------------------------------ */
+
+enum process_result
+admin_watch(struct conn *c, struct request *req)
+{
+    const char *names[PROTO_MAX_TOKENS];
+    size_t lens[PROTO_MAX_TOKENS];
+    unsigned streams, n = 0;
+
+    if (!settings.watch_enabled) {
+        return reply(c, RSP_CLIENT_ERROR_WATCH_DISABLED);
+    }
+    if (c->answered) {
+        return reply(c, RSP_WATCH_PIPELINED);
+    }
+    for (size_t i = 1; i < req->ntokens; i++, n++) {
+        names[n] = req->tokens[i].p;
+        lens[n] = req->tokens[i].len;
+    }
+    if (c->is_udp || !logger_parse_streams(names, lens, n, &streams)) {
+        return reply(c, RSP_ERROR);
+    }
+    switch (logger_add_watcher(c->fd, streams)) {
+    case LOGGER_ADDED:
+        return PROCESS_HANDOFF;
+    case LOGGER_TOO_MANY:
+        return reply(c, RSP_WATCHER_TOO_MANY);
+    default:
+        return reply(c, RSP_WATCHER_FAILED);
+    }
 }

@@ -14,4 +14,8 @@ enum process_result admin_slabs(struct conn *c, struct request *req);
 enum process_result admin_lru(struct conn *c, struct request *req);
 enum process_result admin_lru_crawler(struct conn *c, struct request *req);
 
+/* watch [streams...]: the connection becomes a watcher of memcached's log
+ * streams (logger.h), its socket handed to the mc-log thread. */
+enum process_result admin_watch(struct conn *c, struct request *req);
+
 #endif

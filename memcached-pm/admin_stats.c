@@ -22,6 +22,7 @@
 
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
+#include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "proto/binary.h"
@@ -154,6 +155,7 @@ shown(enum shown when)
 /* What one "stats" reply reads, gathered before the first line. */
 struct general {
     struct thread_stats  *t;        /* the workers' sums */
+    struct logger_stats   log;      /* watch's */
     struct slab_stats     tot;      /* their class counters, added up */
     struct cache_stats    s;        /* storage's figures */
     struct buffer_gauges  g;        /* connection buffers */
@@ -201,6 +203,7 @@ proc_line(struct conn *c, const char *name, const struct general *gen)
 #define LINE_BUFFER(name) stat_u64(c, #name, gen->g.name);
 #define LINE_PROC(name) proc_line(c, #name, gen);
 #define LINE_ZERO(name) stat_u64(c, #name, 0);
+#define LINE_LOG(name) stat_u64(c, #name, gen->log.name);
 #define LINE_COUNTER(name) stat_u64(c, #name, gen->s.name);
 #define LINE_GAUGE(name) stat_u64(c, #name, gen->s.name);
 #define GENERAL_LINE(name, src, when)                                       \
@@ -241,6 +244,7 @@ stats_general(struct conn *c)
     stats_class_total(gen.t, &gen.tot);
     cache_stats(&gen.s);
     conn_gauges(&gen.g);
+    logger_stats(&gen.log);
     getrusage(RUSAGE_SELF, &gen.ru);
     general_lines(c, &gen);
     recovery_lines(c);

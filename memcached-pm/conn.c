@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/log.h"
+#include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
 #include "proto/binary.h"
 #include "proto/response.h"
@@ -161,6 +162,10 @@ peer_name(struct conn *c)
         snprintf(c->addr, sizeof(c->addr), "tcp:unknown");
         return;
     }
+    if (len <= sizeof(c->peer)) {
+        memcpy(&c->peer, &ss, len);
+        c->peer_len = len;
+    }
     if (ss.ss_family == AF_INET) {
         struct sockaddr_in *in = (struct sockaddr_in *)&ss;
         inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
@@ -235,6 +240,10 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix,
     snprintf(c->listen_addr, sizeof(c->listen_addr), "%s", listen_addr);
     peer_name(c);
     log_info("<%d new client connection", fd);
+    if (logger_wants(LOG_CONNEVENTS)) {
+        logger_conn(true, fd, (struct sockaddr *)&c->peer, c->peer_len,
+                    is_unix ? 0 : 1, 0);
+    }
     return c;
 }
 
@@ -274,21 +283,16 @@ release_refs(struct conn *c)
     c->nrefs = 0;
 }
 
-void
-conn_free(struct conn **cp)
+/* Free c and what it holds, its socket aside. */
+static void
+conn_release(struct conn *c)
 {
-    struct conn *c = *cp;
     struct obuf *b, *next;
 
-    if (c == NULL) {
-        return;
-    }
-    log_info("<%d connection closed.", c->fd);
     if (c->ev_flags != 0) {
         event_del(&c->ev);
     }
     list_del(c->list, c);
-    close(c->fd);
     release_refs(c);
     if (c->nitem != NULL) {
         cache_release(c->nitem);
@@ -306,7 +310,31 @@ conn_free(struct conn **cp)
     free(c->iov);
     free(c->rbuf);
     free(c);
+}
+
+void
+conn_free(struct conn **cp)
+{
+    struct conn *c = *cp;
+
+    if (c == NULL) {
+        return;
+    }
+    log_info("<%d connection closed.", c->fd);
+    if (!c->is_udp && logger_wants(LOG_CONNEVENTS)) {
+        logger_conn(false, c->fd, (struct sockaddr *)&c->peer, c->peer_len,
+                    c->is_unix ? 0 : 1, c->close_reason);
+    }
+    close(c->fd);
+    conn_release(c);
     SERVER_STAT_DECR(curr_connections);
+    *cp = NULL;
+}
+
+void
+conn_detach(struct conn **cp)
+{
+    conn_release(*cp);
     *cp = NULL;
 }
 
@@ -738,6 +766,9 @@ got_bytes(struct conn *c, ssize_t n)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         return 0;
     }
+    if (n == 0) {
+        c->close_reason = LOG_CLOSE_NORMAL;     /* the client hung up */
+    }
     return -1;
 }
 
@@ -805,6 +836,7 @@ conn_state_name(const struct conn *c)
     case CONN_NREAD: return "conn_nread";
     case CONN_SWALLOW: return "conn_swallow";
     case CONN_WRITE: return "conn_mwrite";
+    case CONN_HANDOFF: return "conn_watch";
     case CONN_CLOSING: default: return "conn_closing";
     }
 }

@@ -23,6 +23,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <netinet/in.h>
 #include <pthread.h>
 
 #include <event2/event.h>
@@ -39,9 +40,13 @@ struct udp_port;
 /* What executing a request asks of its connection next. */
 enum process_result {
     PROCESS_OK,          /* reply queued (or suppressed), parse on */
+    PROCESS_FLUSH,       /* reply queued: write out what is queued before
+                            the next request (mn, as memcached) */
     PROCESS_NREAD,       /* c->nitem allocated: read its value next */
     PROCESS_SWALLOW,     /* c->swallow data bytes to discard next */
-    PROCESS_CLOSE        /* close after writing what is queued */
+    PROCESS_CLOSE,       /* close after writing what is queued */
+    PROCESS_HANDOFF      /* its socket now belongs to another thread
+                            (watch): let go of it, do not close it */
 };
 
 /* Connection buffer memory, for "stats" (read_buf_*, response_obj_*). */
@@ -76,7 +81,8 @@ enum conn_state {
     CONN_NREAD,
     CONN_SWALLOW,
     CONN_WRITE,
-    CONN_CLOSING
+    CONN_CLOSING,
+    CONN_HANDOFF
 };
 
 struct conn {
@@ -89,10 +95,16 @@ struct conn {
     bool             is_udp;         /* a worker's UDP socket (udp.h) */
     bool             close_after_write;
     bool             yielded;        /* -R budget ran out in this event */
+    bool             answered;       /* a request ran since the replies
+                                        were last all written (memcached's
+                                        response stack is not empty) */
     bool             read_short;     /* last read left the socket empty */
     rel_time_t       last_cmd;
     char             addr[64];       /* "tcp:ip:port" for stats conns */
     char             listen_addr[64];
+    struct sockaddr_in6 peer;        /* for watch's connevents */
+    socklen_t        peer_len;
+    uint8_t          close_reason;   /* LOG_CLOSE_*, error unless set */
 
     /* what it shares with the other connections of its worker */
     struct event_base   *base;
@@ -200,6 +212,11 @@ struct conn *conn_new_udp(const struct conn_owner *o, int fd,
 /* Close the socket, release every held item and free the connection.
  * Its look-ahead must be dropped first (machine_close() does both). */
 void conn_free(struct conn **c);
+
+/* Let go of a connection whose socket another thread took over (watch):
+ * freed like conn_free() but the socket stays open, and it stays counted
+ * in curr_connections for its new owner to uncount. */
+void conn_detach(struct conn **c);
 
 /* Set the state, for stats conns' racy readers. */
 static inline void

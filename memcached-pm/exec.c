@@ -5,6 +5,10 @@
 
 #include "memcached-pm/exec.h"
 
+#include <stdio.h>
+
+#include "memcached-pm/logger.h"
+
 /* ---- reads ------------------------------------------------------------ */
 
 void
@@ -106,12 +110,31 @@ exec_data_ok(struct thread_stats *ts, const struct item *it)
     return item_value_crlf_ok(it);
 }
 
+/* The command memcached names a store by in its log: a set or replace
+ * that compares is a cas. */
+static enum cache_op
+logged_op(const struct cache_mstore *a)
+{
+    if (a->compare && (a->op == CACHE_SET || a->op == CACHE_REPLACE)) {
+        return CACHE_CAS;
+    }
+    return a->op;
+}
+
 enum cache_status
 exec_store(struct thread_stats *ts, struct item *it, struct cache_mstore *a)
 {
     unsigned clsid = item_clsid(it);
     enum cache_status st = cache_mstore(it, a);
 
+    if (logger_wants(LOG_MUTATIONS)) {
+        /* a stored append or prepend is logged as the joined item */
+        bool joined = st == CACHE_STORED && a->vlen != 0;
+
+        logger_store(st, logged_op(a), item_key(it), item_nkey(it),
+                     joined ? a->vlen : item_vlen(it),
+                     joined ? a->exptime : item_exptime(it), clsid);
+    }
     if (!a->compare) {
         return st;
     }
@@ -129,12 +152,16 @@ exec_store(struct thread_stats *ts, struct item *it, struct cache_mstore *a)
 
 enum cache_status
 exec_delete(struct thread_stats *ts, const char *key, size_t nkey,
-            uint32_t hv, struct cache_mdelete *a)
+            uint32_t hv, struct cache_mdelete *a, enum exec_deleter by)
 {
     enum cache_status st = cache_mdelete(key, nkey, hv, a);
 
     if (st == CACHE_DELETED) {
         STAT_INCR(ts->slab[a->clsid].delete_hits);
+        if (by != EXEC_DEL_BINARY && !a->invalidate &&
+            logger_wants(LOG_DELETIONS)) {
+            logger_delete(by == EXEC_DEL_META, key, nkey, a->clsid, a->vlen);
+        }
     } else if (st == CACHE_EXISTS || st == CACHE_NOT_FOUND) {
         STAT_INCR(ts->delete_misses);
     }
@@ -147,6 +174,15 @@ exec_delta(struct thread_stats *ts, const char *key, size_t nkey,
 {
     enum cache_status st = cache_mdelta(key, nkey, hv, a);
 
+    if (st == CACHE_OK && a->created && logger_wants(LOG_MUTATIONS)) {
+        /* memcached stores a new counter with an add */
+        char digits[24];
+
+        logger_store(CACHE_STORED, CACHE_ADD, key, nkey,
+                     (uint32_t)snprintf(digits, sizeof(digits), "%llu",
+                                        (unsigned long long)a->value),
+                     a->vivify_exptime, a->clsid);
+    }
     if (st == CACHE_OK && !a->created) {
         STAT_INCR(*(a->incr ? &ts->slab[a->clsid].incr_hits
                             : &ts->slab[a->clsid].decr_hits));

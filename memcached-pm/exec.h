@@ -95,10 +95,14 @@ enum cache_status exec_store(struct thread_stats *ts, struct item *it,
 
 /* ---- the rest ----------------------------------------------------------- */
 
+/* Who deletes, for watch's deletions stream: memcached logs a text
+ * delete and an md that removes, not a binary delete. */
+enum exec_deleter { EXEC_DEL_BINARY, EXEC_DEL_TEXT, EXEC_DEL_META };
+
 /* delete / md: delete_hits or delete_misses (a cas mismatch too). */
 enum cache_status exec_delete(struct thread_stats *ts, const char *key,
                               size_t nkey, uint32_t hv,
-                              struct cache_mdelete *a);
+                              struct cache_mdelete *a, enum exec_deleter by);
 
 /* incr, decr / ma: incr_ or decr_hits (not for a counter N created) or
  * misses. */

@@ -8,7 +8,10 @@
 
 #include "memcached-pm/machine.h"
 
+#include <string.h>
+
 #include "memcached-pm/log.h"
+#include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process.h"
 #include "memcached-pm/process_bin.h"
@@ -98,6 +101,10 @@ after_process(struct conn *c, enum process_result r)
     case PROCESS_CLOSE:
         c->close_after_write = true;
         return CONN_WRITE;
+    case PROCESS_HANDOFF:
+        return CONN_HANDOFF;
+    case PROCESS_FLUSH:
+        return c->is_udp ? CONN_PARSE : CONN_WRITE;
     case PROCESS_OK:
     default:
         return CONN_PARSE;
@@ -141,6 +148,7 @@ parse_one(struct conn *c)
     c->last_cmd = clock_now();
     c->noreply = req->noreply;
     n = after_process(c, process_request(c, req));
+    c->answered = true;
     lookahead_done(c);
     c->noreply = false;
     return (enum conn_state)n;
@@ -291,6 +299,7 @@ state_write(struct conn *c, bool *stop)
     default:
         break;
     }
+    c->answered = false;
     if (c->close_after_write) {
         return CONN_CLOSING;
     }
@@ -310,6 +319,7 @@ conn_drive(struct conn *c)
     int64_t budget = (int64_t)settings.reqs_per_event * REQ_UNITS;
     bool stop = false;
 
+    logger_set_fd(c->fd);
     while (!stop) {
         enum conn_state next;
 
@@ -319,6 +329,11 @@ conn_drive(struct conn *c)
         case CONN_NREAD: next = state_nread(c, &stop); break;
         case CONN_SWALLOW: next = state_swallow(c, &stop); break;
         case CONN_WRITE: next = state_write(c, &stop); break;
+        case CONN_HANDOFF:
+            /* watch: the mc-log thread owns the socket now. */
+            lookahead_drop(c);
+            conn_detach(&c);
+            return;
         case CONN_CLOSING:
         default:
             machine_close(&c);

@@ -33,6 +33,7 @@
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/cmdline.h"
 #include "memcached-pm/log.h"
+#include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "memcached-pm/udp.h"
@@ -541,7 +542,7 @@ start(void)
         return EXIT_FAILURE;
     }
     main_base = event_base_new();
-    if (main_base == NULL || setup_events() != 0) {
+    if (main_base == NULL || setup_events() != 0 || logger_start() != 0) {
         return EXIT_FAILURE;
     }
     if ((rc = open_listeners()) != 0) {
@@ -569,6 +570,7 @@ main(int argc, char **argv)
 
     close_listeners();
     worker_stop_all();
+    logger_stop();
     udp_close();
     cache_shutdown();
     admin_stats_shutdown();

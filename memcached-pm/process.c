@@ -22,6 +22,7 @@
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
+#include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process_meta.h"
 #include "memcached-pm/settings.h"
@@ -221,7 +222,8 @@ process_delete(struct conn *c, struct request *req)
     struct cache_mdelete a = { 0 };
     enum cache_status st;
 
-    st = exec_delete(c->stats, req->key.p, req->key.len, hv, &a);
+    st = exec_delete(c->stats, req->key.p, req->key.len, hv, &a,
+                     EXEC_DEL_TEXT);
     if (settings.detail_enabled) {
         detail_record(req->key.p, req->key.len, DETAIL_DELETE,
                             st == CACHE_DELETED);
@@ -312,6 +314,7 @@ process_shutdown_cmd(struct conn *c, struct request *req)
     }
     /* kill(), not raise(): only the main thread takes signals. */
     kill(getpid(), sig);
+    c->close_reason = LOG_CLOSE_SHUTDOWN;
     return PROCESS_CLOSE;
 }
 
@@ -330,13 +333,16 @@ process_request(struct conn *c, struct request *req)
     case REQ_FLUSH_ALL: return process_flush_all(c, req);
     case REQ_VERSION: return process_version(c);
     case REQ_VERBOSITY: return process_verbosity(c, req);
-    case REQ_QUIT: return PROCESS_CLOSE;
+    case REQ_QUIT:
+        c->close_reason = LOG_CLOSE_NORMAL;
+        return PROCESS_CLOSE;
     case REQ_SHUTDOWN: return process_shutdown_cmd(c, req);
     case REQ_STATS: return admin_stats(c, req);
     case REQ_CACHE_MEMLIMIT: return admin_memlimit(c, req);
     case REQ_SLABS: return admin_slabs(c, req);
     case REQ_LRU: return admin_lru(c, req);
     case REQ_LRU_CRAWLER: return admin_lru_crawler(c, req);
+    case REQ_WATCH: return admin_watch(c, req);
     case REQ_MN: case REQ_MG: case REQ_MS: case REQ_MD: case REQ_MA:
     case REQ_ME:
         return process_meta(c, req);

@@ -26,6 +26,7 @@
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
+#include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/settings.h"
 
@@ -244,7 +245,8 @@ bin_delete(struct conn *c, const struct bin_request *r)
     };
     enum cache_status st;
 
-    st = exec_delete(c->stats, key, nkey, lookahead_hash(c, key, nkey), &a);
+    st = exec_delete(c->stats, key, nkey, lookahead_hash(c, key, nkey), &a,
+                     EXEC_DEL_BINARY);
     if (settings.detail_enabled) {
         detail_record(key, nkey, DETAIL_DELETE, st == CACHE_DELETED);
     }
@@ -339,6 +341,7 @@ process_bin(struct conn *c, const struct bin_request *r)
     case BIN_CMD_VERSION: return bin_version(c);
     case BIN_CMD_QUIT:
         bin_ok(c, r->quiet, 0);
+        c->close_reason = LOG_CLOSE_NORMAL;
         return PROCESS_CLOSE;
     case BIN_CMD_STAT: return admin_stats_bin(c, r->key.p, r->key.len);
     case BIN_CMD_SASL:

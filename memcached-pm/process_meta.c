@@ -338,7 +338,8 @@ meta_delete(struct conn *c, const struct meta *m)
     a.touch = a.invalidate && meta_has(m, 'T');
     a.exptime = a.touch ? reltime(m->ttl) : 0;
     a.tombstone = meta_has(m, 'x');
-    st = exec_delete(c->stats, m->key.p, m->key.len, hv, &a);
+    st = exec_delete(c->stats, m->key.p, m->key.len, hv, &a,
+                     EXEC_DEL_META);
     switch (st) {
     case CACHE_DELETED: rc = "HD"; break;
     case CACHE_EXISTS: rc = "EX"; break;
@@ -419,7 +420,7 @@ process_meta(struct conn *c, struct request *req)
 
     if (req->type == REQ_MN) {
         conn_out(c, "MN\r\n", 4);
-        return PROCESS_OK;
+        return PROCESS_FLUSH;
     }
     err = meta_parse(req, &m, &swallow);
     if (err != RSP_NONE) {

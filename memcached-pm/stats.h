@@ -52,6 +52,7 @@
  *   SERVER   a connection counter of the listener and workers (struct
  *            server_stats has it)
  *   BUFFER   a connection buffer gauge (conn.h struct buffer_gauges)
+ *   LOG      watch's counts (logger.h struct logger_stats)
  *   PROC     computed by admin_stats.c (process, settings)
  *   ZERO     a line memcached prints for a subsystem memcached-pm does
  *            not have; always 0
@@ -119,11 +120,11 @@
     X(prefetch_batches,           THREAD,  ALWAYS)                          \
     X(prefetch_keys,              THREAD,  ALWAYS)                          \
     CACHE_STATS_SERVER(X)                                                   \
-    X(log_worker_dropped,         ZERO,    ALWAYS)                          \
-    X(log_worker_written,         ZERO,    ALWAYS)                          \
-    X(log_watcher_skipped,        ZERO,    ALWAYS)                          \
-    X(log_watcher_sent,           ZERO,    ALWAYS)                          \
-    X(log_watchers,               ZERO,    ALWAYS)                          \
+    X(log_worker_dropped,         LOG,     ALWAYS)                          \
+    X(log_worker_written,         LOG,     ALWAYS)                          \
+    X(log_watcher_skipped,        LOG,     ALWAYS)                          \
+    X(log_watcher_sent,           LOG,     ALWAYS)                          \
+    X(log_watchers,               LOG,     ALWAYS)                          \
     X(unexpected_napi_ids,        ZERO,    ALWAYS)                          \
     X(round_robin_fallback,       ZERO,    ALWAYS)                          \
     CACHE_STATS_ITEMS(X)                                                    \
@@ -138,6 +139,7 @@
 #define STATS_OWNER_BUFFER(t, s)
 #define STATS_OWNER_PROC(t, s)
 #define STATS_OWNER_ZERO(t, s)
+#define STATS_OWNER_LOG(t, s)
 #define STATS_OWNER_COUNTER(t, s)
 #define STATS_OWNER_GAUGE(t, s)
 #define STATS_THREAD_FIELD(name, src, shown) \

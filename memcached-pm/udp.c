@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/log.h"
+#include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/machine.h"
 #include "memcached-pm/settings.h"
@@ -219,6 +220,7 @@ run_datagram(struct udp_port *u, unsigned i, size_t len)
                                                           : CONN_TEXT;
     c->dgram = i;
     c->last_cmd = clock_now();
+    logger_set_fd(c->fd);
     machine_run_datagram(c);
     drop_unfinished(c);
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/log.h"
+#include "memcached-pm/logger.h"
 #include "memcached-pm/machine.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/udp.h"
@@ -113,6 +114,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
         if (c->state == CONN_READ && !c->is_udp &&
             now - c->last_cmd > settings.idle_timeout) {
             STAT_INCR(w->stats->idle_kicks);
+            c->close_reason = LOG_CLOSE_IDLE;
             machine_close(&c);
         }
     }
@@ -127,6 +129,9 @@ worker_main(void *arg)
     /* Signals belong to the main thread's event loop. */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    if (logger_thread_init() != 0) {
+        log_error("worker %u: no ring for watch; it shares one", w->id);
+    }
     event_base_dispatch(w->base);
     close_all(w);
     return NULL;

@@ -46,6 +46,13 @@
     ACTION(RSP_CLIENT_ERROR_CACHEDUMP_DISABLED,                               \
            "CLIENT_ERROR stats cachedump not allowed")                        \
     ACTION(RSP_CLIENT_ERROR_SLAB_ID, "CLIENT_ERROR Illegal slab id")          \
+    ACTION(RSP_CLIENT_ERROR_WATCH_DISABLED,                                   \
+           "CLIENT_ERROR watch commands not allowed")                         \
+    ACTION(RSP_WATCH_PIPELINED,                                               \
+           "ERROR cannot pipeline other commands before watch")               \
+    ACTION(RSP_WATCHER_TOO_MANY,                                              \
+           "WATCHER_TOO_MANY log watcher limit reached")                      \
+    ACTION(RSP_WATCHER_FAILED, "WATCHER_FAILED failed to add log watcher")    \
     ACTION(RSP_SERVER_ERROR_TOO_LARGE, "SERVER_ERROR object too large for cache") \
     ACTION(RSP_SERVER_ERROR_NO_MEMORY,                                        \
            "SERVER_ERROR out of memory storing object")                       \

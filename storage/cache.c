@@ -44,18 +44,22 @@ static struct item *
 find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
 {
     struct item *it = assoc_find(key, nkey, hv);
+    enum observe_found found = OBSERVE_NOT_FOUND;
     bool flushed;
 
     *st = CACHE_MISS;
-    if (it == NULL) {
-        return NULL;
-    }
-    if (link_is_dead(it, clock_now(), &flushed)) {
+    if (it != NULL && link_is_dead(it, clock_now(), &flushed)) {
         link_unlink(it, hv);
         *st = flushed ? CACHE_FLUSHED : CACHE_EXPIRED;
-        return NULL;
+        found = flushed ? OBSERVE_FLUSHED : OBSERVE_EXPIRED;
+        it = NULL;
+    } else if (it != NULL) {
+        *st = CACHE_HIT;
+        found = OBSERVE_FOUND;
     }
-    *st = CACHE_HIT;
+    if (observing(OBSERVE_FETCH)) {
+        observe_hooks->fetch(key, nkey, found, it);
+    }
     return it;
 }
 
@@ -308,6 +312,7 @@ store_done(struct item *it, struct cache_mstore *a)
 {
     a->cas = item_cas(it);
     a->vlen = item_vlen(it);
+    a->exptime = item_exptime(it);
     return CACHE_STORED;
 }
 
@@ -417,6 +422,7 @@ cache_mstore(struct item *it, struct cache_mstore *a)
 
     a->cas = 0;
     a->vlen = 0;
+    a->exptime = 0;
     locks_lock(hv);
     old = find_live(item_key(it), item_nkey(it), hv, &dummy);
     if (old != NULL) {
@@ -513,6 +519,7 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
     struct item *it;
 
     a->clsid = 0;
+    a->vlen = 0;
     locks_lock(hv);
     it = find_live(key, nkey, hv, &st);
     if (it == NULL) {
@@ -521,6 +528,7 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
         st = CACHE_EXISTS;
     } else {
         a->clsid = item_clsid(it);
+        a->vlen = item_vlen(it);
         st = CACHE_DELETED;
         if (a->invalidate && policy_durable(it) != NULL) {
             st = mdelete_replace(it, a, hv, stale_copy);

@@ -25,6 +25,7 @@
 #include "storage/clock.h"
 #include "storage/item.h"
 #include "storage/metrics.h"
+#include "storage/observe.h"
 #include "storage/options.h"
 #include "storage/status.h"
 
@@ -157,9 +158,10 @@ struct cache_mstore {
     bool        vivify;         /* N: append/prepend on a miss store the
                                    value as a new item ... */
     rel_time_t  vivify_exptime; /* ... with this exptime */
-    /* out: the linked item after the store (for c and s) */
+    /* out: the linked item after the store (for c, s and the log) */
     uint64_t    cas;
     uint32_t    vlen;
+    rel_time_t  exptime;
 };
 
 /* CACHE_STORED, CACHE_NOT_STORED, CACHE_EXISTS, CACHE_NOT_FOUND (compare on
@@ -181,6 +183,7 @@ struct cache_mdelete {
                                    keeping client flags and exptime */
     /* out */
     unsigned    clsid;
+    uint32_t    vlen;           /* the value bytes of the item found */
 };
 
 /* CACHE_DELETED (also for I and x), CACHE_NOT_FOUND, CACHE_EXISTS, or

@@ -5,6 +5,7 @@
 #include "storage/link.h"
 #include "storage/locks.h"
 #include "storage/lru.h"
+#include "storage/observe.h"
 #include "storage/slabs.h"
 
 #define TAIL_TRIES      5
@@ -97,11 +98,15 @@ evict_pull(unsigned tc, enum item_lru which, struct evict_pull *p)
 
 /* ---- evicting --------------------------------------------------------- */
 
+/* Count an eviction, and tell watch's evictions stream. */
 static void
 count_eviction(unsigned tc, const struct item *it)
 {
     rel_time_t now = clock_now(), t = item_time(it);
 
+    if (observing(OBSERVE_EVICT)) {
+        observe_hooks->evict(it);
+    }
     LRU_COUNT(tc, evicted, 1);
     __atomic_store_n(&lru_class_counters[tc].evicted_time,
                      now > t ? now - t : 0, __ATOMIC_RELAXED);
