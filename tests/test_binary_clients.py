@@ -2,8 +2,10 @@
 pylibmc (binary mode) and python-binary-memcached, Debian's packages for
 Debian's own Python (so they run under /usr/bin/python3, not the suite's
 virtual environment).  Each script asserts what it reads back and prints
-"ok" last; anything else fails the test."""
+"ok" last; anything else fails the test.  And libmemcached's load tool,
+memcslap, in binary mode."""
 
+import re
 import subprocess
 import textwrap
 
@@ -90,3 +92,23 @@ def run_client(script, port):
 def test_client(mc, script):
     run_client(script, mc.port)
     mc.check_alive()
+
+
+def test_memcslap_binary(server_factory):
+    # set, get and mget runs of 2 threads x 2000: clean exits, nothing
+    # printed as an error, and the server counted what memcached counts
+    # for the same runs
+    s = server_factory()
+    for test in ("set", "get", "mget"):
+        proc = subprocess.run(
+            ["memcslap", "--servers=127.0.0.1:%d" % s.port, "--binary",
+             "--concurrency=2", "--execute-number=2000", "--test=" + test,
+             "--flush"], capture_output=True, text=True, timeout=120)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out
+        assert re.search(r"Time to %s +4000 keys by +2 threads" % test,
+                         out), out
+        assert "error" not in out.lower() and "fail" not in out.lower(), out
+    st = s.stats()
+    assert (st["cmd_set"], st["cmd_get"], st["get_hits"], st["get_misses"],
+            st["cmd_flush"]) == ("8000", "8000", "8000", "0", "3")
