@@ -8,6 +8,7 @@ assert 1.6.45 or memcached-pm behaviour 1.6.18 does not have carry the
 `v1645` marker and are deselected (never skipped) in reference mode.
 """
 
+import hashlib
 import os
 import re
 import signal
@@ -24,6 +25,23 @@ REPO = Path(__file__).resolve().parent.parent
 REFERENCE_BIN = "/usr/bin/memcached"
 START_TIMEOUT = 10.0
 MEMORY_FILE_DIR = os.environ.get("MCPM_MEMORY_FILE_DIR", "")
+# With MCPM_FUZZ_SEEDS=<dir>, what the tests send becomes the fuzzers'
+# seed corpus (script/fuzz): each connection's bytes, or each datagram,
+# one file, named by its hash, under text/, binary/ or udp/.
+FUZZ_SEEDS = os.environ.get("MCPM_FUZZ_SEEDS", "")
+FUZZ_SEED_MAX = 64 * 1024
+
+
+def save_fuzz_seed(kind, data):
+    """Keep `data` as a seed of the `kind` fuzzer (see FUZZ_SEEDS)."""
+    if not FUZZ_SEEDS or not data:
+        return
+    if kind == "stream":
+        kind = "binary" if data[0] == 0x80 else "text"
+    d = Path(FUZZ_SEEDS) / kind
+    d.mkdir(parents=True, exist_ok=True)
+    data = data[:FUZZ_SEED_MAX]
+    (d / hashlib.sha1(data).hexdigest()).write_bytes(data)
 TIER_POLICY = os.environ.get("MCPM_TIER_POLICY", "")
 STOP_TIMEOUT = 10.0
 VERSION_RE = re.compile(rb"^VERSION 1\.6\.\d+\S*\r\n$")
@@ -111,8 +129,12 @@ class Conn:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         self.buf = b""
+        self.sent = []
 
     def close(self):
+        if FUZZ_SEEDS and self.sent:
+            save_fuzz_seed("stream", b"".join(self.sent))
+            self.sent = []
         try:
             self.sock.close()
         except OSError:
@@ -121,6 +143,8 @@ class Conn:
     def send(self, data):
         if isinstance(data, str):
             data = data.encode()
+        if FUZZ_SEEDS and sum(map(len, self.sent)) < FUZZ_SEED_MAX:
+            self.sent.append(data)
         self.sock.sendall(data)
 
     def _fill(self, deadline):

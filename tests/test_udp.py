@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from conftest import save_fuzz_seed
 from test_binary import req as bin_req, rsp as bin_rsp, GETK, GETKQ, NOOP
 
 FRAME = struct.Struct(">HHHH")
@@ -38,8 +39,10 @@ class Udp:
         self.sock.close()
 
     def send(self, payload, rid=1, seq=0, total=1, raw=None):
-        self.sock.sendto(raw if raw is not None else
-                         FRAME.pack(rid, seq, total, 0) + payload, self.addr)
+        data = raw if raw is not None else \
+            FRAME.pack(rid, seq, total, 0) + payload
+        save_fuzz_seed("udp", data)
+        self.sock.sendto(data, self.addr)
 
     def recv(self):
         d, _ = self.sock.recvfrom(65536)

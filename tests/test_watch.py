@@ -31,7 +31,7 @@ class Watcher(Conn):
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             self.sock.settimeout(timeout)
             self.sock.connect(("127.0.0.1", port))
-            self.timeout, self.buf = timeout, b""
+            self.timeout, self.buf, self.sent = timeout, b"", []
         self.gids = []
         self.call(b"watch" + (b" " + streams if streams else b"") + b"\r\n",
                   b"OK\r\n")
