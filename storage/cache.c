@@ -38,27 +38,38 @@ static struct cache_priv *const ca = &cache_priv;
 
 /* ---- lookups ---------------------------------------------------------- */
 
+/* watch's fetchers: what a lookup found, as memcached names it.  Out of
+ * line: nobody is watching on the hot path. */
+static void __attribute__((noinline, cold))
+observe_fetch(const char *key, size_t nkey, enum cache_status st,
+              const struct item *it)
+{
+    enum observe_found found = st == CACHE_HIT ? OBSERVE_FOUND
+                             : st == CACHE_FLUSHED ? OBSERVE_FLUSHED
+                             : st == CACHE_EXPIRED ? OBSERVE_EXPIRED
+                             : OBSERVE_NOT_FOUND;
+
+    observe_hooks->fetch(key, nkey, found, it);
+}
+
 /* Find a live item under lock(hv); a dead one is unlinked on the way and
  * *st says why. */
 static struct item *
 find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
 {
     struct item *it = assoc_find(key, nkey, hv);
-    enum observe_found found = OBSERVE_NOT_FOUND;
     bool flushed;
 
     *st = CACHE_MISS;
     if (it != NULL && link_is_dead(it, clock_now(), &flushed)) {
         link_unlink(it, hv);
         *st = flushed ? CACHE_FLUSHED : CACHE_EXPIRED;
-        found = flushed ? OBSERVE_FLUSHED : OBSERVE_EXPIRED;
         it = NULL;
     } else if (it != NULL) {
         *st = CACHE_HIT;
-        found = OBSERVE_FOUND;
     }
     if (observing(OBSERVE_FETCH)) {
-        observe_hooks->fetch(key, nkey, found, it);
+        observe_fetch(key, nkey, *st, it);
     }
     return it;
 }
