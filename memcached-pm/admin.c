@@ -357,12 +357,17 @@ admin_watch(struct conn *c, struct request *req)
     if (c->is_udp || !logger_parse_streams(names, lens, n, &streams)) {
         return reply(c, RSP_ERROR);
     }
-    switch (logger_add_watcher(c->fd, streams)) {
+    /* From here stats conns lists it as the watcher it becomes. */
+    __atomic_store_n(&c->watching, true, __ATOMIC_RELAXED);
+    switch (logger_add_watcher(c->fd, streams, c->addr,
+                               c->listen_addr)) {
     case LOGGER_ADDED:
         return PROCESS_HANDOFF;
     case LOGGER_TOO_MANY:
+        __atomic_store_n(&c->watching, false, __ATOMIC_RELAXED);
         return reply(c, RSP_WATCHER_TOO_MANY);
     default:
+        __atomic_store_n(&c->watching, false, __ATOMIC_RELAXED);
         return reply(c, RSP_WATCHER_FAILED);
     }
 }

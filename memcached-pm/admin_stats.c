@@ -417,6 +417,9 @@ conn_rows(struct conn *other, void *ctx)
     rel_time_t last = __atomic_load_n(&other->last_cmd, __ATOMIC_RELAXED);
     char name[48];
 
+    if (__atomic_load_n(&other->watching, __ATOMIC_RELAXED)) {
+        return;
+    }
     if (other->is_udp) {
         snprintf(name, sizeof(name), "%d:UDP", other->fd);
         stat_str(c, name, "UDP");
@@ -433,6 +436,24 @@ conn_rows(struct conn *other, void *ctx)
     stat_u64(c, name, clock_now() - last);
 }
 
+/* A watcher's rows: its socket belongs to the mc-log thread now. */
+static void
+watcher_rows(int fd, const char *addr, const char *listen_addr,
+             rel_time_t since, void *ctx)
+{
+    struct conn *c = ctx;
+    char name[48];
+
+    snprintf(name, sizeof(name), "%d:addr", fd);
+    stat_str(c, name, addr);
+    snprintf(name, sizeof(name), "%d:listen_addr", fd);
+    stat_str(c, name, listen_addr);
+    snprintf(name, sizeof(name), "%d:state", fd);
+    stat_str(c, name, "conn_watch");
+    snprintf(name, sizeof(name), "%d:secs_since_last_cmd", fd);
+    stat_u64(c, name, clock_now() - since);
+}
+
 static void
 stats_conns(struct conn *c)
 {
@@ -447,6 +468,7 @@ stats_conns(struct conn *c)
         stat_u64(c, name, 0);
     }
     conn_each(conn_rows, c);
+    logger_each_watcher(watcher_rows, c);
     stats_end(c);
 }
 

@@ -95,6 +95,9 @@ struct conn {
     bool             is_udp;         /* a worker's UDP socket (udp.h) */
     bool             close_after_write;
     bool             yielded;        /* -R budget ran out in this event */
+    bool             watching;       /* handed to the mc-log thread (or
+                                        being): stats conns lists the
+                                        watcher instead */
     bool             answered;       /* a request ran since the replies
                                         were last all written (memcached's
                                         response stack is not empty) */

@@ -79,6 +79,8 @@ struct ring {
 struct watcher {
     int      fd;
     unsigned streams;
+    char     addr[64], listen_addr[64];     /* for stats conns */
+    rel_time_t since;                       /* when it began watching */
     uint64_t min_gid;               /* lines of events after the watch */
     char    *buf;                   /* [start, end) waits to be sent */
     size_t   start, end, cap;
@@ -753,7 +755,8 @@ logger_parse_streams(const char *const *names, const size_t *lens,
 }
 
 enum logger_add
-logger_add_watcher(int fd, unsigned streams)
+logger_add_watcher(int fd, unsigned streams, const char *addr,
+                   const char *listen_addr)
 {
     struct watcher *w;
     unsigned i;
@@ -778,6 +781,9 @@ logger_add_watcher(int fd, unsigned streams)
     }
     w->fd = fd;
     w->streams = streams;
+    snprintf(w->addr, sizeof(w->addr), "%s", addr);
+    snprintf(w->listen_addr, sizeof(w->listen_addr), "%s", listen_addr);
+    w->since = clock_now();
     w->min_gid = __atomic_load_n(&lg.gid, __ATOMIC_RELAXED) + 1;
     memcpy(w->buf, "OK\r\n", 4);
     w->end = 4;
@@ -787,6 +793,20 @@ logger_add_watcher(int fd, unsigned streams)
     pthread_cond_signal(&lg.wcond);
     pthread_mutex_unlock(&lg.wlock);
     return LOGGER_ADDED;
+}
+
+void
+logger_each_watcher(logger_watcher_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&lg.wlock);
+    for (unsigned i = 0; i < WATCHER_MAX; i++) {
+        const struct watcher *w = lg.watchers[i];
+
+        if (w != NULL) {
+            fn(w->fd, w->addr, w->listen_addr, w->since, ctx);
+        }
+    }
+    pthread_mutex_unlock(&lg.wlock);
 }
 
 void

@@ -96,8 +96,16 @@ bool logger_parse_streams(const char *const *names, const size_t *lens,
 /* Hand the socket fd to the mc-log thread as a watcher of `streams`: it
  * sends "OK\r\n" and the lines, and closes fd when the client goes (the
  * caller lets go of fd; it stays counted in curr_connections until
- * then). */
-enum logger_add logger_add_watcher(int fd, unsigned streams);
+ * then).  addr and listen_addr are its stats conns addresses. */
+enum logger_add logger_add_watcher(int fd, unsigned streams,
+                                   const char *addr,
+                                   const char *listen_addr);
+
+/* For stats conns: every watcher, with when it began watching. */
+typedef void (*logger_watcher_fn)(int fd, const char *addr,
+                                  const char *listen_addr, rel_time_t since,
+                                  void *ctx);
+void logger_each_watcher(logger_watcher_fn fn, void *ctx);
 
 /* For stats. */
 struct logger_stats {

@@ -314,7 +314,10 @@ def test_mn_flushes_so_watch_may_follow(mc):
         c.call(b"", b"MN\r\nOK\r\n")
 
 
-def test_watcher_limit(mc):
+def test_watcher_limit(server_factory):
+    # its own server: closed watchers leave their slots only when the
+    # logger notices, which would bother the next test
+    mc = server_factory()
     ws = [Watcher(mc.port) for _ in range(20)]
     try:
         with mc.conn() as c:
@@ -417,13 +420,29 @@ def test_full_worker_ring_drops_and_counts(server_factory):
         assert seen == int(st["log_watcher_sent"])
 
 
-def test_log_stats(mc, watch):
+def test_stats_conns_lists_watchers(server_factory):
+    mc = server_factory()
+    w = Watcher(mc.port)
+    host, port = w.sock.getsockname()
+    with mc.conn() as c:
+        block = c.get_block(b"stats conns\r\n")
+    rows = re.findall(rb"STAT (\d+):addr tcp:%s:%d\r\n"
+                      rb"STAT \1:listen_addr tcp:127\.0\.0\.1:%d\r\n"
+                      rb"STAT \1:state (\S+)\r\n"
+                      % (host.encode(), port, mc.port), block)
+    assert [state for _, state in rows] == [b"conn_watch"], block
+    w.close()
+
+
+def test_log_stats(server_factory):
+    mc = server_factory()
     with mc.conn() as c:
         before = c.stats()
-        w = watch(b"mutations")
-        c.call(b"set s1 0 0 1\r\nx\r\n", b"STORED\r\n")
-        w.line()
-        st = c.stats()
+        assert before["log_watchers"] == "0"
+        with Watcher(mc.port, b"mutations") as w:
+            c.call(b"set s1 0 0 1\r\nx\r\n", b"STORED\r\n")
+            w.line()
+            st = c.stats()
     assert st["log_watchers"] == "1"
     assert int(st["log_worker_written"]) >= int(before["log_worker_written"]) + 1
     assert int(st["log_watcher_sent"]) >= int(before["log_watcher_sent"]) + 1
