@@ -594,6 +594,10 @@ def test_partial_header_then_close(mc):
         c.send(req(GET, b"abc")[:26])    # header whole, key cut
         with pytest.raises(socket.timeout):
             c.read_exact(1, timeout=0.3)
+        with mc.conn() as other:        # the stall holds up nobody else
+            Bin(other).call(req(NOOP, opaque=5), rsp(NOOP, opaque=5))
+        c.send(req(GET, b"abc")[26:])   # and the rest is served
+        assert Bin(c).packet()[0][5] == ENOENT
     mc.check_alive()
 
 
