@@ -70,6 +70,8 @@ struct ring {
     char           *buf;
     size_t          size;
     uint64_t        head;           /* producer */
+    size_t          skip;           /* producer: bytes to the ring's end
+                                       the reserved record skips */
     uint64_t        tail;           /* the mc-log thread */
     uint64_t        written;        /* producer's counts */
     uint64_t        dropped;
@@ -125,7 +127,9 @@ ring_init(struct ring *r)
 }
 
 /* Room for a record of n bytes (8-aligned) at the head, or NULL (the ring
- * is full: the record is dropped). */
+ * is full: the record is dropped).  Only the producer writes head; the
+ * reader sees the record (and a skip mark before it) once ring_commit()
+ * publishes both. */
 static struct rec *
 ring_reserve(struct ring *r, size_t n)
 {
@@ -134,13 +138,14 @@ ring_reserve(struct ring *r, size_t n)
     size_t off = (size_t)(r->head % r->size);
     size_t edge = r->size - off;
 
+    r->skip = 0;
     if (n > edge) {
         /* Skip to the start: the skip mark and the record must fit. */
         if (r->size - used < edge + n) {
             return NULL;
         }
         ((struct rec *)(void *)(r->buf + off))->size = 0;
-        r->head += edge;
+        r->skip = edge;
         off = 0;
     } else if (r->size - used < n) {
         return NULL;
@@ -151,7 +156,7 @@ ring_reserve(struct ring *r, size_t n)
 static void
 ring_commit(struct ring *r, size_t n)
 {
-    __atomic_store_n(&r->head, r->head + n, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->head, r->head + r->skip + n, __ATOMIC_RELEASE);
     __atomic_add_fetch(&r->written, 1, __ATOMIC_RELAXED);
 }
 
