@@ -31,6 +31,13 @@ fuzz_inside(const char *buf, size_t n, const char *p, size_t len)
     return len == 0 || (p >= buf && p + len <= buf + n);
 }
 
+/* The offset after skipping n bytes from off, stopping at size. */
+static inline size_t
+fuzz_skip(size_t off, size_t size, size_t n)
+{
+    return n < size - off ? off + n : size;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* streams.c: buf[0..size) as a text or a binary connection's bytes. */

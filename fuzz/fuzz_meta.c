@@ -77,13 +77,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         off += (size_t)n;
         if (req.type < REQ_MN || req.type > REQ_ME) {
             if (req.type == REQ_ERROR) {
-                off += req.swallow < size - off ? req.swallow : size - off;
+                off = fuzz_skip(off, size, req.swallow);
             }
             continue;
         }
         err = meta_parse(&req, &m, &swallow);
         if (err != RSP_NONE) {
-            off += swallow < size - off ? swallow : size - off;
+            off = fuzz_skip(off, size, swallow);
             continue;
         }
         FUZZ_CHECK(m.nflags <= META_MAX_TOKENS);
@@ -105,7 +105,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (req.type == REQ_MS) {
             size_t data_len = (size_t)m.vlen + 2;
 
-            off += data_len < size - off ? data_len : size - off;
+            off = fuzz_skip(off, size, data_len);
         }
     }
     return 0;

@@ -44,7 +44,7 @@ fuzz_text_stream(const char *buf, size_t size)
         }
         if (req.type == REQ_ERROR) {
             off += (size_t)n;
-            off += req.swallow < size - off ? req.swallow : size - off;
+            off = fuzz_skip(off, size, req.swallow);
             continue;
         }
         FUZZ_CHECK(req.type < REQ_TYPE_COUNT);
@@ -59,7 +59,7 @@ fuzz_text_stream(const char *buf, size_t size)
         if (req_has_data(req.type)) {
             size_t data_len = (size_t)req.vlen + 2;
 
-            off += data_len < size - off ? data_len : size - off;
+            off = fuzz_skip(off, size, data_len);
         }
     }
 }
@@ -86,16 +86,20 @@ fuzz_bin_stream(const char *buf, size_t size)
             bin_compose_header(header, r.opcode, (uint16_t)r.status,
                                r.opaque, 0, 0, 0,
                                (uint32_t)strlen(bin_status_text(r.status)));
+            FUZZ_CHECK((uint8_t)header[0] == BIN_MAGIC_RES &&
+                       (uint8_t)header[1] == r.opcode &&
+                       bin_get16(header + 6) == (uint16_t)r.status &&
+                       bin_get32(header + 12) == r.opaque);
             if (r.close) {
                 break;
             }
-            off += r.swallow < size - off ? r.swallow : size - off;
+            off = fuzz_skip(off, size, r.swallow);
             continue;
         }
         FUZZ_CHECK(r.key.len <= PROTO_KEY_MAX);
         if (bin_has_value(r.cmd)) {
             FUZZ_CHECK(r.vlen <= BIN_BODY_MAX);
-            off += r.vlen < size - off ? r.vlen : size - off;
+            off = fuzz_skip(off, size, r.vlen);
         } else {
             FUZZ_CHECK(r.vlen == 0);
         }

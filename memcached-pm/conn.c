@@ -145,13 +145,31 @@ gauge_obuf(struct conn *c, int64_t count)
 
 /* ---- life ------------------------------------------------------------- */
 
+void
+conn_sockaddr_name(const struct sockaddr *sa, const char *transport,
+                   char *out, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+
+        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+        snprintf(out, len, "%s6:[%s]:%d", transport, host,
+                 ntohs(s6->sin6_port));
+    } else {
+        const struct sockaddr_in *s4 = (const void *)sa;
+
+        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        snprintf(out, len, "%s:%s:%d", transport, host, ntohs(s4->sin_port));
+    }
+}
+
 static void
 peer_name(struct conn *c)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
-    char host[48] = "";
-    int port = 0;
 
     if (c->is_unix) {
         snprintf(c->addr, sizeof(c->addr), "unix:%s",
@@ -166,16 +184,9 @@ peer_name(struct conn *c)
         memcpy(&c->peer, &ss, len);
         c->peer_len = len;
     }
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-        port = ntohs(in->sin_port);
-        snprintf(c->addr, sizeof(c->addr), "tcp:%s:%d", host, port);
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        port = ntohs(in6->sin6_port);
-        snprintf(c->addr, sizeof(c->addr), "tcp6:[%s]:%d", host, port);
+    if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+        conn_sockaddr_name((struct sockaddr *)&ss, "tcp", c->addr,
+                           sizeof(c->addr));
     }
 }
 

@@ -328,6 +328,11 @@ size_t conn_out_copy(struct conn *c, struct conn_out_pos *pos, char *dst,
  * back, rewind the arena, forget the messages. */
 void conn_out_sent(struct conn *c);
 
+/* An IPv4 or IPv6 address as "stats conns" names it: "<transport>:ip:port"
+ * or "<transport>6:[ip]:port" ("tcp", "udp"). */
+void conn_sockaddr_name(const struct sockaddr *sa, const char *transport,
+                        char *out, size_t len);
+
 /* Name of a state for "stats conns" (memcached's conn_* names). */
 const char *conn_state_name(const struct conn *c);
 

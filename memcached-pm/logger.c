@@ -50,9 +50,9 @@ enum rec_type {
 struct rec {
     uint16_t size;          /* record bytes, 8-aligned; 0: skip mark */
     uint8_t  type;
-    uint8_t  a;             /* get: found; store: status; conn: transport;
-                               evict: fetched; delete: md */
-    uint8_t  b;             /* store: command; close: reason */
+    uint8_t  a;             /* get: found; store: enum cache_status;
+                               conn: transport; evict: fetched; delete: md */
+    uint8_t  b;             /* store: enum cache_op; close: reason */
     uint8_t  clsid;
     uint16_t ntext;         /* key or line bytes after the record */
     int32_t  fd;
@@ -279,23 +279,8 @@ logger_store(enum cache_status st, enum cache_op op, const char *key,
     struct rec *e = emit(r, REC_STORE, key, cut(nkey));
 
     if (e != NULL) {
-        switch (st) {
-        case CACHE_STORED: e->a = 1; break;
-        case CACHE_EXISTS: e->a = 2; break;
-        case CACHE_NOT_FOUND: e->a = 3; break;
-        case CACHE_TOO_LARGE: e->a = 4; break;
-        case CACHE_NO_MEMORY: e->a = 5; break;
-        default: e->a = 0; break;
-        }
-        switch (op) {
-        case CACHE_ADD: e->b = 1; break;
-        case CACHE_SET: e->b = 2; break;
-        case CACHE_REPLACE: e->b = 3; break;
-        case CACHE_APPEND: e->b = 4; break;
-        case CACHE_PREPEND: e->b = 5; break;
-        case CACHE_CAS: e->b = 6; break;
-        default: e->b = 0; break;
-        }
+        e->a = (uint8_t)st;
+        e->b = (uint8_t)op;
         e->vlen = vlen;
         e->ttl = exptime != 0 ? (uint32_t)(exptime - clock_now()) : 0;
         e->clsid = (uint8_t)clsid;
@@ -369,11 +354,23 @@ logger_thread_init(void)
 static const char *const found_names[] = {
     "not_found", "found", "flushed", "expired"
 };
-static const char *const status_names[] = {
-    "not_stored", "stored", "exists", "not_found", "too_large", "no_memory"
-};
+/* memcached's name of a store's outcome. */
+static const char *
+status_name(enum cache_status st)
+{
+    switch (st) {
+    case CACHE_STORED: return "stored";
+    case CACHE_EXISTS: return "exists";
+    case CACHE_NOT_FOUND: return "not_found";
+    case CACHE_TOO_LARGE: return "too_large";
+    case CACHE_NO_MEMORY: return "no_memory";
+    default: return "not_stored";
+    }
+}
+
+/* memcached's name of a store command, by enum cache_op. */
 static const char *const cmd_names[] = {
-    "null", "add", "set", "replace", "append", "prepend", "cas"
+    "set", "add", "replace", "append", "prepend", "cas"
 };
 static const char *const transport_names[] = { "local", "tcp", "udp" };
 static const char *const reason_names[] = {
@@ -422,7 +419,8 @@ render(const struct rec *e, char *line)
     case REC_STORE:
         n += snprintf(p, room, "type=item_store key=%s status=%s cmd=%s "
                       "ttl=%u clsid=%u cfd=%d size=%u\n", key,
-                      status_names[e->a % 6], cmd_names[e->b % 7],
+                      status_name((enum cache_status)e->a),
+                      e->b <= CACHE_CAS ? cmd_names[e->b] : "null",
                       (unsigned)e->ttl, e->clsid, e->fd, e->vlen);
         break;
     case REC_EVICT:

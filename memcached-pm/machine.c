@@ -111,6 +111,19 @@ after_process(struct conn *c, enum process_result r)
     }
 }
 
+/* What a parser's "no request" means for the connection: PROTO_EUNFIN,
+ * read more (after writing what is queued); PROTO_ECLOSE, close once the
+ * queue is written. */
+static enum conn_state
+parse_stopped(struct conn *c, ssize_t n)
+{
+    if (n == PROTO_EUNFIN) {
+        return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
+    }
+    c->close_after_write = true;
+    return CONN_WRITE;
+}
+
 /* Parse and execute one request from the buffer. */
 static enum conn_state
 parse_one(struct conn *c)
@@ -125,12 +138,8 @@ parse_one(struct conn *c)
     } else {
         lookahead_done(c);
         n = text_parse(&local, c->rbuf + c->rstart, c->rend - c->rstart);
-        if (n == PROTO_EUNFIN) {
-            return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
-        }
-        if (n == PROTO_ECLOSE) {
-            c->close_after_write = true;
-            return CONN_WRITE;
+        if (n < 0) {
+            return parse_stopped(c, n);
         }
         /* More bytes after this request's line, none looked at yet: a
          * pipeline.  Parse the requests after this one and walk their
@@ -161,12 +170,8 @@ parse_binary(struct conn *c)
     struct bin_request r;
     ssize_t n = bin_parse(&r, c->rbuf + c->rstart, c->rend - c->rstart);
 
-    if (n == PROTO_EUNFIN) {
-        return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
-    }
-    if (n == PROTO_ECLOSE) {
-        c->close_after_write = true;
-        return CONN_WRITE;
+    if (n < 0) {
+        return parse_stopped(c, n);
     }
     /* More bytes after this request, none looked at yet: a pipeline,
      * whose keys are walked side by side before they run. */

@@ -8,7 +8,6 @@
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -32,6 +31,7 @@
 
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/cmdline.h"
+#include "memcached-pm/conn.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
@@ -170,22 +170,6 @@ add_listener(int fd, bool is_unix, const char *addr)
     return 0;
 }
 
-static void
-sockaddr_name(const struct sockaddr *sa, char *out, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const void *)sa;
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        snprintf(out, len, "tcp6:[%s]:%d", host, ntohs(s6->sin6_port));
-    } else {
-        const struct sockaddr_in *s4 = (const void *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        snprintf(out, len, "tcp:%s:%d", host, ntohs(s4->sin_port));
-    }
-}
-
 static int
 listen_one(const struct addrinfo *ai)
 {
@@ -209,7 +193,7 @@ listen_one(const struct addrinfo *ai)
         errno = e;      /* for open_listeners()' message */
         return -1;
     }
-    sockaddr_name(ai->ai_addr, name, sizeof(name));
+    conn_sockaddr_name(ai->ai_addr, "tcp", name, sizeof(name));
     if (add_listener(fd, false, name) != 0) {
         close(fd);
         return -1;

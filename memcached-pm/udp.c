@@ -14,12 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "memcached-pm/conn.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
@@ -277,22 +277,6 @@ on_udp(evutil_socket_t fd, short what, void *arg)
 
 /* ---- sockets ---------------------------------------------------------- */
 
-static void
-udp_name(const struct sockaddr *sa, char *out, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "";
-
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const void *)sa;
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        snprintf(out, len, "udp6:[%s]:%d", host, ntohs(s6->sin6_port));
-    } else {
-        const struct sockaddr_in *s4 = (const void *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        snprintf(out, len, "udp:%s:%d", host, ntohs(s4->sin_port));
-    }
-}
-
 /* One socket on ai, sharing the port with the other workers'. */
 static int
 open_one(const struct addrinfo *ai, bool shared)
@@ -440,7 +424,8 @@ udp_open(unsigned n_workers)
 
             fds[at] = tmp[a * n_workers + w];
             getsockname(fds[at], (struct sockaddr *)&ss, &sl);
-            udp_name((struct sockaddr *)&ss, names[at], sizeof(names[at]));
+            conn_sockaddr_name((struct sockaddr *)&ss, "udp", names[at],
+                               sizeof(names[at]));
         }
     }
     free(tmp);
