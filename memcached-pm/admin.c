@@ -17,6 +17,7 @@
 
 #include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
+#include "memcached-pm/tls.h"
 #include "proto/compose.h"
 #include "proto/response.h"
 #include "proto/token.h"
@@ -335,6 +336,29 @@ admin_lru_crawler(struct conn *c, struct request *req)
     return reply(c, RSP_ERROR);
 }
 
+/* ---- refresh_certs ---------------------------------------------------- */
+
+enum process_result
+admin_refresh_certs(struct conn *c)
+{
+#ifdef ENABLE_TLS
+    char err[1024];
+    size_t n;
+
+    if (tls_refresh(err, sizeof(err)) == 0) {
+        return reply(c, RSP_OK);
+    }
+    /* memcached's answer is the message itself, on a line of its own */
+    n = strlen(err);
+    if (conn_out(c, err, n) != 0 || conn_out(c, "\r\n", 2) != 0) {
+        return PROCESS_CLOSE;
+    }
+    return PROCESS_OK;
+#else
+    return reply(c, RSP_ERROR);
+#endif
+}
+
 /* ---- watch ------------------------------------------------------------ */
 
 enum process_result
@@ -359,9 +383,10 @@ admin_watch(struct conn *c, struct request *req)
     }
     /* From here stats conns lists it as the watcher it becomes. */
     __atomic_store_n(&c->watching, true, __ATOMIC_RELAXED);
-    switch (logger_add_watcher(c->fd, streams, c->addr,
+    switch (logger_add_watcher(c->fd, c->tls, streams, c->addr,
                                c->listen_addr)) {
     case LOGGER_ADDED:
+        c->tls = NULL;      /* the session went with the socket */
         return PROCESS_HANDOFF;
     case LOGGER_TOO_MANY:
         __atomic_store_n(&c->watching, false, __ATOMIC_RELAXED);

@@ -25,6 +25,7 @@
 #include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "memcached-pm/tls.h"
 #include "proto/binary.h"
 #include "proto/compose.h"
 #include "proto/response.h"
@@ -134,8 +135,8 @@ sums(struct conn *c)
 
 /* Whether memcached prints a line (stats.h, metrics.h `shown`). */
 enum shown {
-    SHOWN_ALWAYS, SHOWN_NEVER, SHOWN_IDLE, SHOWN_FAST, SHOWN_REASSIGN,
-    SHOWN_CRAWLER, SHOWN_MAINTAINER
+    SHOWN_ALWAYS, SHOWN_NEVER, SHOWN_IDLE, SHOWN_FAST, SHOWN_SSL,
+    SHOWN_SSL_CACHE, SHOWN_REASSIGN, SHOWN_CRAWLER, SHOWN_MAINTAINER
 };
 
 static bool
@@ -145,6 +146,9 @@ shown(enum shown when)
     case SHOWN_NEVER: return false;
     case SHOWN_IDLE: return settings.idle_timeout > 0;
     case SHOWN_FAST: return settings.maxconns_fast;
+    case SHOWN_SSL: return settings.ssl_enabled;
+    case SHOWN_SSL_CACHE:
+        return settings.ssl_enabled && settings.ssl_session_cache;
     case SHOWN_REASSIGN: return settings.cache.slab_reassign;
     case SHOWN_CRAWLER: return settings.cache.lru_crawler;
     case SHOWN_MAINTAINER: return settings.lru_maintainer;
@@ -194,6 +198,10 @@ proc_line(struct conn *c, const char *name, const struct general *gen)
         stat_u64(c, name, 1);
     } else if (strcmp(name, "threads") == 0) {
         stat_u64(c, name, (uint64_t)settings.num_threads);
+#ifdef ENABLE_TLS
+    } else if (strcmp(name, "time_since_server_cert_refresh") == 0) {
+        stat_u64(c, name, tls_since_refresh());
+#endif
     }
 }
 
@@ -434,6 +442,12 @@ conn_rows(struct conn *other, void *ctx)
     stat_str(c, name, conn_state_name(other));
     snprintf(name, sizeof(name), "%d:secs_since_last_cmd", other->fd);
     stat_u64(c, name, clock_now() - last);
+    if (__atomic_load_n(&other->tls_named, __ATOMIC_ACQUIRE) &&
+        other->peer_cn[0] != '\0') {
+        /* memcached-pm's own line: a TLS client certificate's name */
+        snprintf(name, sizeof(name), "%d:tls_peer_cn", other->fd);
+        stat_str(c, name, other->peer_cn);
+    }
 }
 
 /* A watcher's rows: its socket belongs to the mc-log thread now. */

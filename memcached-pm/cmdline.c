@@ -161,6 +161,7 @@ opt_delimiter(const char *val)
 static int
 opt_protocol(const char *val)
 {
+    settings.protocol_given = true;
     if (strcmp(val, "ascii") == 0) {
         settings.binding_protocol = "ascii";
     } else if (strcmp(val, "auto") == 0) {
@@ -245,6 +246,21 @@ opt_no_chunked(const char *val)
 {
     settings.cache.slab_chunk_max = settings.cache.page_size;
     return val == NULL ? 0 : settings_bad_value("no_chunked_items", val);
+}
+
+/* -o ssl_min_version: memcached's 0-3, or the name it shows. */
+static int
+opt_ssl_min_version(const char *val)
+{
+    int v = settings_ssl_version(val);
+
+    if (v < 0) {
+        fprintf(stderr, "Invalid ssl_min_version. Use help to see valid "
+                "options.\n");
+        return -1;
+    }
+    settings.ssl_min_version = v;
+    return 0;
 }
 
 static int

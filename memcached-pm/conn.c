@@ -18,6 +18,7 @@
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
+#include "memcached-pm/transport.h"
 #include "proto/binary.h"
 #include "proto/response.h"
 
@@ -190,10 +191,15 @@ peer_name(struct conn *c)
     }
 }
 
+static void conn_release(struct conn *c);
+
 /* -B: what a new connection speaks, or whether its first byte says. */
 static enum conn_proto
 bound_proto(void)
 {
+    if (settings.auth_file != NULL) {
+        return CONN_TEXT_AUTH;
+    }
     if (strcmp(settings.binding_protocol, "ascii") == 0) {
         return CONN_TEXT;
     }
@@ -239,7 +245,7 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size)
 }
 
 struct conn *
-conn_new(const struct conn_owner *o, int fd, bool is_unix,
+conn_new(const struct conn_owner *o, int fd, bool is_unix, bool tls,
          const char *listen_addr)
 {
     struct conn *c = conn_make(o, fd, RBUF_SIZE);
@@ -247,6 +253,16 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix,
     if (c == NULL) {
         return NULL;
     }
+#ifdef ENABLE_TLS
+    if (tls && (c->tls = tls_new(fd)) == NULL) {
+        log_info("<%d no TLS session for it", fd);
+        close(fd);
+        conn_release(c);
+        return NULL;
+    }
+#else
+    (void)tls;
+#endif
     c->is_unix = is_unix;
     snprintf(c->listen_addr, sizeof(c->listen_addr), "%s", listen_addr);
     peer_name(c);
@@ -336,6 +352,7 @@ conn_free(struct conn **cp)
         logger_conn(false, c->fd, (struct sockaddr *)&c->peer, c->peer_len,
                     c->is_unix ? 0 : 1, c->close_reason);
     }
+    io_close(c);
     close(c->fd);
     conn_release(c);
     SERVER_STAT_DECR(curr_connections);
@@ -345,6 +362,7 @@ conn_free(struct conn **cp)
 void
 conn_detach(struct conn **cp)
 {
+    (*cp)->tls = NULL;      /* the session went with the socket */
     conn_release(*cp);
     *cp = NULL;
 }
@@ -638,13 +656,10 @@ int
 conn_flush(struct conn *c)
 {
     while (c->iov_sent < c->iov_len) {
-        struct msghdr msg = { 0 };
         size_t left = c->iov_len - c->iov_sent;
-        ssize_t n;
+        ssize_t n = io_writev(c, &c->iov[c->iov_sent],
+                              left < IOV_BATCH ? left : IOV_BATCH);
 
-        msg.msg_iov = &c->iov[c->iov_sent];
-        msg.msg_iovlen = left < IOV_BATCH ? left : IOV_BATCH;
-        n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
         if (n < 0) {
             return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
         }
@@ -791,9 +806,19 @@ conn_read(struct conn *c)
     if (rbuf_room(c) != 0) {
         return -1;
     }
-    n = read(c->fd, c->rbuf + c->rend, c->rsize - c->rend);
+    n = io_read(c, c->rbuf + c->rend, c->rsize - c->rend);
+#ifdef ENABLE_TLS
+    if (n > 0 && c->tls != NULL && !c->tls_named) {
+        /* The handshake is done: keep the client's name where stats
+         * conns can read it without the session. */
+        const char *cn = tls_peer_cn(c->tls);
+
+        snprintf(c->peer_cn, sizeof(c->peer_cn), "%s", cn ? cn : "");
+        __atomic_store_n(&c->tls_named, true, __ATOMIC_RELEASE);
+    }
+#endif
     if (n > 0) {
-        c->read_short = (size_t)n < c->rsize - c->rend;
+        c->read_short = (size_t)n < c->rsize - c->rend && !io_pending(c);
         c->rend += (size_t)n;
     }
     return got_bytes(c, n);
@@ -827,10 +852,13 @@ conn_nread_direct(struct conn *c)
 {
     struct iovec iov[64];
     size_t n = value_iov(c, c->nitem, c->nread_off, iov, 64);
-    ssize_t got = readv(c->fd, iov, (int)n);
+    ssize_t got = io_readv(c, iov, (int)n);
 
     if (got > 0) {
         c->nread_off += (size_t)got;
+        if (io_pending(c)) {
+            c->read_short = false;  /* what follows the value is in TLS */
+        }
     }
     return got_bytes(c, got);
 }

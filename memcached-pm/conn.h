@@ -35,6 +35,7 @@
 
 struct obuf;
 struct lookahead;
+struct tls;
 struct udp_port;
 
 /* What executing a request asks of its connection next. */
@@ -72,7 +73,8 @@ struct conn_list {
 enum conn_proto {
     CONN_NEGOTIATE,
     CONN_TEXT,
-    CONN_BINARY
+    CONN_BINARY,
+    CONN_TEXT_AUTH      /* -Y: text that must authenticate first */
 };
 
 enum conn_state {
@@ -87,6 +89,8 @@ enum conn_state {
 
 struct conn {
     int              fd;
+    struct tls      *tls;            /* its TLS session (transport.h), or
+                                        NULL: plain */
     enum conn_state  state;
     enum conn_proto  proto;
     struct event     ev;
@@ -102,6 +106,11 @@ struct conn {
                                         were last all written (memcached's
                                         response stack is not empty) */
     bool             read_short;     /* last read left the socket empty */
+    bool             tls_named;      /* peer_cn is final (release) */
+    bool             authenticated;  /* -S: a SASL AUTH succeeded */
+    bool             sasl_started;   /* -S: PLAIN waits for its STEP */
+    char             peer_cn[64];    /* TLS: the client certificate's
+                                        common name, or "" */
     rel_time_t       last_cmd;
     char             addr[64];       /* "tcp:ip:port" for stats conns */
     char             listen_addr[64];
@@ -199,10 +208,11 @@ void conn_gauges(struct buffer_gauges *out);
 /* ---- life ------------------------------------------------------------ */
 
 /* A connection for an accepted fd, on its owner's list, in CONN_READ with
- * no event registered yet (machine_start()).  NULL on allocation failure
- * (the fd is then closed). */
+ * no event registered yet (machine_start()); with tls, a TLS session
+ * whose handshake its first reads do.  NULL on allocation failure (the fd
+ * is then closed). */
 struct conn *conn_new(const struct conn_owner *o, int fd, bool is_unix,
-                      const char *listen_addr);
+                      bool tls, const char *listen_addr);
 
 /* A worker's UDP socket as a connection, named `name` ("udp:host:port")
  * for stats conns, its read buffer room for a whole datagram, its reply

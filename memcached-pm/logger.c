@@ -30,6 +30,7 @@
 #include "memcached-pm/log.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "memcached-pm/tls.h"
 #include "proto/compose.h"
 
 #define WATCHER_MAX    20              /* memcached's WATCHER_LIMIT */
@@ -80,6 +81,7 @@ struct ring {
 
 struct watcher {
     int      fd;
+    struct tls *tls;                /* its TLS session, or NULL */
     unsigned streams;
     char     addr[64], listen_addr[64];     /* for stats conns */
     rel_time_t since;                       /* when it began watching */
@@ -473,6 +475,9 @@ watcher_close(unsigned i)
 {
     struct watcher *w = lg.watchers[i];
 
+#ifdef ENABLE_TLS
+    tls_free(w->tls);
+#endif
     close(w->fd);
     free(w->buf);
     free(w);
@@ -480,6 +485,32 @@ watcher_close(unsigned i)
     lg.nwatchers--;
     SERVER_STAT_DECR(curr_connections);
     set_flags();
+}
+
+/* write(), or its TLS counterpart. */
+static ssize_t
+watcher_write(struct watcher *w, char *buf, size_t n)
+{
+#ifdef ENABLE_TLS
+    if (w->tls != NULL) {
+        struct iovec iov = { .iov_base = buf, .iov_len = n };
+
+        return tls_writev(w->tls, &iov, 1);
+    }
+#endif
+    return write(w->fd, buf, n);
+}
+
+/* read(), or its TLS counterpart. */
+static ssize_t
+watcher_read(struct watcher *w, char *buf, size_t n)
+{
+#ifdef ENABLE_TLS
+    if (w->tls != NULL) {
+        return tls_read(w->tls, buf, n);
+    }
+#endif
+    return read(w->fd, buf, n);
 }
 
 /* Send what w holds: the bytes sent, or -1 when the watcher is gone
@@ -491,7 +522,7 @@ watcher_send(unsigned i)
     ssize_t sent = 0;
 
     while (w->end > w->start) {
-        ssize_t n = write(w->fd, w->buf + w->start, w->end - w->start);
+        ssize_t n = watcher_write(w, w->buf + w->start, w->end - w->start);
 
         if (n < 0) {
             if (errno == EINTR) {
@@ -526,7 +557,7 @@ watcher_alive(unsigned i)
         return false;
     }
     if (pfd.revents & POLLIN) {
-        ssize_t n = read(pfd.fd, &c, 1);
+        ssize_t n = watcher_read(lg.watchers[i], &c, 1);
 
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
             watcher_close(i);
@@ -758,8 +789,8 @@ logger_parse_streams(const char *const *names, const size_t *lens,
 }
 
 enum logger_add
-logger_add_watcher(int fd, unsigned streams, const char *addr,
-                   const char *listen_addr)
+logger_add_watcher(int fd, struct tls *tls, unsigned streams,
+                   const char *addr, const char *listen_addr)
 {
     struct watcher *w;
     unsigned i;
@@ -783,6 +814,7 @@ logger_add_watcher(int fd, unsigned streams, const char *addr,
         return LOGGER_FAILED;
     }
     w->fd = fd;
+    w->tls = tls;
     w->streams = streams;
     snprintf(w->addr, sizeof(w->addr), "%s", addr);
     snprintf(w->listen_addr, sizeof(w->listen_addr), "%s", listen_addr);

@@ -28,6 +28,8 @@
 
 #include "storage/cache.h"
 
+struct tls;
+
 /* The streams, with memcached's bits. */
 #define LOG_SYSEVENTS   (1u << 1)
 #define LOG_FETCHERS    (1u << 2)
@@ -93,12 +95,13 @@ enum logger_add { LOGGER_ADDED, LOGGER_TOO_MANY, LOGGER_FAILED };
 bool logger_parse_streams(const char *const *names, const size_t *lens,
                           unsigned n, unsigned *streams);
 
-/* Hand the socket fd to the mc-log thread as a watcher of `streams`: it
- * sends "OK\r\n" and the lines, and closes fd when the client goes (the
- * caller lets go of fd; it stays counted in curr_connections until
- * then).  addr and listen_addr are its stats conns addresses. */
-enum logger_add logger_add_watcher(int fd, unsigned streams,
-                                   const char *addr,
+/* Hand the socket fd (and its TLS session, or NULL) to the mc-log thread
+ * as a watcher of `streams`: it sends "OK\r\n" and the lines, and closes
+ * fd when the client goes (the caller lets go of both; fd stays counted
+ * in curr_connections until then).  addr and listen_addr are its stats
+ * conns addresses. */
+enum logger_add logger_add_watcher(int fd, struct tls *tls,
+                                   unsigned streams, const char *addr,
                                    const char *listen_addr);
 
 /* For stats conns: every watcher, with when it began watching. */

@@ -14,9 +14,11 @@
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process.h"
+#include "memcached-pm/process_auth.h"
 #include "memcached-pm/process_bin.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "memcached-pm/transport.h"
 #include "proto/binary.h"
 #include "proto/text.h"
 
@@ -163,6 +165,21 @@ parse_one(struct conn *c)
     return (enum conn_state)n;
 }
 
+/* -Y: the authentication exchange, until it succeeds. */
+static enum conn_state
+parse_auth(struct conn *c)
+{
+    ssize_t n = process_auth_text(c);
+
+    if (n < 0) {
+        return parse_stopped(c, n);
+    }
+    c->rstart += (size_t)n;
+    c->last_cmd = clock_now();
+    c->answered = true;
+    return CONN_PARSE;
+}
+
 /* Parse and execute one binary request. */
 static enum conn_state
 parse_binary(struct conn *c)
@@ -172,6 +189,10 @@ parse_binary(struct conn *c)
 
     if (n < 0) {
         return parse_stopped(c, n);
+    }
+    if (r.cmd == BIN_CMD_SASL && settings.sasl && r.vlen <= SASL_DATA_MAX &&
+        c->rend - c->rstart - (size_t)n < r.vlen) {
+        return parse_stopped(c, PROTO_EUNFIN);  /* credentials come whole */
     }
     /* More bytes after this request, none looked at yet: a pipeline,
      * whose keys are walked side by side before they run. */
@@ -226,7 +247,11 @@ state_parse(struct conn *c, int64_t *budget)
         c->proto = (unsigned char)c->rbuf[c->rstart] == BIN_MAGIC_REQ
                    ? CONN_BINARY : CONN_TEXT;
     }
-    return c->proto == CONN_BINARY ? parse_binary(c) : parse_one(c);
+    switch (c->proto) {
+    case CONN_BINARY: return parse_binary(c);
+    case CONN_TEXT_AUTH: return parse_auth(c);
+    default: return parse_one(c);
+    }
 }
 
 static enum conn_state
@@ -245,7 +270,8 @@ state_nread(struct conn *c, bool *stop)
     }
     switch (conn_nread_direct(c)) {
     case -1: return CONN_CLOSING;
-    case 0: *stop = true; conn_wait(c, EV_READ); return CONN_NREAD;
+    case 0: *stop = true; conn_wait(c, io_wait_for(c, EV_READ));
+        return CONN_NREAD;
     default: return CONN_NREAD;
     }
 }
@@ -263,7 +289,8 @@ state_swallow(struct conn *c, bool *stop)
     }
     switch (read_more(c)) {
     case -1: return CONN_CLOSING;
-    case 0: *stop = true; conn_wait(c, EV_READ); return CONN_SWALLOW;
+    case 0: *stop = true; conn_wait(c, io_wait_for(c, EV_READ));
+        return CONN_SWALLOW;
     default: return CONN_SWALLOW;
     }
 }
@@ -284,7 +311,7 @@ state_read(struct conn *c, bool *stop)
         return CONN_CLOSING;
     case 0:
         *stop = true;
-        conn_wait(c, EV_READ);
+        conn_wait(c, io_wait_for(c, EV_READ));
         return CONN_READ;
     default:
         return CONN_PARSE;
@@ -299,7 +326,7 @@ state_write(struct conn *c, bool *stop)
         return CONN_CLOSING;
     case 0:
         *stop = true;
-        conn_wait(c, EV_WRITE);
+        conn_wait(c, io_wait_for(c, EV_WRITE));
         return CONN_WRITE;
     default:
         break;

@@ -30,12 +30,14 @@
 #include <event2/event.h>
 
 #include "memcached-pm/admin_stats.h"
+#include "memcached-pm/auth.h"
 #include "memcached-pm/cmdline.h"
 #include "memcached-pm/conn.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
 #include "memcached-pm/worker.h"
 #include "proto/response.h"
@@ -47,6 +49,7 @@
 struct listener {
     int           fd;
     bool          is_unix;
+    bool          tls;              /* -Z, not "notls:" */
     char          addr[64];
     struct event *ev;
 };
@@ -139,7 +142,7 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
     SERVER_STAT_INCR(curr_connections);
     SERVER_STAT_INCR(total_connections);
     note_structures();
-    if (worker_dispatch(fd, l->is_unix, l->addr) != 0) {
+    if (worker_dispatch(fd, l->is_unix, l->tls, l->addr) != 0) {
         SERVER_STAT_DECR(curr_connections);
     }
 }
@@ -147,7 +150,7 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
 /* ---- listening sockets ------------------------------------------------ */
 
 static int
-add_listener(int fd, bool is_unix, const char *addr)
+add_listener(int fd, bool is_unix, bool tls, const char *addr)
 {
     struct listener *l;
 
@@ -158,6 +161,7 @@ add_listener(int fd, bool is_unix, const char *addr)
     l = &listeners[nlisteners];
     l->fd = fd;
     l->is_unix = is_unix;
+    l->tls = tls;
     snprintf(l->addr, sizeof(l->addr), "%s", addr);
     l->ev = event_new(main_base, fd, EV_READ | EV_PERSIST, on_accept, l);
     if (l->ev == NULL || event_add(l->ev, NULL) != 0) {
@@ -171,7 +175,7 @@ add_listener(int fd, bool is_unix, const char *addr)
 }
 
 static int
-listen_one(const struct addrinfo *ai)
+listen_one(const struct addrinfo *ai, bool tls)
 {
     int one = 1;
     char name[64];
@@ -194,21 +198,31 @@ listen_one(const struct addrinfo *ai)
         return -1;
     }
     conn_sockaddr_name(ai->ai_addr, "tcp", name, sizeof(name));
-    if (add_listener(fd, false, name) != 0) {
+    if (add_listener(fd, false, tls, name) != 0) {
         close(fd);
         return -1;
     }
     return 0;
 }
 
-/* "host", "host:port", "[v6]" or "[v6]:port". */
+/* "host", "host:port", "[v6]" or "[v6]:port", each after an optional
+ * "notls:" (a plaintext listener next to -Z's TLS ones). */
 static int
 listen_spec(char *spec)
 {
     struct addrinfo hints = { 0 }, *res, *ai;
     char port[16], *host = spec, *colon;
+    bool tls = settings.ssl_enabled;
     int rc = -1;
 
+    if (strncmp(host, "notls:", 6) == 0) {
+        if (!settings.ssl_enabled) {
+            log_error("'notls' option is valid only when SSL is enabled");
+            return -1;
+        }
+        host += 6;
+        tls = false;
+    }
     snprintf(port, sizeof(port), "%d", settings.port);
     if (*host == '[') {
         char *close_br = strchr(host, ']');
@@ -233,7 +247,7 @@ listen_spec(char *spec)
         return -1;
     }
     for (ai = res; ai != NULL; ai = ai->ai_next) {
-        if (listen_one(ai) == 0) {
+        if (listen_one(ai, tls) == 0) {
             rc = 0;
         }
     }
@@ -288,7 +302,7 @@ listen_unix(void)
     }
     umask(old);
     snprintf(name, sizeof(name), "unix:%s", settings.socketpath);
-    return add_listener(fd, true, name);
+    return add_listener(fd, true, false, name);
 }
 
 static void
@@ -403,6 +417,24 @@ write_pidfile(void)
     fclose(f);
 }
 
+/* -Y's file must be good to start; -S's is read when a client needs it
+ * (and again when it changes), as memcached reads it. */
+static int
+load_credentials(void)
+{
+    char err[4400];
+
+    if (settings.auth_file != NULL &&
+        auth_load(AUTH_ASCII, settings.auth_file, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    if (settings.sasl && auth_load(AUTH_SASL, NULL, err, sizeof(err)) != 0) {
+        log_error("WARNING: %s", err);
+    }
+    return 0;
+}
+
 /* ---- the main loop ---------------------------------------------------- */
 
 static void
@@ -415,6 +447,26 @@ on_clock(evutil_socket_t fd, short what, void *arg)
     cache_tick();
 }
 
+/* SIGHUP: read -Y's file and the TLS certificates again. */
+static void
+on_hangup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    (void)arg;
+    auth_reload();
+#ifdef ENABLE_TLS
+    if (settings.ssl_enabled) {
+        char err[1024];
+
+        if (tls_refresh(err, sizeof(err)) != 0) {
+            log_error("Could not reload TLS certificates on SIGHUP: %s",
+                      err);
+        }
+    }
+#endif
+}
+
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -424,19 +476,19 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopbreak(main_base);
 }
 
-static struct event *signal_evs[3];
+static struct event *signal_evs[4];
 static struct event *tick_ev;
 
 static int
 setup_events(void)
 {
-    static const int sigs[3] = { SIGTERM, SIGINT, SIGUSR1 };
+    static const int sigs[4] = { SIGTERM, SIGINT, SIGUSR1, SIGHUP };
     struct timeval sec = { 1, 0 };
 
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    for (unsigned i = 0; i < 3; i++) {
-        signal_evs[i] = evsignal_new(main_base, sigs[i], on_signal, NULL);
+    for (unsigned i = 0; i < 4; i++) {
+        signal_evs[i] = evsignal_new(main_base, sigs[i], sigs[i] == SIGHUP
+                                     ? on_hangup : on_signal, NULL);
         if (signal_evs[i] == NULL || event_add(signal_evs[i], NULL) != 0) {
             return -1;
         }
@@ -453,7 +505,7 @@ setup_events(void)
 static void
 free_events(void)
 {
-    for (unsigned i = 0; i < 3; i++) {
+    for (unsigned i = 0; i < 4; i++) {
         if (signal_evs[i] != NULL) {
             event_free(signal_evs[i]);
         }
@@ -509,6 +561,15 @@ start(void)
 {
     int rc;
 
+#ifdef ENABLE_TLS
+    /* Keys readable by root alone are read before -u drops it. */
+    if (settings.ssl_enabled && (rc = tls_init()) != 0) {
+        return rc;
+    }
+#endif
+    if (load_credentials() != 0) {
+        return EXIT_FAILURE;
+    }
     if (set_limits() != 0 || drop_privileges() != 0) {
         return EXIT_FAILURE;
     }
@@ -545,7 +606,7 @@ main(int argc, char **argv)
     int rc = cmdline_parse(argc, argv);
 
     if (rc != 0) {
-        return rc > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return rc > 0 ? EXIT_SUCCESS : rc == -1 ? EXIT_FAILURE : -rc;
     }
     if ((rc = start()) != 0) {
         return rc;
@@ -558,6 +619,12 @@ main(int argc, char **argv)
     udp_close();
     cache_shutdown();
     admin_stats_shutdown();
+#ifdef ENABLE_TLS
+    if (settings.ssl_enabled) {
+        tls_shutdown();
+    }
+#endif
+    auth_free();
     stats_destroy();
     if (settings.pidfile != NULL) {
         unlink(settings.pidfile);

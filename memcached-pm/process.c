@@ -343,6 +343,7 @@ process_request(struct conn *c, struct request *req)
     case REQ_LRU: return admin_lru(c, req);
     case REQ_LRU_CRAWLER: return admin_lru_crawler(c, req);
     case REQ_WATCH: return admin_watch(c, req);
+    case REQ_REFRESH_CERTS: return admin_refresh_certs(c);
     case REQ_MN: case REQ_MG: case REQ_MS: case REQ_MD: case REQ_MA:
     case REQ_ME:
         return process_meta(c, req);

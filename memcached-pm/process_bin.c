@@ -28,6 +28,7 @@
 #include "memcached-pm/exec.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
+#include "memcached-pm/process_auth.h"
 #include "memcached-pm/settings.h"
 
 #define COUNTER_EXPTIME_NONE 0xffffffffu  /* incr/decr: do not create */
@@ -328,6 +329,10 @@ process_bin(struct conn *c, const struct bin_request *r)
 {
     c->bin_opcode = r->opcode;
     c->bin_opaque = r->opaque;
+    if (settings.sasl && !process_sasl_allowed(c, r)) {
+        bin_error(c, BIN_AUTH_ERROR);
+        return PROCESS_CLOSE;
+    }
     switch (r->cmd) {
     case BIN_CMD_GET: case BIN_CMD_GAT: case BIN_CMD_TOUCH:
         return bin_get(c, r);
@@ -345,6 +350,9 @@ process_bin(struct conn *c, const struct bin_request *r)
         return PROCESS_CLOSE;
     case BIN_CMD_STAT: return admin_stats_bin(c, r->key.p, r->key.len);
     case BIN_CMD_SASL:
+        if (settings.sasl) {
+            return process_sasl(c, r);
+        }
         /* SASL is off (-S): memcached's answer, the data dropped. */
         bin_error(c, BIN_UNKNOWN_COMMAND);
         c->swallow = r->vlen;

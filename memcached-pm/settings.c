@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 
 #include "memcached-pm/stats.h"
 #include "storage/locks.h"
@@ -54,6 +55,31 @@ settings_policy_name(const char *name)
         }
     }
     return NULL;
+}
+
+static const char *const tls_versions[] = {
+    "tlsv1.0", "tlsv1.1", "tlsv1.2", "tlsv1.3"
+};
+
+const char *
+settings_ssl_version_name(void)
+{
+    int v = settings.ssl_min_version;
+
+    return v >= 0 && v < 4 ? tls_versions[v] : "unknown";
+}
+
+int
+settings_ssl_version(const char *name)
+{
+    int v;
+
+    for (v = 0; v < 4; v++) {
+        if (strcmp(name, tls_versions[v]) == 0) {
+            return v;
+        }
+    }
+    return settings_parse_int(name, 0, 3, &v) ? v : -1;
 }
 
 /* ---- value parsers: whole string, in range, or false ------------------ */
@@ -284,6 +310,40 @@ settings_check(void)
                 "increase.\n");
         return -1;
     }
+    if (settings.sasl) {
+        if (!settings.protocol_given) {
+            settings.binding_protocol = "binary";
+        } else if (strcmp(settings.binding_protocol, "binary") != 0) {
+            fprintf(stderr, "ERROR: You cannot allow the ASCII protocol "
+                    "while using SASL.\n");
+            return -EX_USAGE;
+        }
+        if (settings.udpport != 0) {
+            fprintf(stderr, "ERROR: Cannot enable UDP while using binary "
+                    "SASL authentication.\n");
+            return -EX_USAGE;
+        }
+    }
+    if (settings.auth_file != NULL) {
+        if (!settings.protocol_given) {
+            settings.binding_protocol = "ascii";
+        } else if (strcmp(settings.binding_protocol, "ascii") != 0) {
+            fprintf(stderr, "ERROR: You cannot allow the BINARY protocol "
+                    "while using ascii authentication tokens.\n");
+            return -EX_USAGE;
+        }
+        if (settings.udpport != 0) {
+            fprintf(stderr, "Cannot use UDP with ascii authentication "
+                    "enabled (-U 0 to disable)\n");
+            return -EX_USAGE;
+        }
+    }
+#ifndef ENABLE_TLS
+    if (settings.ssl_enabled) {
+        fprintf(stderr, "This server is not built with TLS support.\n");
+        return -EX_USAGE;
+    }
+#endif
     if (settings.pidfile != NULL && !settings.daemonize) {
         /* memcached writes it anyway; so do we. */
     }

@@ -102,8 +102,15 @@
     X(binding_protocol, STR, D(const char *, binding_protocol,              \
       "auto-negotiate"), 'B', "protocol=<name>", NULL, FN(opt_protocol),    \
       "ascii or auto (default: auto)")                                      \
-    X(auth_enabled_sasl, STR, V("no"), 0, NULL, NULL, NONE, NULL)           \
-    X(auth_enabled_ascii, STR, V("no"), 0, NULL, NULL, NONE, NULL)          \
+    X(auth_enabled_sasl, YESNO, D(bool, sasl, false), 'S', "enable-sasl",   \
+      NULL, ON, "turn on SASL authentication (binary protocol, PLAIN "      \
+      "against $MEMCACHED_SASL_PWDB)")                                      \
+    X(auth_enabled_ascii, STR, V(settings.auth_file ? settings.auth_file    \
+      : "no"), 0, NULL, NULL, NONE, NULL)                                   \
+    X(_, HIDE, D(const char *, auth_file, NULL), 'Y', "auth-file=<file>",   \
+      NULL, STR, "ascii protocol authentication: a file of user:password "  \
+      "lines")                                                              \
+    X(_, HIDE, D(bool, protocol_given, false), 0, NULL, NULL, NONE, NULL)   \
     X(item_size_max, SZ, C(item_size_max), 'I', "max-item-size=<num>",      \
       NULL, FN(opt_item_size), "max item size (default: 1m, min 1k, max 1g)") \
     X(maxconns_fast, YESNO, D(bool, maxconns_fast, true), 0, NULL,          \
@@ -179,6 +186,39 @@
     X(_, HIDE, V(0), 0, NULL, "no_inline_ascii_resp", NOOP, NULL)           \
     X(slab_automove_freeratio, F3, C(automove_freeratio), 0, NULL,          \
       "slab_automove_freeratio", DOUBLE(0, 1, NULL), NULL)                  \
+    X(ssl_enabled, YESNO, D(bool, ssl_enabled, false), 'Z', "enable-ssl",   \
+      NULL, ON, "enable TLS/SSL")                                           \
+    X(ssl_chain_cert, STR_PNULL, D(const char *, ssl_chain_cert, NULL), 0,  \
+      NULL, "ssl_chain_cert", STR, "certificate chain file in PEM format")  \
+    X(ssl_key, STR_PNULL, D(const char *, ssl_key, NULL), 0, NULL,          \
+      "ssl_key", STR, "private key, if not part of the -ssl_chain_cert")    \
+    X(ssl_verify_mode, I, V(settings_ssl_verify_flags()), 0, NULL, NULL,    \
+      NONE, NULL)                                                           \
+    X(_, HIDE, D(int, ssl_verify_mode, 0), 0, NULL, "ssl_verify_mode",      \
+      INT(0, 3, "Invalid ssl_verify_mode. Use help to see valid options."), \
+      "peer certificate verification: 0 (none, default), 1 (request), "     \
+      "2 (require) or 3 (once)")                                            \
+    X(ssl_keyformat, I, D(int, ssl_keyformat, 1), 0, NULL, "ssl_keyformat", \
+      INT(1, 2, NULL), "private key format: 1 (PEM, default) or 2 (DER)")   \
+    X(ssl_ciphers, STR_NULL, D(const char *, ssl_ciphers, NULL), 0, NULL,   \
+      "ssl_ciphers", STR, "cipher list to use")                             \
+    X(ssl_ca_cert, STR_NULL, D(const char *, ssl_ca_cert, NULL), 0, NULL,   \
+      "ssl_ca_cert", STR, "PEM file of acceptable client CAs")              \
+    X(ssl_wbuf_size, U, D(unsigned, ssl_wbuf_size, 16 * 1024), 0, NULL,     \
+      "ssl_wbuf_size", KB(1, 16 * 1024, NULL),                              \
+      "per-thread TLS output buffer, KB (default: 16)")                     \
+    X(ssl_session_cache, YESNO, D(bool, ssl_session_cache, false), 0, NULL, \
+      "ssl_session_cache", ON, "server-side session cache (resumption)")    \
+    X(ssl_kernel_tls, YESNO, D(bool, ssl_kernel_tls, false), 0, NULL,       \
+      "ssl_kernel_tls", ON, "kernel TLS offload, where the kernel has it")  \
+    X(ssl_min_version, STR, V(settings_ssl_version_name()), 0, NULL, NULL,  \
+      NONE, NULL)                                                           \
+    X(_, HIDE, D(int, ssl_min_version, 2), 0, NULL, "ssl_min_version",      \
+      FN(opt_ssl_min_version), "oldest protocol accepted: 0 (tlsv1.0), "   \
+      "1 (tlsv1.1), 2 (tlsv1.2, default) or 3 (tlsv1.3)")                   \
+    X(_, HIDE, D(unsigned, ssl_handshake_timeout, 10), 0, NULL,             \
+      "ssl_handshake_timeout", UINT(0, 3600, NULL), "seconds a TLS client " \
+      "has to finish its handshake (default: 10, 0: no limit)")             \
     X(num_napi_ids, STR, V("(null)"), 0, NULL, NULL, NONE, NULL)            \
     X(memory_file, STR_PNULL, D(const char *, memory_file, NULL), 'e',      \
       "memory-file=<file>", "memory_file", STR,                             \
@@ -255,6 +295,20 @@ struct settings {
 #define SETTINGS_VAL_V(expr) (expr)
 
 extern struct settings settings;
+
+/* ssl_verify_mode as "stats settings" shows it: OpenSSL's flags for
+ * modes 0-3 (none; peer; peer and fail without a certificate; and only
+ * once), which are the low 0, 1, 2 or 3 bits set. */
+static inline int
+settings_ssl_verify_flags(void)
+{
+    return (1 << settings.ssl_verify_mode) - 1;
+}
+
+/* ssl_min_version's 0-3 by name: "tlsv1.0" ... "tlsv1.3"; and the
+ * number a name or a digit gives, or -1. */
+const char *settings_ssl_version_name(void);
+int settings_ssl_version(const char *name);
 
 /* Every field to its default (the D() rows, storage's own). */
 void settings_defaults(void);

@@ -59,8 +59,9 @@
  *   COUNTER, GAUGE  storage's rows (storage/metrics.h), in place
  *
  * shown: ALWAYS; NEVER (counted for another reply: "stats tiers"); IDLE
- * (with -o idle_timeout), FAST (with maxconns_fast), and storage's
- * REASSIGN, CRAWLER and MAINTAINER.
+ * (with -o idle_timeout), FAST (with maxconns_fast), SSL (with -Z),
+ * SSL_CACHE (with -Z and ssl_session_cache), and storage's REASSIGN,
+ * CRAWLER and MAINTAINER.
  */
 #define STATS_GENERAL(X)                                                    \
     X(pid,                        PROC,    ALWAYS)                          \
@@ -125,6 +126,10 @@
     X(log_watcher_skipped,        LOG,     ALWAYS)                          \
     X(log_watcher_sent,           LOG,     ALWAYS)                          \
     X(log_watchers,               LOG,     ALWAYS)                          \
+    X(ssl_new_sessions,           SERVER,  SSL_CACHE)                       \
+    X(ssl_handshake_errors,       SERVER,  SSL)                             \
+    X(ssl_proto_errors,           SERVER,  SSL)                             \
+    X(time_since_server_cert_refresh, PROC, SSL)                            \
     X(unexpected_napi_ids,        ZERO,    ALWAYS)                          \
     X(round_robin_fallback,       ZERO,    ALWAYS)                          \
     CACHE_STATS_ITEMS(X)                                                    \

@@ -18,6 +18,7 @@
 #include "memcached-pm/logger.h"
 #include "memcached-pm/machine.h"
 #include "memcached-pm/settings.h"
+#include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
 #include "storage/clock.h"
 
@@ -26,6 +27,7 @@ struct pending {
     struct pending *next;
     int             fd;
     bool            is_unix;
+    bool            tls;
     char            listen_addr[64];
 };
 
@@ -57,7 +59,7 @@ take_pending(struct worker *w)
     /* The queue is LIFO; order between connections does not matter. */
     while ((p = list) != NULL) {
         list = p->next;
-        c = conn_new(&o, p->fd, p->is_unix, p->listen_addr);
+        c = conn_new(&o, p->fd, p->is_unix, p->tls, p->listen_addr);
         if (c == NULL) {
             SERVER_STAT_DECR(curr_connections);
         } else {
@@ -97,7 +99,8 @@ on_notify(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* Once a second: close connections idle for longer than idle_timeout. */
+/* Once a second: close connections idle for longer than idle_timeout,
+ * and TLS clients that have not finished their handshake in time. */
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -111,8 +114,14 @@ on_tick(evutil_socket_t fd, short what, void *arg)
      * needs no lock. */
     for (c = w->list->head; c != NULL; c = next) {
         next = c->next;
-        if (c->state == CONN_READ && !c->is_udp &&
-            now - c->last_cmd > settings.idle_timeout) {
+#ifdef ENABLE_TLS
+        if (c->tls != NULL && tls_expired(c->tls, c->last_cmd, now)) {
+            machine_close(&c);
+            continue;
+        }
+#endif
+        if (settings.idle_timeout > 0 && c->state == CONN_READ &&
+            !c->is_udp && now - c->last_cmd > settings.idle_timeout) {
             STAT_INCR(w->stats->idle_kicks);
             c->close_reason = LOG_CLOSE_IDLE;
             machine_close(&c);
@@ -175,10 +184,10 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
     if (udp_attach(id, &o) != 0) {
         return -1;
     }
-    /* The idle sweep only exists with -o idle_timeout: a pending timer
-     * makes every epoll_wait arm a kernel hrtimer, which costs the request
-     * path about a microsecond for nothing. */
-    if (settings.idle_timeout > 0) {
+    /* The sweep only exists with -o idle_timeout or TLS (handshakes that
+     * stall): a pending timer makes every epoll_wait arm a kernel hrtimer,
+     * which costs the request path about a microsecond for nothing. */
+    if (settings.idle_timeout > 0 || settings.ssl_enabled) {
         w->tick_ev = event_new(w->base, -1, EV_PERSIST, on_tick, w);
         if (w->tick_ev == NULL || event_add(w->tick_ev, &sec) != 0) {
             return -1;
@@ -225,7 +234,7 @@ notify(struct worker *w)
 }
 
 int
-worker_dispatch(int fd, bool is_unix, const char *listen_addr)
+worker_dispatch(int fd, bool is_unix, bool tls, const char *listen_addr)
 {
     struct worker *w = &workers[next_worker++ % nworkers];
     struct pending *p = calloc(1, sizeof(*p));
@@ -236,6 +245,7 @@ worker_dispatch(int fd, bool is_unix, const char *listen_addr)
     }
     p->fd = fd;
     p->is_unix = is_unix;
+    p->tls = tls;
     snprintf(p->listen_addr, sizeof(p->listen_addr), "%s", listen_addr);
     pthread_mutex_lock(&w->lock);
     p->next = w->pending;

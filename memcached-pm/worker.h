@@ -38,9 +38,9 @@ struct worker {
 /* Start n workers; 0, or -1 with a message. */
 int worker_start_all(unsigned n);
 
-/* Hand an accepted fd to the next worker, round robin.  0, or -1 (the fd
- * is closed). */
-int worker_dispatch(int fd, bool is_unix, const char *listen_addr);
+/* Hand an accepted fd to the next worker, round robin (with tls, the
+ * worker starts its TLS session).  0, or -1 (the fd is closed). */
+int worker_dispatch(int fd, bool is_unix, bool tls, const char *listen_addr);
 
 /* Ask every worker to close its connections and exit, and join them. */
 void worker_stop_all(void);

@@ -42,6 +42,7 @@ enum req_type {
     REQ_LRU,             /* lru tune|mode|temp_ttl ...: args in tokens[] */
     REQ_LRU_CRAWLER,     /* lru_crawler ...: args in tokens[] */
     REQ_WATCH,           /* watch [streams...]: args in tokens[] */
+    REQ_REFRESH_CERTS,   /* refresh_certs (TLS) */
     REQ_MN, REQ_MG, REQ_MS, REQ_MD, REQ_MA, REQ_ME,  /* meta: issue 3 */
     REQ_TYPE_COUNT
 };

@@ -97,7 +97,14 @@
     ACTION(RSP_META_MS_MODE,    "CLIENT_ERROR invalid mode for ms M token")   \
     ACTION(RSP_META_MA_MODE,    "CLIENT_ERROR invalid mode for ma M token")   \
     ACTION(RSP_META_M_LENGTH,   "CLIENT_ERROR incorrect length for M token")  \
-    ACTION(RSP_META_KEY_DECODE, "CLIENT_ERROR error decoding key")
+    ACTION(RSP_META_KEY_DECODE, "CLIENT_ERROR error decoding key")           \
+    ACTION(RSP_AUTH_NEEDED,     "CLIENT_ERROR unauthenticated")               \
+    ACTION(RSP_AUTH_FAILED,     "CLIENT_ERROR authentication failure")        \
+    ACTION(RSP_AUTH_FORMAT,                                                   \
+           "CLIENT_ERROR bad authentication token format")                    \
+    ACTION(RSP_AUTH_TOO_LONG,   "CLIENT_ERROR auth token too long")           \
+    ACTION(RSP_AUTH_TERMINATION,                                              \
+           "CLIENT_ERROR bad command line termination")
 
 #define RSP_ENUM(name, str) name,
 enum rsp_type {

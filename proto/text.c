@@ -327,8 +327,8 @@ parse_memlimit(struct request *req, const char *line, size_t len)
 }
 
 /*
- * version, quit, shutdown, stats, slabs, lru, lru_crawler, watch and the
- * meta commands: the daemon (or meta.c) reads the arguments from
+ * version, quit, shutdown, stats, slabs, lru, lru_crawler, watch,
+ * refresh_certs and the meta commands: the daemon (or meta.c) reads the arguments from
  * tokens[].
  * memcached 1.6.18 answers `version x` and closes on `quit x`, so extra
  * tokens are not checked here.
@@ -379,6 +379,7 @@ static const struct text_cmd text_cmds[] = {
     CMD("lru",            REQ_LRU,            parse_kept),
     CMD("lru_crawler",    REQ_LRU_CRAWLER,    parse_kept),
     CMD("watch",          REQ_WATCH,          parse_kept),
+    CMD("refresh_certs",  REQ_REFRESH_CERTS,  parse_kept),
 };
 
 #undef CMD

@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -123,10 +124,12 @@ class Conn:
     an EOF raises ConnClosed carrying the bytes read so far.
     """
 
-    def __init__(self, port, timeout=5.0):
+    def __init__(self, port, timeout=5.0, tls=None, session=None):
         self.sock = socket.create_connection(("127.0.0.1", port),
                                              timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, session=session)
         self.timeout = timeout
         self.buf = b""
         self.sent = []
@@ -244,6 +247,19 @@ def parse_stats(block):
 # server process
 # --------------------------------------------------------------------------
 
+def tls_client_context(cert=None, key=None, **versions):
+    """A TLS client context that takes any server certificate; with cert
+    and key, it presents them as its own."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    for name, value in versions.items():
+        setattr(ctx, name, value)
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -260,7 +276,7 @@ def base_args(port):
 class Server:
     """One server process; start() waits until `version` answers."""
 
-    def __init__(self, binary, flags, reference):
+    def __init__(self, binary, flags, reference, tls=None, env=None):
         self.binary = binary
         self.flags = list(flags)
         self.reference = reference
@@ -269,6 +285,11 @@ class Server:
         self.errfile = None
         self.returncode = None
         self.memory_file = None
+        # -Z: the port speaks TLS; connections take this client context
+        if tls is None and "-Z" in self.flags:
+            tls = tls_client_context()
+        self.tls = tls
+        self.env = dict(os.environ, **env) if env else None
 
     @property
     def pid(self):
@@ -288,7 +309,7 @@ class Server:
             cmd += self._memory_file_args()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL,
-                                         stderr=self.errfile)
+                                         stderr=self.errfile, env=self.env)
             if self._wait_ready():
                 return self
             err = self.stderr()
@@ -328,7 +349,7 @@ class Server:
             if self.proc.poll() is not None:
                 return False
             try:
-                with Conn(self.port, timeout=1.0) as c:
+                with Conn(self.port, timeout=1.0, tls=self.tls) as c:
                     if self._answers(c):
                         return True
             except (OSError, ConnClosed):
@@ -338,23 +359,28 @@ class Server:
         return False
 
     def _answers(self, c):
-        """A ready server answers `version`; under -B binary, a binary
-        NOOP (magic 0x80, opcode 0x0a) with its reply header."""
+        """A ready server answers `version`: under -B binary or -S, a
+        binary VERSION (magic 0x80, opcode 0x0b; it needs no SASL) with
+        its reply header; under -Y, with the refusal of a client that has
+        not authenticated."""
         if self.binary_only():
-            c.send(b"\x80\x0a" + b"\0" * 22)
-            return c.read_exact(24)[:2] == b"\x81\x0a"
-        return VERSION_RE.match(c.req(b"version\r\n")) is not None
+            c.send(b"\x80\x0b" + b"\0" * 22)
+            return c.read_exact(24)[:2] == b"\x81\x0b"
+        line = c.req(b"version\r\n")
+        if "-Y" in self.flags:
+            return line == b"CLIENT_ERROR unauthenticated\r\n"
+        return VERSION_RE.match(line) is not None
 
     def binary_only(self):
         f = self.flags
-        return any(f[i] == "-B" and f[i + 1] == "binary"
-                   for i in range(len(f) - 1))
+        return "-S" in f or any(f[i] == "-B" and f[i + 1] == "binary"
+                                for i in range(len(f) - 1))
 
     def alive(self):
         return self.proc.poll() is None
 
-    def conn(self, timeout=5.0):
-        return Conn(self.port, timeout)
+    def conn(self, timeout=5.0, tls=None):
+        return Conn(self.port, timeout, tls or self.tls)
 
     def check_alive(self):
         """Assert the process runs and a new connection gets `version`."""
@@ -450,11 +476,14 @@ def memfile():
 
 @pytest.fixture
 def server_factory(binary, reference):
-    """start(*flags) -> Server; every server started is stopped after."""
+    """start(*flags, tls=ctx, env=vars) -> Server; every server started is
+    stopped after.  With -Z, tls is the client context its connections use
+    (by default one that takes any certificate and shows none); env adds
+    to the server's environment."""
     started = []
 
-    def start(*flags):
-        s = Server(binary, flags, reference)
+    def start(*flags, tls=None, env=None):
+        s = Server(binary, flags, reference, tls, env)
         started.append(s)
         return s.start()
 
