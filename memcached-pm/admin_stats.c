@@ -194,8 +194,6 @@ proc_line(struct conn *c, const char *name, const struct general *gen)
         stat_u64(c, name, (uint64_t)settings.maxconns);
     } else if (strcmp(name, "reserved_fds") == 0) {
         stat_u64(c, name, RESERVED_FDS);
-    } else if (strcmp(name, "accepting_conns") == 0) {
-        stat_u64(c, name, 1);
     } else if (strcmp(name, "threads") == 0) {
         stat_u64(c, name, (uint64_t)settings.num_threads);
 #ifdef ENABLE_TLS

@@ -248,6 +248,20 @@ opt_no_chunked(const char *val)
     return val == NULL ? 0 : settings_bad_value("no_chunked_items", val);
 }
 
+/* -o read_buf_mem_limit=<MB>, kept in bytes as memcached shows it. */
+static int
+opt_read_buf_mem_limit(const char *val)
+{
+    unsigned mb;
+
+    if (!settings_parse_uint(val, 0, UINT_MAX / MB, &mb)) {
+        fprintf(stderr, "could not parse argument to read_buf_mem_limit\n");
+        return -1;
+    }
+    settings.read_buf_mem_limit = mb * MB;
+    return 0;
+}
+
 /* -o ssl_min_version: memcached's 0-3, or the name it shows. */
 static int
 opt_ssl_min_version(const char *val)

@@ -135,6 +135,25 @@ gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
     STAT_ADD(g->read_buf_bytes, (uint64_t)bytes);
 }
 
+/* -o read_buf_mem_limit: may this worker's read buffers grow by add
+ * bytes?  Its share is the limit over the workers; a refusal counts as
+ * read_buf_oom, and the connection closes, as memcached's does. */
+static bool
+rbuf_may_grow(struct conn *c, size_t add)
+{
+    uint64_t share;
+
+    if (settings.read_buf_mem_limit == 0 || c->is_udp) {
+        return true;
+    }
+    share = settings.read_buf_mem_limit / (unsigned)settings.num_threads;
+    if (STAT_LOAD(c->list->gauges.read_buf_bytes) + add <= share) {
+        return true;
+    }
+    STAT_INCR(c->stats->read_buf_oom);
+    return false;
+}
+
 static void
 gauge_obuf(struct conn *c, int64_t count)
 {
@@ -252,6 +271,11 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix, bool tls,
 
     if (c == NULL) {
         return NULL;
+    }
+    if (settings.read_buf_mem_limit > 0) {
+        /* Under the limit a buffer is held only while reading: this one
+         * goes back until the first bytes come. */
+        conn_idle(c);
     }
 #ifdef ENABLE_TLS
     if (tls && (c->tls = tls_new(fd)) == NULL) {
@@ -748,6 +772,14 @@ rbuf_room(struct conn *c)
 {
     size_t have = c->rend - c->rstart;
 
+    if (c->rbuf == NULL) {      /* given back while idle (conn_idle()) */
+        if (!rbuf_may_grow(c, RBUF_SIZE) ||
+            (c->rbuf = malloc(RBUF_SIZE)) == NULL) {
+            return -1;
+        }
+        c->rsize = RBUF_SIZE;
+        gauge_rbuf(c, 1, RBUF_SIZE);
+    }
     if (have == 0 && c->rsize > RBUF_SIZE) {
         char *small = malloc(RBUF_SIZE);
         if (small != NULL) {
@@ -766,7 +798,7 @@ rbuf_room(struct conn *c)
     if (c->rend == c->rsize) {
         char *big;
 
-        if (c->rsize >= RBUF_MAX) {
+        if (c->rsize >= RBUF_MAX || !rbuf_may_grow(c, c->rsize)) {
             return -1;
         }
         big = realloc(c->rbuf, c->rsize * 2);
@@ -822,6 +854,20 @@ conn_read(struct conn *c)
         c->rend += (size_t)n;
     }
     return got_bytes(c, n);
+}
+
+void
+conn_idle(struct conn *c)
+{
+    if (settings.read_buf_mem_limit == 0 || c->rbuf == NULL ||
+        c->rstart != c->rend || c->is_udp) {
+        return;
+    }
+    gauge_rbuf(c, -1, -(int64_t)c->rsize);
+    free(c->rbuf);
+    c->rbuf = NULL;
+    c->rsize = 0;
+    c->rstart = c->rend = c->pf_end = 0;
 }
 
 void

@@ -253,6 +253,11 @@ conn_value_len(const struct conn *c, const struct item *it)
  * block, -1: closed, an error, or a line longer than 2 MB. */
 ssize_t conn_read(struct conn *c);
 
+/* The connection waits for bytes with none buffered: under -o
+ * read_buf_mem_limit its read buffer goes back (the next read takes one,
+ * if the worker's share allows), as memcached's buffers do. */
+void conn_idle(struct conn *c);
+
 /* Copy buffered bytes into c->nitem's value (NREAD), then read the rest
  * of a large value straight into item memory: >0 bytes read, 0: would
  * block, -1: closed or an error.  They read conn_value_len() bytes. */

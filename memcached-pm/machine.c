@@ -303,6 +303,7 @@ state_read(struct conn *c, bool *stop)
          * (the event is level-triggered, so nothing is missed). */
         c->read_short = false;
         *stop = true;
+        conn_idle(c);
         conn_wait(c, EV_READ);
         return CONN_READ;
     }
@@ -311,6 +312,7 @@ state_read(struct conn *c, bool *stop)
         return CONN_CLOSING;
     case 0:
         *stop = true;
+        conn_idle(c);
         conn_wait(c, io_wait_for(c, EV_READ));
         return CONN_READ;
     default:

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sysexits.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -61,11 +62,30 @@ static struct event *resume_ev;     /* re-enables accept after EMFILE */
 
 /* ---- accepting -------------------------------------------------------- */
 
+/* Over the file limit (or -c without maxconns_fast): stop accepting
+ * (stats' accepting_conns 0); every 10 ms, start again once connections
+ * have closed. */
+static struct timespec paused_at;
+
+static bool
+at_limit(void)
+{
+    uint64_t curr = __atomic_load_n(&stats.server.curr_connections,
+                                    __ATOMIC_RELAXED);
+
+    return curr + nlisteners + RESERVED_FDS >= (uint64_t)settings.maxconns - 1;
+}
+
 static void
 accept_pause(void)
 {
     struct timeval ten_ms = { 0, 10000 };
 
+    if (SERVER_STAT_LOAD(accepting_conns) == 0) {
+        return;
+    }
+    __atomic_store_n(&stats.server.accepting_conns, 0, __ATOMIC_RELAXED);
+    clock_gettime(CLOCK_MONOTONIC, &paused_at);
     SERVER_STAT_INCR(listen_disabled_num);
     for (unsigned i = 0; i < nlisteners; i++) {
         event_del(listeners[i].ev);
@@ -76,12 +96,25 @@ accept_pause(void)
 static void
 on_resume(evutil_socket_t fd, short what, void *arg)
 {
+    struct timeval ten_ms = { 0, 10000 };
+    struct timespec now;
+
     (void)fd;
     (void)what;
     (void)arg;
+    if (at_limit()) {
+        event_add(resume_ev, &ten_ms);
+        return;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    __atomic_fetch_add(&stats.server.time_in_listen_disabled_us,
+                       (uint64_t)((now.tv_sec - paused_at.tv_sec) * 1000000 +
+                                  (now.tv_nsec - paused_at.tv_nsec) / 1000),
+                       __ATOMIC_RELAXED);
     for (unsigned i = 0; i < nlisteners; i++) {
         event_add(listeners[i].ev, NULL);
     }
+    __atomic_store_n(&stats.server.accepting_conns, 1, __ATOMIC_RELAXED);
 }
 
 /* connection_structures: the most connections (listeners included) that
@@ -106,7 +139,9 @@ over_limit(int fd)
                                     __ATOMIC_RELAXED);
     const char *msg = rsp_str[RSP_ERROR_TOO_MANY_CONNS];
 
-    if (curr + nlisteners + RESERVED_FDS < (uint64_t)settings.maxconns - 1) {
+    /* without maxconns_fast, the file limit (-c sets it) stops accept() */
+    if (!settings.maxconns_fast ||
+        curr + nlisteners + RESERVED_FDS < (uint64_t)settings.maxconns - 1) {
         return false;
     }
     if (write(fd, msg, rsp_len[RSP_ERROR_TOO_MANY_CONNS]) < 0) {
@@ -586,6 +621,7 @@ start(void)
         cache_init(&settings.cache, (unsigned)settings.num_threads) != 0) {
         return EXIT_FAILURE;
     }
+    stats.server.accepting_conns = 1;
     main_base = event_base_new();
     if (main_base == NULL || setup_events() != 0 || logger_start() != 0) {
         return EXIT_FAILURE;

@@ -173,8 +173,8 @@
     X(worker_logbuf_size, U, D(unsigned, worker_logbuf_size, 64 * 1024), 0, \
       NULL, "worker_logbuf_size", KB(0, UINT_MAX / 1024, NULL), NULL)       \
     X(read_buf_mem_limit, U, D(unsigned, read_buf_mem_limit, 0), 0, NULL,   \
-      "read_buf_mem_limit", UINT(0, 0, NOT_SUPPORTED("0 (no limit)")),      \
-      NULL)                                                                 \
+      "read_buf_mem_limit", FN(opt_read_buf_mem_limit), "limit in MB for "  \
+      "connection read buffers (default: 0, none)")                         \
     X(prefetch_batch, U, D(unsigned, prefetch_batch, 16), 0, NULL,          \
       "prefetch_batch", UINT(0, PREFETCH_BATCH_MAX, NULL),                  \
       "look keys up n at a time, their cache misses overlapped (default "   \

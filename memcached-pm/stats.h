@@ -83,7 +83,7 @@
     X(read_buf_count,             BUFFER,  ALWAYS)                          \
     X(read_buf_bytes,             BUFFER,  ALWAYS)                          \
     X(read_buf_bytes_free,        ZERO,    ALWAYS)                          \
-    X(read_buf_oom,               ZERO,    ALWAYS)                          \
+    X(read_buf_oom,               THREAD,  ALWAYS)                          \
     X(reserved_fds,               PROC,    ALWAYS)                          \
     X(cmd_get,                    THREAD,  ALWAYS)                          \
     X(cmd_set,                    CLASS,   ALWAYS)                          \
@@ -113,9 +113,9 @@
     X(bytes_read,                 THREAD,  ALWAYS)                          \
     X(bytes_written,              THREAD,  ALWAYS)                          \
     X(limit_maxbytes,             GAUGE,   ALWAYS)                          \
-    X(accepting_conns,            PROC,    ALWAYS)                          \
+    X(accepting_conns,            SERVER,  ALWAYS)                          \
     X(listen_disabled_num,        SERVER,  ALWAYS)                          \
-    X(time_in_listen_disabled_us, ZERO,    ALWAYS)                          \
+    X(time_in_listen_disabled_us, SERVER,  ALWAYS)                          \
     X(threads,                    PROC,    ALWAYS)                          \
     X(conn_yields,                THREAD,  ALWAYS)                          \
     X(prefetch_batches,           THREAD,  ALWAYS)                          \
@@ -171,6 +171,7 @@ struct thread_stats {
     __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) \
                      + (n), __ATOMIC_RELAXED)
 #define STAT_INCR(field) STAT_ADD(field, 1)
+#define STAT_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 /* Counters shared by the listener and the workers; touched per
  * connection, never per request. */

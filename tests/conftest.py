@@ -276,7 +276,8 @@ def base_args(port):
 class Server:
     """One server process; start() waits until `version` answers."""
 
-    def __init__(self, binary, flags, reference, tls=None, env=None):
+    def __init__(self, binary, flags, reference, tls=None, env=None,
+                 preexec=None):
         self.binary = binary
         self.flags = list(flags)
         self.reference = reference
@@ -290,6 +291,7 @@ class Server:
             tls = tls_client_context()
         self.tls = tls
         self.env = dict(os.environ, **env) if env else None
+        self.preexec = preexec
 
     @property
     def pid(self):
@@ -309,7 +311,8 @@ class Server:
             cmd += self._memory_file_args()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL,
-                                         stderr=self.errfile, env=self.env)
+                                         stderr=self.errfile, env=self.env,
+                                         preexec_fn=self.preexec)
             if self._wait_ready():
                 return self
             err = self.stderr()
@@ -479,11 +482,12 @@ def server_factory(binary, reference):
     """start(*flags, tls=ctx, env=vars) -> Server; every server started is
     stopped after.  With -Z, tls is the client context its connections use
     (by default one that takes any certificate and shows none); env adds
-    to the server's environment."""
+    to the server's environment; preexec runs in the child before exec
+    (limits)."""
     started = []
 
-    def start(*flags, tls=None, env=None):
-        s = Server(binary, flags, reference, tls, env)
+    def start(*flags, tls=None, env=None, preexec=None):
+        s = Server(binary, flags, reference, tls, env, preexec)
         started.append(s)
         return s.start()
 

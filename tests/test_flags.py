@@ -97,7 +97,6 @@ def test_many_flags_accepted(server_factory):
 @pytest.mark.mcpm
 @pytest.mark.parametrize("flags, message", [
     (["-o", "tail_repair_time=60"], b"tail_repair_time is not supported"),
-    (["-o", "read_buf_mem_limit=5"], b"read_buf_mem_limit is not supported"),
     (["-N", "1"], b"-N (NAPI based thread selection) is not supported"),
 ])
 def test_unsupported_features_refused(run, flags, message):

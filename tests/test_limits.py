@@ -1,0 +1,123 @@
+"""Limits that keep one client from hurting the others: read buffer
+memory (-o read_buf_mem_limit), a client that never reads its replies,
+and -c without maxconns_fast (accept stops at the file limit and starts
+again).  -c with maxconns_fast, -R and idle_timeout are in
+test_behaviour.py and test_binary.py."""
+
+import resource
+import socket
+import time
+
+import pytest
+
+from conftest import Conn, ConnClosed
+
+
+def test_read_buffers_are_held_only_while_reading(server_factory):
+    s = server_factory("-t", "1", "-o", "read_buf_mem_limit=1")
+    conns = [s.conn() for _ in range(200)]
+    try:
+        for c in conns:                 # far more than 1 MB / 16 KB
+            c.call(b"mn\r\n", b"MN\r\n")
+        st = conns[0].stats()
+        assert st["read_buf_oom"] == "0"
+        assert int(st["read_buf_count"]) <= 2
+        assert conns[0].stats("settings")["read_buf_mem_limit"] == "1048576"
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_read_buffer_limit_closes_what_does_not_fit(server_factory):
+    """Every connection holding a partial request keeps a 16 KB buffer:
+    1 MB holds 64 of them (memcached 1.6.18 gives out 63); the rest are
+    closed and counted."""
+    s = server_factory("-t", "1", "-o", "read_buf_mem_limit=1")
+    conns = [s.conn(timeout=2.0) for _ in range(100)]
+    for c in conns:
+        c.send(b"get a")
+    time.sleep(0.5)
+    served = closed = 0
+    for c in conns:
+        try:
+            c.send(b"\r\n")
+            assert c.readline() == b"END\r\n"
+            served += 1
+        except (ConnClosed, ConnectionError):
+            closed += 1
+        c.close()
+    assert served in (63, 64) and served + closed == 100
+    with s.conn() as c:
+        assert c.stats()["read_buf_oom"] == str(closed)
+
+
+@pytest.mark.mcpm
+def test_a_huge_multiget_cannot_pass_the_limit(server_factory):
+    s = server_factory("-t", "1", "-o", "read_buf_mem_limit=1")
+    with s.conn() as c:
+        c.send(b"get " + b" ".join(b"key%07d" % i for i in range(150000)))
+        c.wait_closed()
+    with s.conn() as c:
+        assert int(c.stats()["read_buf_oom"]) == 1
+        c.call(b"mn\r\n", b"MN\r\n")
+
+
+def test_a_client_that_never_reads(server_factory):
+    """Replies queue up to about a megabyte; then the server stops reading
+    that client's requests until it reads, and serves everyone else."""
+    s = server_factory("-t", "1")
+    with s.conn() as c:
+        c.call(b"set v 0 0 1000\r\n" + b"x" * 1000 + b"\r\n", b"STORED\r\n")
+    greedy = socket.create_connection(("127.0.0.1", s.port))
+    greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    greedy.setblocking(False)
+    request = b"get v\r\n" * 1000
+    sent = 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            sent += greedy.send(request)
+        except BlockingIOError:
+            time.sleep(0.05)
+    assert sent > 2 * 1024 * 1024       # it kept sending; we kept taking
+    with s.conn() as c:
+        st = c.stats()
+        c.call(b"mn\r\n", b"MN\r\n")
+    # the reply queue, not the 1 KB values times the requests sent
+    assert int(st["response_obj_bytes"]) < 4 * 1024 * 1024
+    greedy.close()
+
+
+def nofile(n):
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return limit
+
+
+def test_accept_stops_at_the_file_limit_and_resumes(server_factory):
+    s = server_factory("-t", "1", "-c", "64", "-o", "no_maxconns_fast",
+                       preexec=nofile(64))
+    first = s.conn()
+    conns, stuck = [], None
+    for _ in range(80):
+        c = Conn(s.port, timeout=0.5)
+        try:
+            c.call(b"mn\r\n", b"MN\r\n")
+        except (OSError, ConnClosed):
+            stuck = c
+            break
+        conns.append(c)
+    assert stuck is not None, "never ran out of descriptors"
+    st = first.stats()
+    assert st["accepting_conns"] == "0"
+    assert int(st["listen_disabled_num"]) >= 1
+    for c in conns[:20]:
+        c.close()
+    stuck.timeout = 5.0
+    stuck.sock.settimeout(5.0)
+    assert stuck.readline() == b"MN\r\n"
+    st = first.stats()
+    assert st["accepting_conns"] == "1"
+    assert int(st["time_in_listen_disabled_us"]) > 0
+    for c in conns[20:] + [stuck, first]:
+        c.close()
