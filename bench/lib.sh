@@ -63,12 +63,18 @@ print(" ".join(out))
 EOF
 }
 
-# stat PORT NAME [SUB]: one value from `stats` (or `stats SUB`).  It
-# hides the stat(1) command; call that as `command stat`.
+# stat PORT NAME [SUB]: one value from `stats` (or `stats SUB`), over TLS
+# when STAT_TLS=1.  It hides the stat(1) command; call that as
+# `command stat`.
 stat() {
     python3 - "$@" <<'EOF'
-import socket, sys
+import os, socket, ssl, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+if os.environ.get("STAT_TLS") == "1":
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    s = ctx.wrap_socket(s)
 cmd = "stats " + sys.argv[3] if len(sys.argv) > 3 else "stats"
 s.sendall(cmd.encode() + b"\r\n")
 data = b""

@@ -20,6 +20,8 @@
  * histograms are per worker and summed after the join.
  */
 
+#include "config.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -42,6 +44,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench/tls_client.h"
 
 #define MAX_KEY_LEN 250
 #define MAX_DEPTH 4096
@@ -90,6 +94,7 @@ struct opts {
     bool verify;
     bool json;
     bool udp;           /* requests over UDP, one datagram each */
+    bool tls;           /* TLS (tls_client.h) on every connection */
     int cpus[MAX_CPUS];
     int ncpus;
     uint64_t seed;
@@ -389,6 +394,7 @@ struct worker;
 struct conn {
     struct worker *w;
     int fd;
+    struct tls_client *tls;
     bool active;
     bool want_write;
     struct event *ev_read;
@@ -689,7 +695,9 @@ conn_flush(struct conn *c)
     struct buf *b = &c->out;
 
     while (b->off < b->len) {
-        ssize_t n = write(c->fd, b->data + b->off, b->len - b->off);
+        ssize_t n = c->tls ? tls_client_write(c->tls, b->data + b->off,
+                                              b->len - b->off)
+                           : write(c->fd, b->data + b->off, b->len - b->off);
 
         if (n < 0) {
             if (errno == EINTR) {
@@ -1188,19 +1196,24 @@ on_read(evutil_socket_t fd, short what, void *arg)
             return;
         }
     } else {
-        if (buf_reserve(&c->in, READ_CHUNK) < 0) {
-            conn_close(c, true);
-            return;
-        }
-        n = read(fd, c->in.data + c->in.len, c->in.cap - c->in.len);
-        if (n <= 0) {
-            if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        do {
+            if (buf_reserve(&c->in, READ_CHUNK) < 0) {
+                conn_close(c, true);
                 return;
             }
-            conn_close(c, true);
-            return;
-        }
-        c->in.len += (size_t)n;
+            n = c->tls ? tls_client_read(c->tls, c->in.data + c->in.len,
+                                         c->in.cap - c->in.len)
+                       : read(fd, c->in.data + c->in.len,
+                              c->in.cap - c->in.len);
+            if (n <= 0) {
+                if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                    break;
+                }
+                conn_close(c, true);
+                return;
+            }
+            c->in.len += (size_t)n;
+        } while (c->tls && tls_client_pending(c->tls));
     }
     if (conn_parse(c, now_ns()) < 0) {
         conn_close(c, true);
@@ -1218,7 +1231,7 @@ on_write(evutil_socket_t fd, short what, void *arg)
 }
 
 static int
-conn_connect(void)
+conn_connect(struct conn *c)
 {
     int fd = socket(AF_INET, o.udp ? SOCK_DGRAM : SOCK_STREAM, 0);
     int one = 1;
@@ -1233,6 +1246,11 @@ conn_connect(void)
     if (!o.udp) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
+    if (o.tls && (c->tls = tls_client_connect(fd)) == NULL) {
+        close(fd);
+        errno = EPROTO;
+        return -1;
+    }
     if (evutil_make_socket_nonblocking(fd) < 0) {
         close(fd);
         return -1;
@@ -1244,7 +1262,7 @@ static int
 conn_init(struct conn *c, struct worker *w)
 {
     c->w = w;
-    c->fd = conn_connect();
+    c->fd = conn_connect(c);
     if (c->fd < 0) {
         fprintf(stderr, "mcload: connect to %s: %s\n", o.server,
                 strerror(errno));
@@ -1269,6 +1287,8 @@ conn_init(struct conn *c, struct worker *w)
 static void
 conn_free(struct conn *c)
 {
+    tls_client_free(c->tls);
+    c->tls = NULL;
     if (c->fd >= 0) {
         close(c->fd);
     }
@@ -1647,6 +1667,7 @@ usage(FILE *f)
         "  --preload            set every key once first, pipelined\n"
         "  --udp                requests over UDP to the server's -U port,\n"
         "                       each in a datagram (text or binary)\n"
+        "  --tls                TLS on every connection (any certificate)\n"
         "  --no-verify          check value sizes only, not value bytes\n"
         "  --cpu LIST           pin threads, round robin (e.g. 0 or 0,2-3)\n"
         "  --seed N             random seed (1)\n"
@@ -1797,7 +1818,7 @@ enum {
     OPT_SERVER = 256, OPT_GET_RATIO, OPT_MULTIGET, OPT_KEYS, OPT_DIST,
     OPT_ZIPF_S, OPT_PREFIX, OPT_VSIZE, OPT_DURATION, OPT_REQUESTS,
     OPT_PROTO, OPT_PRELOAD, OPT_NO_VERIFY, OPT_CPU, OPT_SEED, OPT_JSON,
-    OPT_UDP, OPT_HELP
+    OPT_UDP, OPT_TLS, OPT_HELP
 };
 
 static const struct option long_opts[] = {
@@ -1821,6 +1842,7 @@ static const struct option long_opts[] = {
     { "seed", required_argument, NULL, OPT_SEED },
     { "json", no_argument, NULL, OPT_JSON },
     { "udp", no_argument, NULL, OPT_UDP },
+    { "tls", no_argument, NULL, OPT_TLS },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 }
 };
@@ -1864,6 +1886,7 @@ parse_one(int ch, const char *arg)
     case OPT_NO_VERIFY: o.verify = false; return 0;
     case OPT_JSON: o.json = true; return 0;
     case OPT_UDP: o.udp = true; return 0;
+    case OPT_TLS: o.tls = true; return 0;
     case OPT_HELP: return 1;
     case OPT_PREFIX:
         o.prefix = arg;
@@ -1934,6 +1957,10 @@ opts_parse(int argc, char **argv)
     }
     if (o.threads > o.conns) {
         o.threads = o.conns;
+    }
+    if (o.tls && o.udp) {
+        fprintf(stderr, "mcload: --tls is for TCP, not --udp\n");
+        return -1;
     }
     return 0;
 }
@@ -2048,6 +2075,9 @@ main(int argc, char **argv)
         fprintf(stderr, "mcload: out of memory\n");
         goto out;
     }
+    if (o.tls && tls_client_init() < 0) {
+        goto out;
+    }
     if (run(ws, &rep) < 0) {
         goto out;
     }
@@ -2066,5 +2096,8 @@ out:
     free(ws);
     free(rep.hist);
     free(vpattern);
+    if (o.tls) {
+        tls_client_done();
+    }
     return rc;
 }

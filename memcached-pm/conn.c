@@ -272,11 +272,9 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix, bool tls,
     if (c == NULL) {
         return NULL;
     }
-    if (settings.read_buf_mem_limit > 0) {
-        /* Under the limit a buffer is held only while reading: this one
-         * goes back until the first bytes come. */
-        conn_idle(c);
-    }
+    /* Under read_buf_mem_limit a buffer is held only while reading:
+     * this one goes back until the first bytes come. */
+    conn_idle(c);
 #ifdef ENABLE_TLS
     if (tls && (c->tls = tls_new(fd)) == NULL) {
         log_info("<%d no TLS session for it", fd);
@@ -857,10 +855,9 @@ conn_read(struct conn *c)
 }
 
 void
-conn_idle(struct conn *c)
+conn_give_back_rbuf(struct conn *c)
 {
-    if (settings.read_buf_mem_limit == 0 || c->rbuf == NULL ||
-        c->rstart != c->rend || c->is_udp) {
+    if (c->rbuf == NULL || c->rstart != c->rend || c->is_udp) {
         return;
     }
     gauge_rbuf(c, -1, -(int64_t)c->rsize);

@@ -29,6 +29,7 @@
 #include <event2/event.h>
 #include <event2/event_struct.h>
 
+#include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "proto/request.h"
 #include "storage/cache.h"
@@ -256,7 +257,15 @@ ssize_t conn_read(struct conn *c);
 /* The connection waits for bytes with none buffered: under -o
  * read_buf_mem_limit its read buffer goes back (the next read takes one,
  * if the worker's share allows), as memcached's buffers do. */
-void conn_idle(struct conn *c);
+void conn_give_back_rbuf(struct conn *c);
+
+static inline void
+conn_idle(struct conn *c)
+{
+    if (settings.read_buf_mem_limit > 0) {
+        conn_give_back_rbuf(c);
+    }
+}
 
 /* Copy buffered bytes into c->nitem's value (NREAD), then read the rest
  * of a large value straight into item memory: >0 bytes read, 0: would
