@@ -17,6 +17,7 @@
 
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
+#include "memcached-pm/sasl_cyrus.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/transport.h"
 #include "proto/binary.h"
@@ -352,6 +353,7 @@ conn_release(struct conn *c)
         gauge_obuf(c, -1);
     }
     gauge_rbuf(c, -1, -(int64_t)c->rsize);
+    cyrus_conn_free(c);
     free(c->nmeta);
     free(c->msgs);
     free(c->udp);

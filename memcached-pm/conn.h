@@ -110,6 +110,8 @@ struct conn {
     bool             tls_named;      /* peer_cn is final (release) */
     bool             authenticated;  /* -S: a SASL AUTH succeeded */
     bool             sasl_started;   /* -S: PLAIN waits for its STEP */
+    void            *sasl;           /* -S through Cyrus: its session
+                                        (sasl_cyrus.h) */
     char             peer_cn[64];    /* TLS: the client certificate's
                                         common name, or "" */
     rel_time_t       last_cmd;

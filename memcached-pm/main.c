@@ -37,6 +37,7 @@
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
+#include "memcached-pm/sasl_cyrus.h"
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
@@ -453,7 +454,8 @@ write_pidfile(void)
 }
 
 /* -Y's file must be good to start; -S's is read when a client needs it
- * (and again when it changes), as memcached reads it. */
+ * (and again when it changes), as memcached reads it, unless -S goes
+ * through Cyrus SASL (sasl_cyrus.h). */
 static int
 load_credentials(void)
 {
@@ -464,7 +466,13 @@ load_credentials(void)
         fprintf(stderr, "%s\n", err);
         return -1;
     }
-    if (settings.sasl && auth_load(AUTH_SASL, NULL, err, sizeof(err)) != 0) {
+#ifdef ENABLE_CYRUS_SASL
+    if (cyrus_init() != 0) {
+        return -1;
+    }
+#endif
+    if (settings.sasl && !cyrus_in_use() &&
+        auth_load(AUTH_SASL, NULL, err, sizeof(err)) != 0) {
         log_error("WARNING: %s", err);
     }
     return 0;
@@ -661,6 +669,9 @@ main(int argc, char **argv)
     }
 #endif
     auth_free();
+#ifdef ENABLE_CYRUS_SASL
+    cyrus_done();
+#endif
     stats_destroy();
     if (settings.pidfile != NULL) {
         unlink(settings.pidfile);

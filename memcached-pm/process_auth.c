@@ -10,6 +10,7 @@
 
 #include "memcached-pm/auth.h"
 #include "memcached-pm/log.h"
+#include "memcached-pm/sasl_cyrus.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "proto/response.h"
@@ -138,6 +139,33 @@ sasl_verdict(struct conn *c, bool ok)
     return sasl_reply(c, BIN_SUCCESS, "Authenticated");
 }
 
+#ifdef ENABLE_CYRUS_SASL
+/* AUTH or STEP through Cyrus SASL: its verdict, and what it sends. */
+static enum process_result
+cyrus_step(struct conn *c, const struct bin_request *r, const char *data)
+{
+    char mech[SASL_MECH_MAX + 1];
+    const char *out;
+    unsigned outlen;
+    bool start = r->opcode == BIN_OP_SASL_AUTH;
+    enum cyrus_result v;
+
+    if (!start && !c->sasl_started) {
+        log_info("<%d SASL_STEP without SASL_AUTH", c->fd);
+        return sasl_verdict(c, false);
+    }
+    memcpy(mech, r->key.p, r->key.len);
+    mech[r->key.len] = '\0';
+    v = cyrus_auth(c, start, mech, data, r->vlen, &out, &outlen);
+    if (v != CYRUS_CONTINUE) {
+        return sasl_verdict(c, v == CYRUS_OK);
+    }
+    c->sasl_started = true;
+    conn_out_bin(c, BIN_AUTH_CONTINUE, 0, NULL, 0, NULL, 0, out, outlen);
+    return PROCESS_OK;
+}
+#endif
+
 enum process_result
 process_sasl(struct conn *c, const struct bin_request *r)
 {
@@ -145,6 +173,15 @@ process_sasl(struct conn *c, const struct bin_request *r)
     bool plain;
 
     if (r->opcode == BIN_OP_SASL_LIST_MECHS) {
+#ifdef ENABLE_CYRUS_SASL
+        if (cyrus_in_use()) {
+            const char *mechs = cyrus_mechs(c);
+
+            return mechs ? sasl_reply(c, BIN_SUCCESS, mechs)
+                         : sasl_reply(c, BIN_AUTH_ERROR,
+                                      bin_status_text(BIN_AUTH_ERROR));
+        }
+#endif
         return sasl_reply(c, BIN_SUCCESS, "PLAIN");
     }
     if (r->key.len <= SASL_MECH_MAX) {
@@ -162,6 +199,11 @@ process_sasl(struct conn *c, const struct bin_request *r)
         return r->vlen > 0 ? PROCESS_SWALLOW : PROCESS_OK;
     }
     c->rstart += r->vlen;           /* the data is all in (machine.c) */
+#ifdef ENABLE_CYRUS_SASL
+    if (cyrus_in_use()) {
+        return cyrus_step(c, r, data);
+    }
+#endif
     plain = r->key.len == 5 && memcmp(r->key.p, "PLAIN", 5) == 0;
     if (r->opcode == BIN_OP_SASL_AUTH) {
         if (!plain) {

@@ -338,6 +338,13 @@ settings_check(void)
             return -EX_USAGE;
         }
     }
+#ifndef ENABLE_CYRUS_SASL
+    if (settings.sasl_cyrus) {
+        fprintf(stderr, "sasl_cyrus: this server is built without Cyrus "
+                "SASL (libsasl2-dev)\n");
+        return -EX_USAGE;
+    }
+#endif
 #ifndef ENABLE_TLS
     if (settings.ssl_enabled) {
         fprintf(stderr, "This server is not built with TLS support.\n");

@@ -111,6 +111,8 @@
       NULL, STR, "ascii protocol authentication: a file of user:password "  \
       "lines")                                                              \
     X(_, HIDE, D(bool, protocol_given, false), 0, NULL, NULL, NONE, NULL)   \
+    X(_, HIDE, D(bool, sasl_cyrus, false), 0, NULL, "sasl_cyrus", ON,      \
+      "-S through Cyrus SASL (libsasl2), as without $MEMCACHED_SASL_PWDB") \
     X(item_size_max, SZ, C(item_size_max), 'I', "max-item-size=<num>",      \
       NULL, FN(opt_item_size), "max item size (default: 1m, min 1k, max 1g)") \
     X(maxconns_fast, YESNO, D(bool, maxconns_fast, true), 0, NULL,          \

@@ -214,8 +214,12 @@ def sasl_env(tmp_path):
     return {"MEMCACHED_SASL_PWDB": str(pwdb), "SASL_CONF_PATH": str(conf)}
 
 
-@pytest.fixture
-def sasl_server(server_factory, sasl_env):
+@pytest.fixture(params=["pwdb", "cyrus"])
+def sasl_server(request, server_factory, sasl_env, reference):
+    """-S with the users in MEMCACHED_SASL_PWDB, or through Cyrus SASL and
+    the sasldb (-o sasl_cyrus); the reference always asks Cyrus."""
+    if request.param == "cyrus" and not reference:
+        return server_factory("-S", "-o", "sasl_cyrus", env=sasl_env)
     return server_factory("-S", env=sasl_env)
 
 
@@ -285,11 +289,12 @@ def test_sasl_plain_success_and_failure(sasl_server):
 
 
 @pytest.mark.mcpm
-def test_sasl_again_on_the_same_connection(sasl_server):
+def test_sasl_again_on_the_same_connection(server_factory, sasl_env):
     """Cyrus SASL refuses every other AUTH on a connection that has
-    authenticated ("server step after doneflag"); each attempt here is
-    judged on its own."""
-    with sasl_server.conn() as c:
+    authenticated ("server step after doneflag"); checked against the
+    password file, each attempt is judged on its own."""
+    s = server_factory("-S", env=sasl_env)
+    with s.conn() as c:
         assert auth(c) == AUTH_OK
         assert auth(c, "bob", "pw2") == AUTH_OK
         assert auth(c) == AUTH_OK
@@ -331,6 +336,17 @@ def test_sasl_credentials_longer_than_any_buffer(sasl_server):
         assert auth(c) == AUTH_OK
         c.send(pkt(0x0a))
         assert answer(c) == (0x0a, 0, b"")
+
+
+@pytest.mark.mcpm
+def test_sasl_cyrus_by_default_without_a_password_file(server_factory,
+                                                       sasl_env):
+    """As Debian's memcached: no MEMCACHED_SASL_PWDB, so Cyrus and its
+    sasldb decide."""
+    s = server_factory("-S", env={"SASL_CONF_PATH":
+                                  sasl_env["SASL_CONF_PATH"]})
+    with s.conn() as c:
+        assert auth(c, "bob", "pw2") == AUTH_OK
 
 
 def test_sasl_turns_text_off(sasl_server):

@@ -288,6 +288,25 @@ def test_verify_mode_1_asks_but_does_not_require(server_factory, certs):
     assert s.stats()["ssl_handshake_errors"] == "0"
 
 
+def test_s_client_with_and_without_a_certificate(server_factory, certs):
+    s = server_factory(*tls_flags(certs, "ssl_verify_mode=2",
+                                  "ssl_ca_cert=%s" % (certs / "ca.crt")),
+                       tls=client_cert(certs))
+
+    def s_client(*extra):
+        return subprocess.run(
+            ["openssl", "s_client", "-quiet", "-connect",
+             "127.0.0.1:%d" % s.port, "-CAfile", str(certs / "ca.crt")]
+            + list(extra), input=b"mn\r\nquit\r\n", capture_output=True,
+            timeout=10)
+    good = s_client("-cert", str(certs / "client.crt"), "-key",
+                    str(certs / "client.key"))
+    assert good.stdout == b"MN\r\n"
+    bad = s_client()
+    assert bad.stdout == b""
+    assert b"certificate required" in bad.stderr
+
+
 @pytest.mark.mcpm
 def test_client_cn_in_stats_conns(server_factory, certs):
     s = server_factory(*tls_flags(certs, "ssl_verify_mode=2",
@@ -299,6 +318,15 @@ def test_client_cn_in_stats_conns(server_factory, certs):
     fd = [k.split(":")[0] for k, v in st.items()
           if k.endswith(":addr") and v.endswith(":%d" % port)][0]
     assert st[fd + ":tls_peer_cn"] == "client-alice"
+
+
+def test_watch_over_tls(tls_server):
+    with tls_server.conn() as w:
+        w.call(b"watch mutations\r\n", b"OK\r\n")
+        with tls_server.conn() as c:
+            c.call(b"set wk 0 0 2\r\nhi\r\n", b"STORED\r\n")
+        line = w.read_until(b"\n")
+        assert line.startswith(b"ts=") and b" key=wk " in line
 
 
 # --------------------------------------------------------------------------
