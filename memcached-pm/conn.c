@@ -1,6 +1,6 @@
 /*
- * conn.c: the connection object: buffers, the reply queue, socket I/O,
- * and the connection lists of the workers (conn.h).
+ * conn.c: the connection object: buffers, the reply queue, socket I/O
+ * (conn.h); the workers' lists of them are conn_list.c's.
  */
 #include "config.h"
 
@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,94 +35,6 @@ struct obuf {
     size_t       used;
     char         data[OBUF_SIZE];
 };
-
-/* ---- lists ------------------------------------------------------------ */
-
-static struct conn_list *lists;
-static unsigned nlists;
-
-struct conn_list *
-conn_lists_new(unsigned n)
-{
-    lists = calloc(n, sizeof(*lists));
-    if (lists == NULL) {
-        return NULL;
-    }
-    for (unsigned i = 0; i < n; i++) {
-        pthread_mutex_init(&lists[i].lock, NULL);
-    }
-    nlists = n;
-    return lists;
-}
-
-void
-conn_lists_free(void)
-{
-    for (unsigned i = 0; i < nlists; i++) {
-        pthread_mutex_destroy(&lists[i].lock);
-    }
-    free(lists);
-    lists = NULL;
-    nlists = 0;
-}
-
-static void
-list_add(struct conn_list *l, struct conn *c)
-{
-    pthread_mutex_lock(&l->lock);
-    c->prev = NULL;
-    c->next = l->head;
-    if (l->head != NULL) {
-        l->head->prev = c;
-    }
-    l->head = c;
-    l->n++;
-    pthread_mutex_unlock(&l->lock);
-}
-
-static void
-list_del(struct conn_list *l, struct conn *c)
-{
-    pthread_mutex_lock(&l->lock);
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        l->head = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
-    l->n--;
-    pthread_mutex_unlock(&l->lock);
-}
-
-void
-conn_each(void (*fn)(struct conn *c, void *ctx), void *ctx)
-{
-    for (unsigned i = 0; i < nlists; i++) {
-        pthread_mutex_lock(&lists[i].lock);
-        for (struct conn *c = lists[i].head; c != NULL; c = c->next) {
-            fn(c, ctx);
-        }
-        pthread_mutex_unlock(&lists[i].lock);
-    }
-}
-
-#define GLOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
-
-void
-conn_gauges(struct buffer_gauges *out)
-{
-    memset(out, 0, sizeof(*out));
-    for (unsigned i = 0; i < nlists; i++) {
-        const struct buffer_gauges *g = &lists[i].gauges;
-
-        out->read_buf_count += GLOAD(g->read_buf_count);
-        out->read_buf_bytes += GLOAD(g->read_buf_bytes);
-        out->response_obj_count += GLOAD(g->response_obj_count);
-        out->response_obj_bytes += GLOAD(g->response_obj_bytes);
-    }
-}
 
 /* Buffer gauges of the owning worker: single writer, so a relaxed load
  * and store (STAT_ADD) is enough; a negative delta wraps as intended. */
@@ -165,26 +76,6 @@ gauge_obuf(struct conn *c, int64_t count)
 }
 
 /* ---- life ------------------------------------------------------------- */
-
-void
-conn_sockaddr_name(const struct sockaddr *sa, const char *transport,
-                   char *out, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const void *)sa;
-
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        snprintf(out, len, "%s6:[%s]:%d", transport, host,
-                 ntohs(s6->sin6_port));
-    } else {
-        const struct sockaddr_in *s4 = (const void *)sa;
-
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        snprintf(out, len, "%s:%s:%d", transport, host, ntohs(s4->sin_port));
-    }
-}
 
 static void
 peer_name(struct conn *c)
@@ -260,7 +151,7 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size)
     conn_set_state(c, CONN_READ);
     gauge_rbuf(c, 1, (int64_t)rbuf_size);
     gauge_obuf(c, 1);
-    list_add(c->list, c);
+    conn_list_add(c->list, c);
     return c;
 }
 
@@ -342,7 +233,7 @@ conn_release(struct conn *c)
     if (c->ev_flags != 0) {
         event_del(&c->ev);
     }
-    list_del(c->list, c);
+    conn_list_del(c->list, c);
     release_refs(c);
     if (c->nitem != NULL) {
         cache_release(c->nitem);
@@ -353,7 +244,7 @@ conn_release(struct conn *c)
         gauge_obuf(c, -1);
     }
     gauge_rbuf(c, -1, -(int64_t)c->rsize);
-    cyrus_conn_free(c);
+    cyrus_session_free(&c->sasl);
     free(c->nmeta);
     free(c->msgs);
     free(c->udp);
@@ -376,7 +267,7 @@ conn_free(struct conn **cp)
         logger_conn(false, c->fd, (struct sockaddr *)&c->peer, c->peer_len,
                     c->is_unix ? 0 : 1, c->close_reason);
     }
-    io_close(c);
+    io_close(&c->tls);
     close(c->fd);
     conn_release(c);
     SERVER_STAT_DECR(curr_connections);
@@ -681,7 +572,7 @@ conn_flush(struct conn *c)
 {
     while (c->iov_sent < c->iov_len) {
         size_t left = c->iov_len - c->iov_sent;
-        ssize_t n = io_writev(c, &c->iov[c->iov_sent],
+        ssize_t n = io_writev(c->fd, c->tls, &c->iov[c->iov_sent],
                               left < IOV_BATCH ? left : IOV_BATCH);
 
         if (n < 0) {
@@ -838,7 +729,7 @@ conn_read(struct conn *c)
     if (rbuf_room(c) != 0) {
         return -1;
     }
-    n = io_read(c, c->rbuf + c->rend, c->rsize - c->rend);
+    n = io_read(c->fd, c->tls, c->rbuf + c->rend, c->rsize - c->rend);
 #ifdef ENABLE_TLS
     if (n > 0 && c->tls != NULL && !c->tls_named) {
         /* The handshake is done: keep the client's name where stats
@@ -850,7 +741,7 @@ conn_read(struct conn *c)
     }
 #endif
     if (n > 0) {
-        c->read_short = (size_t)n < c->rsize - c->rend && !io_pending(c);
+        c->read_short = (size_t)n < c->rsize - c->rend && !io_pending(c->tls);
         c->rend += (size_t)n;
     }
     return got_bytes(c, n);
@@ -897,30 +788,13 @@ conn_nread_direct(struct conn *c)
 {
     struct iovec iov[64];
     size_t n = value_iov(c, c->nitem, c->nread_off, iov, 64);
-    ssize_t got = io_readv(c, iov, (int)n);
+    ssize_t got = io_readv(c->fd, c->tls, iov, (int)n);
 
     if (got > 0) {
         c->nread_off += (size_t)got;
-        if (io_pending(c)) {
+        if (io_pending(c->tls)) {
             c->read_short = false;  /* what follows the value is in TLS */
         }
     }
     return got_bytes(c, got);
-}
-
-const char *
-conn_state_name(const struct conn *c)
-{
-    if (c->is_udp) {
-        return "conn_read";     /* memcached's name for a UDP socket */
-    }
-    switch (__atomic_load_n(&c->state, __ATOMIC_RELAXED)) {
-    case CONN_READ: return "conn_waiting";
-    case CONN_PARSE: return "conn_parse_cmd";
-    case CONN_NREAD: return "conn_nread";
-    case CONN_SWALLOW: return "conn_swallow";
-    case CONN_WRITE: return "conn_mwrite";
-    case CONN_HANDOFF: return "conn_watch";
-    case CONN_CLOSING: default: return "conn_closing";
-    }
 }

@@ -208,6 +208,11 @@ void conn_each(void (*fn)(struct conn *c, void *ctx), void *ctx);
 /* Every worker's buffer gauges summed (relaxed reads). */
 void conn_gauges(struct buffer_gauges *out);
 
+/* Link c into (unlink it from) its worker's list: conn.c's, as it makes
+ * and frees a connection. */
+void conn_list_add(struct conn_list *l, struct conn *c);
+void conn_list_del(struct conn_list *l, struct conn *c);
+
 /* ---- life ------------------------------------------------------------ */
 
 /* A connection for an accepted fd, on its owner's list, in CONN_READ with

@@ -270,7 +270,7 @@ state_nread(struct conn *c, bool *stop)
     }
     switch (conn_nread_direct(c)) {
     case -1: return CONN_CLOSING;
-    case 0: *stop = true; conn_wait(c, io_wait_for(c, EV_READ));
+    case 0: *stop = true; conn_wait(c, io_wait_for(c->tls, EV_READ));
         return CONN_NREAD;
     default: return CONN_NREAD;
     }
@@ -289,7 +289,7 @@ state_swallow(struct conn *c, bool *stop)
     }
     switch (read_more(c)) {
     case -1: return CONN_CLOSING;
-    case 0: *stop = true; conn_wait(c, io_wait_for(c, EV_READ));
+    case 0: *stop = true; conn_wait(c, io_wait_for(c->tls, EV_READ));
         return CONN_SWALLOW;
     default: return CONN_SWALLOW;
     }
@@ -313,7 +313,7 @@ state_read(struct conn *c, bool *stop)
     case 0:
         *stop = true;
         conn_idle(c);
-        conn_wait(c, io_wait_for(c, EV_READ));
+        conn_wait(c, io_wait_for(c->tls, EV_READ));
         return CONN_READ;
     default:
         return CONN_PARSE;
@@ -328,7 +328,7 @@ state_write(struct conn *c, bool *stop)
         return CONN_CLOSING;
     case 0:
         *stop = true;
-        conn_wait(c, io_wait_for(c, EV_WRITE));
+        conn_wait(c, io_wait_for(c->tls, EV_WRITE));
         return CONN_WRITE;
     default:
         break;

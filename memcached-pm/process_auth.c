@@ -156,7 +156,8 @@ cyrus_step(struct conn *c, const struct bin_request *r, const char *data)
     }
     memcpy(mech, r->key.p, r->key.len);
     mech[r->key.len] = '\0';
-    v = cyrus_auth(c, start, mech, data, r->vlen, &out, &outlen);
+    v = cyrus_auth(&c->sasl, c->fd, start, mech, data, r->vlen, &out,
+                   &outlen);
     if (v != CYRUS_CONTINUE) {
         return sasl_verdict(c, v == CYRUS_OK);
     }
@@ -175,7 +176,7 @@ process_sasl(struct conn *c, const struct bin_request *r)
     if (r->opcode == BIN_OP_SASL_LIST_MECHS) {
 #ifdef ENABLE_CYRUS_SASL
         if (cyrus_in_use()) {
-            const char *mechs = cyrus_mechs(c);
+            const char *mechs = cyrus_mechs(&c->sasl);
 
             return mechs ? sasl_reply(c, BIN_SUCCESS, mechs)
                          : sasl_reply(c, BIN_AUTH_ERROR,

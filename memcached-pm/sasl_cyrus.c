@@ -17,7 +17,6 @@
 
 #include <sasl/sasl.h>
 
-#include "memcached-pm/conn.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/settings.h"
 
@@ -99,22 +98,22 @@ cyrus_in_use(void)
 
 /* The connection's session, made on first use. */
 static sasl_conn_t *
-session(struct conn *c)
+session_of(void **session)
 {
     sasl_conn_t *sc = NULL;
 
-    if (c->sasl == NULL &&
+    if (*session == NULL &&
         sasl_server_new("memcached", NULL, NULL, NULL, NULL, NULL, 0, &sc)
         == SASL_OK) {
-        c->sasl = sc;
+        *session = sc;
     }
-    return c->sasl;
+    return *session;
 }
 
 const char *
-cyrus_mechs(struct conn *c)
+cyrus_mechs(void **session)
 {
-    sasl_conn_t *sc = session(c);
+    sasl_conn_t *sc = session_of(session);
     const char *list;
     unsigned len;
     int n;
@@ -127,10 +126,11 @@ cyrus_mechs(struct conn *c)
 }
 
 enum cyrus_result
-cyrus_auth(struct conn *c, bool start, const char *mech, const char *data,
-           unsigned len, const char **out, unsigned *outlen)
+cyrus_auth(void **session, int fd, bool start, const char *mech,
+           const char *data, unsigned len, const char **out,
+           unsigned *outlen)
 {
-    sasl_conn_t *sc = session(c);
+    sasl_conn_t *sc = session_of(session);
     int r;
 
     *out = NULL;
@@ -145,19 +145,19 @@ cyrus_auth(struct conn *c, bool start, const char *mech, const char *data,
     case SASL_OK: return CYRUS_OK;
     case SASL_CONTINUE: return CYRUS_CONTINUE;
     default:
-        log_info("<%d SASL result %d", c->fd, r);
+        log_info("<%d SASL result %d", fd, r);
         return CYRUS_FAIL;
     }
 }
 
 void
-cyrus_conn_free(struct conn *c)
+cyrus_session_free(void **session)
 {
-    sasl_conn_t *sc = c->sasl;
+    sasl_conn_t *sc = *session;
 
     if (sc != NULL) {
         sasl_dispose(&sc);
-        c->sasl = NULL;
+        *session = NULL;
     }
 }
 

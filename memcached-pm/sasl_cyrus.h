@@ -14,8 +14,6 @@
 
 #include <stdbool.h>
 
-struct conn;
-
 enum cyrus_result {
     CYRUS_OK,           /* authenticated */
     CYRUS_CONTINUE,     /* send out, wait for a SASL_STEP */
@@ -31,21 +29,25 @@ void cyrus_done(void);
 /* Does this server use Cyrus for -S (decided once, by cyrus_init)? */
 bool cyrus_in_use(void);
 
+/* A connection's session is *session, made on first use (NULL at
+ * first); fd names the connection in log lines. */
+
 /* The mechanisms, space-separated; NULL if Cyrus cannot say. */
-const char *cyrus_mechs(struct conn *c);
+const char *cyrus_mechs(void **session);
 
 /* SASL_AUTH (start) and SASL_STEP: the verdict, and the data to send
- * back (valid until the next call on this connection). */
-enum cyrus_result cyrus_auth(struct conn *c, bool start, const char *mech,
-                             const char *data, unsigned len,
-                             const char **out, unsigned *outlen);
+ * back (valid until the next call on this session). */
+enum cyrus_result cyrus_auth(void **session, int fd, bool start,
+                             const char *mech, const char *data,
+                             unsigned len, const char **out,
+                             unsigned *outlen);
 
-void cyrus_conn_free(struct conn *c);
+void cyrus_session_free(void **session);
 
 #else
 
 static inline bool cyrus_in_use(void) { return false; }
-static inline void cyrus_conn_free(struct conn *c) { (void)c; }
+static inline void cyrus_session_free(void **session) { (void)session; }
 
 #endif
 
