@@ -64,7 +64,8 @@
     X(udpport, I, D(int, udpport, 0), 'U', "udp-port=<num>", NULL,          \
       FN(opt_udp), "UDP port to listen on (default: 0, off)")               \
     X(inter, STR_NULL, D(char *, inter, NULL), 'l', "listen=<addr>", NULL,  \
-      FN(opt_listen), "interfaces to listen on (default: 127.0.0.1)")       \
+      FN(opt_listen), "interfaces to listen on (default: 127.0.0.1); with " \
+      "-Z, a notls: prefix keeps one plaintext (-l notls:<ip>:<port>)")     \
     X(verbosity, I, D(int, verbose, 0), 'v', "verbose", NULL, COUNT,        \
       "verbose (-vv: also print client commands)")                          \
     X(oldest, U, V(exec_oldest()), 0, NULL, NULL, NONE, NULL)               \
@@ -103,8 +104,8 @@
       "auto-negotiate"), 'B', "protocol=<name>", NULL, FN(opt_protocol),    \
       "ascii or auto (default: auto)")                                      \
     X(auth_enabled_sasl, YESNO, D(bool, sasl, false), 'S', "enable-sasl",   \
-      NULL, ON, "turn on SASL authentication (binary protocol, PLAIN "      \
-      "against $MEMCACHED_SASL_PWDB)")                                      \
+      NULL, ON, "turn on SASL authentication (binary protocol: PLAIN "      \
+      "against $MEMCACHED_SASL_PWDB, or Cyrus SASL without it)")            \
     X(auth_enabled_ascii, STR, V(settings.auth_file ? settings.auth_file    \
       : "no"), 0, NULL, NULL, NONE, NULL)                                   \
     X(_, HIDE, D(const char *, auth_file, NULL), 'Y', "auth-file=<file>",   \
