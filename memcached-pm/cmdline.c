@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 
 #include "memcached-pm/settings.h"
 
@@ -28,7 +29,8 @@ opt_memory(const char *val)
 
     if (!settings_parse_size(val, MB, &v) || v == 0 ||
         v > ((uint64_t)1 << 46)) {
-        return settings_bad_value("-m", val);
+        settings_bad_value("-m", val);
+        return -EX_USAGE;       /* memcached's item size check's code */
     }
     settings.cache.mem_limit = (size_t)v;
     return 0;
@@ -40,16 +42,17 @@ opt_item_size(const char *val)
     uint64_t v;
 
     if (!settings_parse_size(val, 1, &v)) {
-        return settings_bad_value("-I", val);
+        settings_bad_value("-I", val);
+        return -EX_USAGE;
     }
     if (v < 1024) {
         fprintf(stderr, "Item max size cannot be less than 1024 bytes.\n");
-        return -1;
+        return -EX_USAGE;
     }
     if (v > 1024 * (uint64_t)MB) {
         fprintf(stderr, "Cannot set item size limit higher than a "
                 "gigabyte.\n");
-        return -1;
+        return -EX_USAGE;
     }
     settings.cache.item_size_max = (size_t)v;
     return 0;
@@ -91,7 +94,7 @@ parse_port(const char *val, int *out)
 {
     if (!settings_parse_int(val, 0, 65535, out)) {
         fprintf(stderr, "ERROR: Invalid port number %s.\n", val);
-        return -1;
+        return -EX_USAGE;
     }
     return 0;
 }
@@ -171,7 +174,7 @@ opt_protocol(const char *val)
     } else {
         fprintf(stderr, "Invalid value for binding protocol: %s\n"
                 " -- should be one of auto, binary, or ascii\n", val);
-        return -1;
+        return -EX_USAGE;
     }
     return 0;
 }

@@ -63,18 +63,16 @@ static struct event *resume_ev;     /* re-enables accept after EMFILE */
 
 /* ---- accepting -------------------------------------------------------- */
 
-/* Over the file limit (or -c without maxconns_fast): stop accepting
- * (stats' accepting_conns 0); every 10 ms, start again once connections
- * have closed. */
+/* Out of descriptors (-c sets the limit): stop accepting (stats'
+ * accepting_conns 0); every 10 ms, start again once a connection has
+ * closed since, as memcached does. */
 static struct timespec paused_at;
+static uint64_t paused_conns;       /* curr_connections when it paused */
 
 static bool
 at_limit(void)
 {
-    uint64_t curr = __atomic_load_n(&stats.server.curr_connections,
-                                    __ATOMIC_RELAXED);
-
-    return curr + nlisteners + RESERVED_FDS >= (uint64_t)settings.maxconns - 1;
+    return SERVER_STAT_LOAD(curr_connections) >= paused_conns;
 }
 
 static void
@@ -86,6 +84,7 @@ accept_pause(void)
         return;
     }
     __atomic_store_n(&stats.server.accepting_conns, 0, __ATOMIC_RELAXED);
+    paused_conns = SERVER_STAT_LOAD(curr_connections);
     clock_gettime(CLOCK_MONOTONIC, &paused_at);
     SERVER_STAT_INCR(listen_disabled_num);
     for (unsigned i = 0; i < nlisteners; i++) {
@@ -132,17 +131,15 @@ note_structures(void)
     }
 }
 
-/* Over -c: say so and hang up, as memcached's maxconns_fast does. */
+/* Over -c: say so and hang up, as memcached's maxconns_fast does when
+ * the new descriptor is the last the file limit (-c) leaves.  Without
+ * maxconns_fast, accept() itself fails one further on and pauses. */
 static bool
 over_limit(int fd)
 {
-    uint64_t curr = __atomic_load_n(&stats.server.curr_connections,
-                                    __ATOMIC_RELAXED);
     const char *msg = rsp_str[RSP_ERROR_TOO_MANY_CONNS];
 
-    /* without maxconns_fast, the file limit (-c sets it) stops accept() */
-    if (!settings.maxconns_fast ||
-        curr + nlisteners + RESERVED_FDS < (uint64_t)settings.maxconns - 1) {
+    if (!settings.maxconns_fast || fd < settings.maxconns - 1) {
         return false;
     }
     if (write(fd, msg, rsp_len[RSP_ERROR_TOO_MANY_CONNS]) < 0) {
@@ -356,62 +353,82 @@ close_listeners(void)
 
 /* ---- process set-up --------------------------------------------------- */
 
+/* -r, and the file limit at -c, as memcached sets them: 0, or the exit
+ * status after its message. */
 static int
 set_limits(void)
 {
-    struct rlimit rl;
+    struct rlimit rl, old;
 
     if (settings.coredumps) {
-        rl.rlim_cur = rl.rlim_max = RLIM_INFINITY;
-        setrlimit(RLIMIT_CORE, &rl);
+        if (getrlimit(RLIMIT_CORE, &old) == 0) {
+            rl.rlim_cur = rl.rlim_max = RLIM_INFINITY;
+            if (setrlimit(RLIMIT_CORE, &rl) != 0) {
+                rl.rlim_cur = rl.rlim_max = old.rlim_max;
+                (void)setrlimit(RLIMIT_CORE, &rl);
+            }
+        }
+        if (getrlimit(RLIMIT_CORE, &rl) != 0 || rl.rlim_cur == 0) {
+            fprintf(stderr, "failed to ensure corefile creation\n");
+            return EX_OSERR;
+        }
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        return 0;
+        fprintf(stderr, "failed to getrlimit number of files\n");
+        return EX_OSERR;
     }
-    if (rl.rlim_cur < (rlim_t)settings.maxconns) {
-        rl.rlim_cur = (rlim_t)settings.maxconns;
-        if (rl.rlim_max < rl.rlim_cur) {
-            rl.rlim_max = rl.rlim_cur;
-        }
-        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-            fprintf(stderr, "failed to set rlimit for open files. Try "
-                    "starting as root or requesting smaller maxconns "
-                    "value.\n");
-            return -1;
-        }
+    /* exactly -c, as memcached: past it accept() fails and pauses */
+    rl.rlim_cur = rl.rlim_max = (rlim_t)settings.maxconns;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        fprintf(stderr, "failed to set rlimit for open files. Try "
+                "starting as root or requesting smaller maxconns "
+                "value.\n");
+        return EX_OSERR;
     }
     return 0;
 }
 
+/* -u: 0, or memcached's exit status after its message. */
 static int
 drop_privileges(void)
 {
+    const char *user = settings.username;
     struct passwd *pw;
 
     if (getuid() != 0 && geteuid() != 0) {
         return 0;
     }
-    if (settings.username == NULL) {
+    if (user == NULL || *user == '\0') {
         fprintf(stderr, "must add '-u root' to start as root\n");
-        return -1;
+        return EX_USAGE;
     }
-    if (strcmp(settings.username, "root") == 0) {
-        return 0;
+    if ((pw = getpwnam(user)) == NULL) {
+        fprintf(stderr, "can't find the user %s to switch to\n", user);
+        return EX_NOUSER;
     }
-    if ((pw = getpwnam(settings.username)) == NULL) {
-        fprintf(stderr, "can't find the user %s to switch to\n",
-                settings.username);
-        return -1;
+    if (pw->pw_uid == 0) {
+        return 0;                   /* -u root: stays root */
     }
-    if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
-        setuid(pw->pw_uid) != 0) {
-        fprintf(stderr, "failed to assume identity of user %s\n",
-                settings.username);
-        return -1;
+    if (setgroups(0, NULL) != 0) {
+        int e = errno;
+
+        /* EPERM: already without supplementary groups */
+        fprintf(stderr, "failed to drop supplementary groups: %s\n",
+                strerror(e));
+        if (e != EPERM) {
+            return EX_OSERR;
+        }
+    }
+    if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) {
+        fprintf(stderr, "failed to assume identity of user %s\n", user);
+        return EX_OSERR;
     }
     return 0;
 }
 
+/* -d: into the background, its own session, in "/" (not with -r, which
+ * wants a core file where it started), standard streams on /dev/null
+ * (not with -v, whose messages would be lost), as memcached does. */
 static int
 daemonize(void)
 {
@@ -425,7 +442,11 @@ daemonize(void)
     if (setsid() == -1) {
         return -1;
     }
-    if ((fd = open("/dev/null", O_RDWR)) >= 0) {
+    if (!settings.coredumps && chdir("/") != 0) {
+        perror("chdir");
+        return -1;
+    }
+    if (settings.verbose == 0 && (fd = open("/dev/null", O_RDWR)) >= 0) {
         dup2(fd, STDIN_FILENO);
         dup2(fd, STDOUT_FILENO);
         dup2(fd, STDERR_FILENO);
@@ -613,8 +634,8 @@ start(void)
     if (load_credentials() != 0) {
         return EXIT_FAILURE;
     }
-    if (set_limits() != 0 || drop_privileges() != 0) {
-        return EXIT_FAILURE;
+    if ((rc = set_limits()) != 0 || (rc = drop_privileges()) != 0) {
+        return rc;
     }
     if (settings.daemonize && daemonize() != 0) {
         fprintf(stderr, "failed to daemon() in order to daemonize\n");

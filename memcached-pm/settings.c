@@ -265,7 +265,7 @@ settings_check(void)
     if (c->item_size_max > c->mem_limit / 2) {
         fprintf(stderr, "Cannot set item size limit higher than 1/2 of "
                 "memory max.\n");
-        return -1;
+        return -EX_USAGE;
     }
     if (c->item_size_max < c->slab_chunk_max &&
         c->slab_chunk_max != c->page_size) {
@@ -278,23 +278,23 @@ settings_check(void)
         fprintf(stderr, "-I (item_size_max: %zu) must be evenly divisible "
                 "by slab_chunk_max (bytes: %zu)\n", c->item_size_max,
                 c->slab_chunk_max);
-        return -1;
+        return -EX_USAGE;
     }
     if (c->page_size % c->slab_chunk_max != 0) {
         fprintf(stderr, "slab_chunk_max (bytes: %zu) must divide evenly "
                 "into %zu (slab_page_size)\n", c->slab_chunk_max,
                 c->page_size);
-        return -1;
+        return -EX_USAGE;
     }
     if (c->hot_lru_pct + c->warm_lru_pct > 80) {
         fprintf(stderr, "hot_lru_pct + warm_lru_pct cannot be more than "
                 "80%% combined\n");
-        return -1;
+        return -EX_USAGE;
     }
     if (c->temp_lru && !c->lru_segmented) {
         fprintf(stderr, "temporary_ttl requires lru_maintainer to be "
                 "enabled\n");
-        return -1;
+        return -EX_USAGE;
     }
     if (c->lock_power == 0) {
         c->lock_power = locks_power_for((unsigned)settings.num_threads);

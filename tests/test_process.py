@@ -1,0 +1,112 @@
+"""The process as memcached runs it: exit statuses from sysexits.h with
+memcached's messages, -u, -d, -r and -c's limits."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import Conn, VERSION_RE, base_args, free_port
+
+
+def limit(pid, name):
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith(name):
+                return line[len(name):].split()[0]
+    return None
+
+
+def test_unknown_user_is_ex_nouser(run):
+    r = run("-p", str(free_port()), "-u", "no-such-user-here")
+    assert r.returncode == 67
+    assert r.stderr == b"can't find the user no-such-user-here to switch to\n"
+
+
+@pytest.mark.v1645      # 1.6.18: "can't run as root without the -u switch"
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root must name a user")
+def test_root_needs_u(run):
+    r = run("-p", str(free_port()), "-u", "")
+    assert r.returncode == 64
+    assert r.stderr == b"must add '-u root' to start as root\n"
+
+
+def test_port_in_use_is_ex_oserr(run):
+    # every address of both families, as memcached listens on all
+    with socket.socket(socket.AF_INET6) as taken:
+        taken.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        taken.bind(("::", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = run("-U", "0", "-p", str(port))
+    assert r.returncode == 71
+    assert r.stderr == b"failed to listen on TCP port %d: Address already " \
+        b"in use\n" % port
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a user to switch to")
+def test_u_drops_privileges(server_factory):
+    s = server_factory("-u", "nobody")
+    with open("/proc/%d/status" % s.pid) as f:
+        uids = [line.split()[1:] for line in f if line.startswith("Uid:")][0]
+    assert set(uids) == {str(65534)}
+
+
+def test_c_sets_the_file_limit_and_r_the_core_limit(server_factory):
+    s = server_factory("-c", "333", "-r")
+    assert limit(s.pid, "Max open files") == "333"
+    assert limit(s.pid, "Max core file size") == "unlimited"
+
+
+def daemon(binary, tmp_path, *flags):
+    pidfile = tmp_path / "mc.pid"
+    port = free_port()
+    cmd = [binary, "-d", "-P", str(pidfile)] + base_args(port) + list(flags)
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=10, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 10
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline, "no pidfile"
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    while True:
+        try:
+            with Conn(port, 2) as c:
+                assert VERSION_RE.match(c.req(b"version\r\n"))
+                break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    return pid, pidfile
+
+
+def stop(pid):
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while os.path.exists("/proc/%d" % pid):
+        assert time.monotonic() < deadline, "daemon did not stop"
+        time.sleep(0.05)
+
+
+def test_daemon_moves_to_root_and_detaches(binary, tmp_path):
+    pid, pidfile = daemon(binary, tmp_path)
+    try:
+        assert os.readlink("/proc/%d/cwd" % pid) == "/"
+        for fd in (0, 1, 2):
+            assert os.readlink("/proc/%d/fd/%d" % (pid, fd)) == "/dev/null"
+        assert os.getsid(pid) == pid
+    finally:
+        stop(pid)
+    assert not pidfile.exists()
+
+
+def test_daemon_with_r_stays_for_its_core(binary, tmp_path):
+    pid, _ = daemon(binary, tmp_path, "-r")
+    try:
+        assert os.readlink("/proc/%d/cwd" % pid) == str(tmp_path)
+    finally:
+        stop(pid)
