@@ -63,7 +63,8 @@ stats_end(struct conn *c)
     if (c->proto == CONN_BINARY) {
         conn_out_bin(c, BIN_SUCCESS, 0, NULL, 0, NULL, 0, NULL, 0);
     } else {
-        conn_out_rsp(c, RSP_END);
+        /* not logged at -vv: memcached writes stats as a block */
+        conn_out(c, rsp_str[RSP_END], rsp_len[RSP_END]);
     }
 }
 
@@ -557,7 +558,7 @@ stats_cachedump(struct conn *c, const struct request *req)
     } else {
         cd.left = limit == 0 ? UINT32_MAX : limit;
         cache_cachedump(id, cachedump_line, &cd);
-        conn_out_rsp(c, RSP_END);
+        conn_out(c, rsp_str[RSP_END], rsp_len[RSP_END]);
     }
 }
 

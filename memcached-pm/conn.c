@@ -180,7 +180,11 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix, bool tls,
     c->is_unix = is_unix;
     snprintf(c->listen_addr, sizeof(c->listen_addr), "%s", listen_addr);
     peer_name(c);
-    log_info("<%d new client connection", fd);
+    /* -vv, memcached's words for each -B mode */
+    log_debug(c->proto == CONN_NEGOTIATE
+              ? "<%d new auto-negotiating client connection"
+              : c->proto == CONN_BINARY ? "<%d new binary client connection."
+              : "<%d new ascii client connection.", fd);
     if (logger_wants(LOG_CONNEVENTS)) {
         logger_conn(true, fd, (struct sockaddr *)&c->peer, c->peer_len,
                     is_unix ? 0 : 1, 0);
@@ -211,7 +215,7 @@ conn_new_udp(const struct conn_owner *o, int fd, const char *name,
     c->msgs = msgs;
     c->msgs_cap = 16;
     snprintf(c->addr, sizeof(c->addr), "%s", name);
-    log_info("<%d server listening (udp)", fd);
+    log_debug("<%d server listening (udp)", fd);
     return c;
 }
 
@@ -262,7 +266,7 @@ conn_free(struct conn **cp)
     if (c == NULL) {
         return;
     }
-    log_info("<%d connection closed.", c->fd);
+    log_debug("<%d connection closed.", c->fd);
     if (!c->is_udp && logger_wants(LOG_CONNEVENTS)) {
         logger_conn(false, c->fd, (struct sockaddr *)&c->peer, c->peer_len,
                     c->is_unix ? 0 : 1, c->close_reason);
@@ -404,7 +408,17 @@ conn_out(struct conn *c, const char *s, size_t n)
 int
 conn_out_rsp(struct conn *c, int rsp)
 {
+    conn_log_reply(c, rsp_str[rsp], rsp_len[rsp]);
     return conn_out(c, rsp_str[rsp], rsp_len[rsp]);
+}
+
+void
+conn_log_reply_line(const struct conn *c, const char *line, size_t n)
+{
+    if (n >= 2 && line[n - 2] == '\r') {
+        n -= 2;
+    }
+    log_write(">%d %.*s", c->fd, (int)n, line);
 }
 
 int

@@ -288,6 +288,19 @@ ssize_t conn_nread_direct(struct conn *c);
 int conn_out(struct conn *c, const char *s, size_t n);
 int conn_out_rsp(struct conn *c, int rsp);      /* enum rsp_type */
 
+/* -vv: a text reply line as memcached logs the ones it sends with
+ * out_string(): ">fd STORED" (the line's "\r\n" dropped).  Replies that
+ * memcached writes otherwise (stats, meta results, values) are not. */
+void conn_log_reply_line(const struct conn *c, const char *line, size_t n);
+
+static inline void
+conn_log_reply(const struct conn *c, const char *line, size_t n)
+{
+    if (settings.verbose > 1 && c->proto != CONN_BINARY) {
+        conn_log_reply_line(c, line, n);
+    }
+}
+
 /* Reserve room for one line of at most n bytes in the arena; the caller
  * writes it and commits the length it used. */
 char *conn_out_reserve(struct conn *c, size_t n);
@@ -364,7 +377,9 @@ void conn_out_sent(struct conn *c);
 void conn_sockaddr_name(const struct sockaddr *sa, const char *transport,
                         char *out, size_t len);
 
-/* Name of a state for "stats conns" (memcached's conn_* names). */
+/* Name of a connection's state for "stats conns", and of a state
+ * (memcached's conn_* names). */
 const char *conn_state_name(const struct conn *c);
+const char *conn_state_label(enum conn_state s);
 
 #endif

@@ -127,7 +127,13 @@ conn_state_name(const struct conn *c)
     if (c->is_udp) {
         return "conn_read";     /* memcached's name for a UDP socket */
     }
-    switch (__atomic_load_n(&c->state, __ATOMIC_RELAXED)) {
+    return conn_state_label(__atomic_load_n(&c->state, __ATOMIC_RELAXED));
+}
+
+const char *
+conn_state_label(enum conn_state s)
+{
+    switch (s) {
     case CONN_READ: return "conn_waiting";
     case CONN_PARSE: return "conn_parse_cmd";
     case CONN_NREAD: return "conn_nread";

@@ -246,6 +246,8 @@ state_parse(struct conn *c, int64_t *budget)
         /* -B auto: the first byte says, for the connection's life. */
         c->proto = (unsigned char)c->rbuf[c->rstart] == BIN_MAGIC_REQ
                    ? CONN_BINARY : CONN_TEXT;
+        log_debug("%d: Client using the %s protocol", c->fd,
+                  c->proto == CONN_BINARY ? "binary" : "ascii");
     }
     switch (c->proto) {
     case CONN_BINARY: return parse_binary(c);
@@ -372,6 +374,10 @@ conn_drive(struct conn *c)
         default:
             machine_close(&c);
             return;
+        }
+        if (settings.verbose > 2 && next != c->state) {
+            log_write("%d: going from %s to %s", c->fd,
+                      conn_state_label(c->state), conn_state_label(next));
         }
         conn_set_state(c, next);
     }

@@ -201,6 +201,7 @@ add_listener(int fd, bool is_unix, bool tls, const char *addr)
         return -1;
     }
     nlisteners++;
+    log_debug("<%d server listening (%s)", fd, settings.binding_protocol);
     SERVER_STAT_INCR(total_connections);
     note_structures();
     admin_add_listener(fd, addr);
@@ -343,6 +344,7 @@ close_listeners(void)
 {
     for (unsigned i = 0; i < nlisteners; i++) {
         event_free(listeners[i].ev);
+        log_debug("<%d connection closed.", listeners[i].fd);
         close(listeners[i].fd);
     }
     nlisteners = 0;
@@ -531,12 +533,14 @@ on_hangup(evutil_socket_t sig, short what, void *arg)
 #endif
 }
 
+static int stop_signal;         /* what ended the main loop */
+
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     (void)arg;
-    log_info("Signal handled: %s.", strsignal((int)sig));
+    stop_signal = (int)sig;
     event_base_loopbreak(main_base);
 }
 
@@ -665,6 +669,41 @@ start(void)
     return 0;
 }
 
+/* Stop every thread and free what storage holds.  A graceful stop
+ * (SIGUSR1, "shutdown graceful") says so, and with -v names each step
+ * with memcached's lines, which log scrapers wait for. */
+static void
+stop_all(bool graceful)
+{
+#define STEP(msg) do { if (graceful) { log_info(msg); } } while (0)
+    if (graceful) {
+        log_error("Gracefully stopping");
+    } else {
+        log_info("Exiting normally");
+    }
+    close_listeners();
+    STEP("asking workers to stop");
+    STEP("closing connections");
+    STEP("reaping worker threads");
+    worker_stop_all();
+    STEP("stopped idle timeout thread");
+    logger_stop();
+    STEP("stopped logger thread");
+    udp_close();
+    STEP("asking background threads to stop");
+    cache_shutdown();
+    STEP("stopped assoc");
+    STEP("stopped lru crawler");
+    if (settings.lru_maintainer) {
+        STEP("stopped maintainer");
+    }
+    if (settings.cache.slab_reassign) {
+        STEP("stopped slab mover");
+    }
+    STEP("all background threads stopped");
+#undef STEP
+}
+
 int
 main(int argc, char **argv)
 {
@@ -677,12 +716,7 @@ main(int argc, char **argv)
         return rc;
     }
     event_base_dispatch(main_base);
-
-    close_listeners();
-    worker_stop_all();
-    logger_stop();
-    udp_close();
-    cache_shutdown();
+    stop_all(stop_signal == SIGUSR1);
     admin_stats_shutdown();
 #ifdef ENABLE_TLS
     if (settings.ssl_enabled) {

@@ -22,6 +22,7 @@
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
+#include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process_meta.h"
@@ -56,6 +57,10 @@ out_value(struct conn *c, struct item *it, bool with_cas)
     n = compose_value(p, VALUE_LINE_MAX, item_key(it), item_nkey(it),
                       item_client_flags(it), item_vlen(it), with_cas,
                       item_cas(it));
+    if (settings.verbose > 1) {
+        log_write(">%d sending key %.*s", c->fd, (int)item_nkey(it),
+                  item_key(it));
+    }
     return conn_out_line_value(c, n, it);
 }
 
@@ -240,10 +245,13 @@ process_delta(struct conn *c, struct request *req)
         .delta = req->delta,
     };
     char buf[32];
+    size_t n;
 
     switch (exec_delta(c->stats, req->key.p, req->key.len, hv, &a)) {
     case CACHE_OK:
-        conn_out(c, buf, compose_u64(buf, sizeof(buf), a.value));
+        n = compose_u64(buf, sizeof(buf), a.value);
+        conn_log_reply(c, buf, n);
+        conn_out(c, buf, n);
         return PROCESS_OK;
     case CACHE_NOT_FOUND:
         return reply(c, RSP_NOT_FOUND);
@@ -284,8 +292,10 @@ static enum process_result
 process_version(struct conn *c)
 {
     char buf[64];
+    size_t n = compose_version(buf, sizeof(buf), MCPM_VERSION);
 
-    conn_out(c, buf, compose_version(buf, sizeof(buf), MCPM_VERSION));
+    conn_log_reply(c, buf, n);
+    conn_out(c, buf, n);
     return PROCESS_OK;
 }
 

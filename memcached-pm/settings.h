@@ -112,8 +112,8 @@
       NULL, STR, "ascii protocol authentication: a file of user:password "  \
       "lines")                                                              \
     X(_, HIDE, D(bool, protocol_given, false), 0, NULL, NULL, NONE, NULL)   \
-    X(_, HIDE, D(bool, sasl_cyrus, false), 0, NULL, "sasl_cyrus", ON,      \
-      "-S through Cyrus SASL (libsasl2), as without $MEMCACHED_SASL_PWDB") \
+    X(_, HIDE, D(bool, sasl_cyrus, false), 0, NULL, "sasl_cyrus", ON,       \
+      "-S through Cyrus SASL (libsasl2), as without $MEMCACHED_SASL_PWDB")  \
     X(item_size_max, SZ, C(item_size_max), 'I', "max-item-size=<num>",      \
       NULL, FN(opt_item_size), "max item size (default: 1m, min 1k, max 1g)") \
     X(maxconns_fast, YESNO, D(bool, maxconns_fast, true), 0, NULL,          \
@@ -125,26 +125,32 @@
     X(slab_automove, I, C(slab_automove), 0, NULL, "slab_automove",         \
       FN(opt_automove), "0, 1 (default) or 2")                              \
     X(_, HIDE, C(slab_automove), 0, NULL, "no_slab_automove",               \
-      FN(opt_no_automove), NULL)                                            \
+      FN(opt_no_automove), "page mover off (slab_automove=0)")              \
     X(slab_automove_ratio, F2, C(automove_ratio), 0, NULL,                  \
-      "slab_automove_ratio", DOUBLE(0.01, 1.0, NULL), NULL)                 \
+      "slab_automove_ratio", DOUBLE(0.01, 1.0, NULL),                       \
+      "free share of a class that gives pages back (0.8)")                  \
     X(slab_automove_window, U, C(automove_window), 0, NULL,                 \
-      "slab_automove_window", UINT(3, 1800, NULL), NULL)                    \
+      "slab_automove_window", UINT(3, 1800, NULL),                          \
+      "seconds of history automove weighs (30)")                            \
     X(slab_chunk_max, SZ, C(slab_chunk_max), 0, NULL, "slab_chunk_max",     \
-      FN(opt_chunk_max), NULL)                                              \
+      FN(opt_chunk_max), "largest chunk before items are chunked")          \
     X(_, HIDE, C(slab_chunk_max), 0, NULL, "no_chunked_items",              \
-      FN(opt_no_chunked), NULL)                                             \
+      FN(opt_no_chunked),                                                   \
+      "no chunked items: slab_chunk_max is the page size")                  \
     X(_, HIDE, C(slab_sizes), 0, NULL, "slab_sizes", STR,                   \
       "chunk sizes a-b-c instead of -f and -n")                             \
     X(lru_crawler, YESNO, C(lru_crawler), 0, NULL, "lru_crawler", ONOFF,    \
       "the LRU crawler")                                                    \
     X(lru_crawler_sleep, U, C(crawler_sleep_us), 0, NULL,                   \
       "lru_crawler_sleep", UINT(0, 1000000, "LRU crawler sleep must be "    \
-                                "between 0 and 1 second"), NULL)            \
+                                "between 0 and 1 second"),                  \
+      "microseconds the crawler sleeps between items")                      \
     X(lru_crawler_tocrawl, U, C(crawler_tocrawl), 0, NULL,                  \
-      "lru_crawler_tocrawl", UINT(0, UINT_MAX, NULL), NULL)                 \
+      "lru_crawler_tocrawl", UINT(0, UINT_MAX, NULL),                       \
+      "items the crawler looks at per run (0: all)")                        \
     X(tail_repair_time, U, C(tail_repair_time), 0, NULL,                    \
-      "tail_repair_time", UINT(0, 0, NOT_SUPPORTED("0 (off)")), NULL)       \
+      "tail_repair_time", UINT(0, 0, NOT_SUPPORTED("0 (off)")),             \
+      "0 only (off), as memcached 1.6 defaults")                            \
     X(flush_enabled, YESNO, D(bool, flush_enabled, true), 'F',              \
       "disable-flush-all", NULL, OFF, "disable flush_all")                  \
     X(dump_enabled, YESNO, D(bool, dump_enabled, true), 'X',                \
@@ -155,16 +161,19 @@
     X(lru_maintainer_thread, YESNO, D(bool, lru_maintainer, true), 0, NULL, \
       "lru_maintainer", FN(opt_lru_maintainer), "the LRU maintainer")       \
     X(_, HIDE, V(0), 0, NULL, "no_lru_maintainer",                          \
-      FN(opt_no_lru_maintainer), NULL)                                      \
+      FN(opt_no_lru_maintainer),                                            \
+      "no LRU maintainer thread (and no segmented LRU)")                    \
     X(lru_segmented, YESNO, C(lru_segmented), 0, NULL, NULL, NONE, NULL)    \
     X(hot_lru_pct, U, C(hot_lru_pct), 0, NULL, "hot_lru_pct",               \
-      UINT(2, 79, PCT_MSG), NULL)                                           \
+      UINT(2, 79, PCT_MSG), "share of a class for the HOT LRU (20)")        \
     X(warm_lru_pct, U, C(warm_lru_pct), 0, NULL, "warm_lru_pct",            \
-      UINT(2, 79, PCT_MSG), NULL)                                           \
+      UINT(2, 79, PCT_MSG), "share of a class for the WARM LRU (40)")       \
     X(hot_max_factor, F2, C(hot_max_factor), 0, NULL, "hot_max_factor",     \
-      DOUBLE(0.0001, 1e6, NULL), NULL)                                      \
+      DOUBLE(0.0001, 1e6, NULL),                                            \
+      "HOT items older than this times COLD's age move on")                 \
     X(warm_max_factor, F2, C(warm_max_factor), 0, NULL, "warm_max_factor",  \
-      DOUBLE(0.0001, 1e6, NULL), NULL)                                      \
+      DOUBLE(0.0001, 1e6, NULL),                                            \
+      "WARM items older than this times COLD's age move on")                \
     X(temp_lru, YESNO, C(temp_lru), 0, NULL, NULL, NONE, NULL)              \
     X(temporary_ttl, U, C(temporary_ttl), 0, NULL, "temporary_ttl",         \
       FN(opt_temporary_ttl), "TTLs up to this go to the TEMP LRU")          \
@@ -172,9 +181,11 @@
       "idle_timeout", UINT(0, UINT_MAX, NULL),                              \
       "close connections idle this many seconds")                           \
     X(watcher_logbuf_size, U, D(unsigned, watcher_logbuf_size, 256 * 1024), \
-      0, NULL, "watcher_logbuf_size", KB(0, UINT_MAX / 1024, NULL), NULL)   \
+      0, NULL, "watcher_logbuf_size", KB(0, UINT_MAX / 1024, NULL),         \
+      "KB each watch client buffers (256)")                                 \
     X(worker_logbuf_size, U, D(unsigned, worker_logbuf_size, 64 * 1024), 0, \
-      NULL, "worker_logbuf_size", KB(0, UINT_MAX / 1024, NULL), NULL)       \
+      NULL, "worker_logbuf_size", KB(0, UINT_MAX / 1024, NULL),             \
+      "KB of log records each worker buffers (64)")                         \
     X(read_buf_mem_limit, U, D(unsigned, read_buf_mem_limit, 0), 0, NULL,   \
       "read_buf_mem_limit", FN(opt_read_buf_mem_limit), "limit in MB for "  \
       "connection read buffers (default: 0, none)")                         \
@@ -185,10 +196,12 @@
     X(track_sizes, YESNO, C(track_sizes), 0, NULL, "track_sizes", ON,       \
       "the histogram of stats sizes")                                       \
     X(inline_ascii_response, STR, V("no"), 0, NULL, "inline_ascii_resp",    \
-      NOOP, NULL)                                                           \
-    X(_, HIDE, V(0), 0, NULL, "no_inline_ascii_resp", NOOP, NULL)           \
+      NOOP, "accepted and ignored, as memcached 1.6")                       \
+    X(_, HIDE, V(0), 0, NULL, "no_inline_ascii_resp", NOOP,                 \
+      "accepted and ignored, as memcached 1.6")                             \
     X(slab_automove_freeratio, F3, C(automove_freeratio), 0, NULL,          \
-      "slab_automove_freeratio", DOUBLE(0, 1, NULL), NULL)                  \
+      "slab_automove_freeratio", DOUBLE(0, 1, NULL),                        \
+      "free share kept before moving pages (0.01)")                         \
     X(ssl_enabled, YESNO, D(bool, ssl_enabled, false), 'Z', "enable-ssl",   \
       NULL, ON, "enable TLS/SSL")                                           \
     X(ssl_chain_cert, STR_PNULL, D(const char *, ssl_chain_cert, NULL), 0,  \
@@ -217,7 +230,7 @@
     X(ssl_min_version, STR, V(settings_ssl_version_name()), 0, NULL, NULL,  \
       NONE, NULL)                                                           \
     X(_, HIDE, D(int, ssl_min_version, 2), 0, NULL, "ssl_min_version",      \
-      FN(opt_ssl_min_version), "oldest protocol accepted: 0 (tlsv1.0), "   \
+      FN(opt_ssl_min_version), "oldest protocol accepted: 0 (tlsv1.0), "    \
       "1 (tlsv1.1), 2 (tlsv1.2, default) or 3 (tlsv1.3)")                   \
     X(_, HIDE, D(unsigned, ssl_handshake_timeout, 10), 0, NULL,             \
       "ssl_handshake_timeout", UINT(0, 3600, NULL), "seconds a TLS client " \
@@ -249,13 +262,18 @@
     X(_, HIDE, C(hash_expand), 0, NULL, "no_hashexpand", OFF,               \
       "never grow the hash table")                                          \
     X(_, HIDE, C(hash_bulk_move), 0, NULL, "hash_bulk_move",                \
-      UINT(1, 1 << 20, NULL), NULL)                                         \
+      UINT(1, 1 << 20, NULL),                                               \
+      "buckets moved per step of a hash table growth")                      \
     X(_, HIDE, C(lock_power), 0, NULL, "item_lock_power",                   \
-      UINT(1, 20, NULL), NULL)                                              \
-    X(_, HIDE, V(0), 0, NULL, "modern", NOOP, NULL)                         \
-    X(_, HIDE, V(0), 0, NULL, "no_modern", FN(opt_no_modern), NULL)         \
-    X(_, HIDE, V(0), 0, NULL, "drop_privileges", NOOP, NULL)                \
-    X(_, HIDE, V(0), 0, NULL, "no_drop_privileges", NOOP, NULL)             \
+      UINT(1, 20, NULL), "2^n item locks (default: from -t)")               \
+    X(_, HIDE, V(0), 0, NULL, "modern", NOOP,                               \
+      "accepted, as memcached 1.6 (its defaults)")                          \
+    X(_, HIDE, V(0), 0, NULL, "no_modern", FN(opt_no_modern),               \
+      "the pre-1.5 LRU: no maintainer, crawler or mover")                   \
+    X(_, HIDE, V(0), 0, NULL, "drop_privileges", NOOP,                      \
+      "accepted and ignored")                                               \
+    X(_, HIDE, V(0), 0, NULL, "no_drop_privileges", NOOP,                   \
+      "accepted and ignored")                                               \
     X(_, HIDE, D(bool, daemonize, false), 'd', "daemon", NULL, ON,          \
       "run as a daemon")                                                    \
     X(_, HIDE, D(const char *, pidfile, NULL), 'P', "pidfile=<file>", NULL, \

@@ -1,0 +1,159 @@
+"""What -v, -vv and -vvv print, in memcached's words: -v errors, warnings
+and the stop; -vv each request and the reply memcached logs for it, new
+and closed connections, listeners; -vvv the state machine."""
+
+import re
+import signal
+import struct
+import time
+
+import pytest
+
+REQUESTS = (b"set a 0 0 1\r\nx\r\nget a b\r\ngets a\r\ndelete a\r\n"
+            b"delete a\r\nincr n 1\r\nset n 0 0 1\r\n1\r\nincr n 5\r\n"
+            b"touch a 1\r\nmg a v\r\nms b 1\r\nz\r\nversion\r\nbogus\r\n"
+            b"stats detail on\r\nquit\r\n")
+
+# memcached 1.6.18 -vv for REQUESTS, the descriptor written as FD
+EXPECTED = """<FD new auto-negotiating client connection
+FD: Client using the ascii protocol
+<FD set a 0 0 1
+>FD STORED
+<FD get a b
+>FD sending key a
+>FD END
+<FD gets a
+>FD sending key a
+>FD END
+<FD delete a
+>FD DELETED
+<FD delete a
+>FD NOT_FOUND
+<FD incr n 1
+>FD NOT_FOUND
+<FD set n 0 0 1
+>FD STORED
+<FD incr n 5
+>FD 6
+<FD touch a 1
+>FD NOT_FOUND
+<FD mg a v
+<FD ms b 1
+<FD version
+>FD VERSION x
+<FD bogus
+>FD ERROR
+<FD stats detail on
+>FD OK
+<FD quit
+<FD connection closed.""".split("\n")
+
+
+def lines(server):
+    out = []
+    for line in server.stderr().splitlines():
+        line = re.sub(r"^([<>])\d+ ", r"\1FD ", line)
+        line = re.sub(r"^\d+: ", "FD: ", line)
+        line = re.sub(r"^>FD VERSION .*", ">FD VERSION x", line)
+        out.append(line)
+    return out
+
+
+def wait_for(server, text, timeout=5):
+    deadline = time.monotonic() + timeout
+    while text not in server.stderr():
+        assert time.monotonic() < deadline, server.stderr()
+        time.sleep(0.05)
+
+
+def test_vv_requests_and_replies(server_factory):
+    s = server_factory("-vv")
+    with s.conn() as c:
+        c.send(REQUESTS)
+        c.wait_closed()
+    wait_for(s, "connection closed.")
+    raw = s.stderr().splitlines()
+    # this connection's lines only (the readiness probe's come and go on
+    # another worker): its descriptor is the last new one
+    fd = [l.split()[0][1:] for l in raw
+          if l.endswith(" new auto-negotiating client connection")][-1]
+    mine = [l for l in raw if l.startswith(("<%s " % fd, ">%s " % fd,
+                                            "%s: " % fd))]
+    start = max(i for i, l in enumerate(mine)
+                if l.endswith(" new auto-negotiating client connection"))
+    got = []
+    for line in mine[start:]:
+        line = re.sub(r"^([<>])\d+ ", r"\1FD ", line)
+        line = re.sub(r"^\d+: ", "FD: ", line)
+        got.append(re.sub(r"^>FD VERSION .*", ">FD VERSION x", line))
+    assert got == EXPECTED
+
+
+def test_vv_listeners_and_bound_protocols(server_factory):
+    s = server_factory("-vv", "-B", "ascii")
+    assert "<FD server listening (ascii)" in lines(s)
+    assert "<FD new ascii client connection." in lines(s)
+
+
+def test_vv_binary_client(server_factory):
+    s = server_factory("-vv")
+    with s.conn() as c:
+        c.send(struct.pack(">BBHBBHIIQ", 0x80, 0x0a, 0, 0, 0, 0, 0, 0, 0))
+        c.read_exact(24)
+    wait_for(s, "Client using the binary protocol")
+    assert "<FD server listening (auto-negotiate)" in lines(s)
+
+
+def test_v_is_quiet_about_connections(server_factory):
+    s = server_factory("-v")
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+    s.signal(signal.SIGTERM)
+    assert s.wait() == 0
+    out = lines(s)
+    assert not [l for l in out if l.startswith(("<", ">", "FD:"))], out
+    assert out[-1] == "Exiting normally"
+
+
+def test_quiet_by_default(server_factory):
+    s = server_factory()
+    with s.conn() as c:
+        c.call(b"bogus\r\n", b"ERROR\r\n")
+    s.signal(signal.SIGTERM)
+    assert s.wait() == 0
+    assert s.stderr() == ""
+
+
+STOP_LINES = {
+    "stopped assoc", "asking workers to stop",
+    "asking background threads to stop", "stopped lru crawler",
+    "stopped maintainer", "stopped slab mover", "stopped logger thread",
+    "stopped idle timeout thread", "closing connections",
+    "reaping worker threads", "all background threads stopped",
+}
+
+
+def test_graceful_stop_lines(server_factory):
+    """SIGUSR1 (and shutdown graceful) say so always, and with -v name
+    each step (memcached-pm stops connections before the background
+    threads, memcached after; the lines are memcached's)."""
+    s = server_factory("-v")
+    s.signal(signal.SIGUSR1)
+    assert s.wait() == 0
+    out = lines(s)
+    i = out.index("Gracefully stopping")
+    assert set(out[i + 1:]) == STOP_LINES
+    assert out[-1] == "all background threads stopped"
+    q = server_factory()
+    q.signal(signal.SIGUSR1)
+    assert q.wait() == 0
+    assert q.stderr() == "Gracefully stopping\n"
+
+
+@pytest.mark.mcpm       # memcached's states are named differently
+def test_vvv_state_machine(server_factory):
+    s = server_factory("-vvv")
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+    wait_for(s, "going from conn_parse_cmd to conn_nread")
+    assert "FD: going from conn_waiting to conn_parse_cmd" in lines(s)
