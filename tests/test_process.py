@@ -110,3 +110,33 @@ def test_daemon_with_r_stays_for_its_core(binary, tmp_path):
         assert os.readlink("/proc/%d/cwd" % pid) == str(tmp_path)
     finally:
         stop(pid)
+
+
+def test_bad_option_leaves_nothing_behind(run, tmp_path, reference):
+    pidfile = tmp_path / "mc.pid"
+    memfile = tmp_path / "items.pm"
+    r = run("-p", str(free_port()), "-d", "-P", str(pidfile), "-e",
+            str(memfile), "-m", "0")
+    assert r.returncode == 64
+    assert r.stderr.count(b"\n") == 1
+    # memcached-pm names the option; memcached says what it implies
+    # ("Cannot set item size limit higher than 1/2 of memory max.")
+    assert (b"-m" if not reference else b"memory max") in r.stderr
+    assert not pidfile.exists() and not memfile.exists()
+
+
+@pytest.mark.mcpm
+def test_bad_option_keeps_an_existing_memory_file(server_factory, run,
+                                                  memfile):
+    s = server_factory("-e", memfile, "-m", "32")
+    with s.conn() as c:
+        c.call(b"set kept 0 0 2\r\nok\r\n", b"STORED\r\n")
+    s.stop()
+    before = open(memfile, "rb").read(4096), os.path.getsize(memfile)
+    r = run("-p", str(free_port()), "-e", memfile, "-m", "32", "-t", "0")
+    assert r.returncode == 1
+    assert (open(memfile, "rb").read(4096), os.path.getsize(memfile)) == \
+        before
+    s = server_factory("-e", memfile, "-m", "32")
+    with s.conn() as c:
+        c.call(b"get kept\r\n", b"VALUE kept 0 2\r\nok\r\nEND\r\n")
