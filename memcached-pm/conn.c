@@ -430,6 +430,14 @@ conn_out_bin(struct conn *c, uint16_t status, uint64_t cas,
 
     bin_compose_header(h, c->bin_opcode, status, c->bin_opaque, cas, extlen,
                        nkey, (uint32_t)extlen + nkey + nval);
+    if (settings.verbose > 1) {
+        if (status != BIN_SUCCESS && status != BIN_AUTH_CONTINUE) {
+            log_write(">%d Writing an error: %s", c->fd,
+                      bin_status_text(status));
+        }
+        log_bin_header(c->fd, '>', "Writing bin response:",
+                       (const unsigned char *)h);
+    }
     return conn_out(c, h, sizeof(h)) || conn_out(c, ext, extlen) ||
            conn_out(c, key, nkey) || conn_out(c, val, nval) ? -1 : 0;
 }

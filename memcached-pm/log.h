@@ -12,6 +12,12 @@
 
 void log_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* -vv: a binary packet's 24-byte header, as memcached dumps it: the
+ * title after "<fd " (a request, dir '<') or ">fd " (a reply), then the
+ * bytes four to a line. */
+void log_bin_header(int fd, char dir, const char *title,
+                    const unsigned char *h);
+
 #define log_error(...) log_write(__VA_ARGS__)
 #define log_info(...) do {                                                  \
     if (settings.verbose > 0) { log_write(__VA_ARGS__); }                   \

@@ -194,6 +194,10 @@ parse_binary(struct conn *c)
         c->rend - c->rstart - (size_t)n < r.vlen) {
         return parse_stopped(c, PROTO_EUNFIN);  /* credentials come whole */
     }
+    if (settings.verbose > 1) {
+        log_bin_header(c->fd, '<', "Read binary protocol data:",
+                       (const unsigned char *)c->rbuf + c->rstart);
+    }
     /* More bytes after this request, none looked at yet: a pipeline,
      * whose keys are walked side by side before they run. */
     if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {

@@ -339,12 +339,16 @@ listen_unix(void)
     return add_listener(fd, true, false, name);
 }
 
+/* Close the listening sockets; a graceful stop says so for each at -vv,
+ * as memcached's does. */
 static void
-close_listeners(void)
+close_listeners(bool graceful)
 {
     for (unsigned i = 0; i < nlisteners; i++) {
         event_free(listeners[i].ev);
-        log_debug("<%d connection closed.", listeners[i].fd);
+        if (graceful) {
+            log_debug("<%d connection closed.", listeners[i].fd);
+        }
         close(listeners[i].fd);
     }
     nlisteners = 0;
@@ -681,7 +685,7 @@ stop_all(bool graceful)
     } else {
         log_info("Exiting normally");
     }
-    close_listeners();
+    close_listeners(graceful);
     STEP("asking workers to stop");
     STEP("closing connections");
     STEP("reaping worker threads");

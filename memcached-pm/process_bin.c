@@ -27,6 +27,7 @@
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
 #include "memcached-pm/logger.h"
+#include "memcached-pm/log.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process_auth.h"
 #include "memcached-pm/settings.h"
@@ -72,6 +73,10 @@ out_item(struct conn *c, struct item *it, bool with_key, bool with_value)
     }
     bin_compose_header(p, c->bin_opcode, BIN_SUCCESS, c->bin_opaque,
                        item_cas(it), 4, nkey, 4 + (uint32_t)nkey + nval);
+    if (settings.verbose > 1) {
+        log_bin_header(c->fd, '>', "Writing bin response:",
+                       (const unsigned char *)p);
+    }
     bin_put32(p + BIN_HEADER_LEN, item_client_flags(it));
     memcpy(p + BIN_HEADER_LEN + 4, item_key(it), nkey);
     if (with_value) {
@@ -324,11 +329,38 @@ bin_refused(struct conn *c, const struct bin_request *r)
     return r->swallow > 0 ? PROCESS_SWALLOW : PROCESS_OK;
 }
 
+/* -vv: the command lines memcached prints for a request. */
+static void
+log_request(const struct conn *c, const struct bin_request *r)
+{
+    int nkey = (int)r->key.len;
+
+    switch (r->cmd) {
+    case BIN_CMD_GET: case BIN_CMD_GAT: case BIN_CMD_TOUCH:
+        log_write("<%d %s %.*s", c->fd, r->cmd == BIN_CMD_GET ? "GET"
+                  : "TOUCH", nkey, r->key.p);
+        break;
+    case BIN_CMD_SET: case BIN_CMD_ADD: case BIN_CMD_REPLACE:
+        log_write("<%d %s %.*s Value len is %u", c->fd,
+                  r->cmd == BIN_CMD_SET ? "SET" : r->cmd == BIN_CMD_ADD
+                  ? "ADD" : "REPLACE", nkey, r->key.p, r->vlen);
+        break;
+    case BIN_CMD_STAT:
+        log_write("<%d STATS %.*s", c->fd, nkey, r->key.p);
+        break;
+    default:
+        break;
+    }
+}
+
 enum process_result
 process_bin(struct conn *c, const struct bin_request *r)
 {
     c->bin_opcode = r->opcode;
     c->bin_opaque = r->opaque;
+    if (settings.verbose > 1) {
+        log_request(c, r);
+    }
     if (settings.sasl && !process_sasl_allowed(c, r)) {
         bin_error(c, BIN_AUTH_ERROR);
         return PROCESS_CLOSE;

@@ -95,13 +95,74 @@ def test_vv_listeners_and_bound_protocols(server_factory):
     assert "<FD new ascii client connection." in lines(s)
 
 
+def pkt(op, key=b"", val=b"", extra=b""):
+    return struct.pack(">BBHBBHIIQ", 0x80, op, len(key), len(extra), 0, 0,
+                       len(key) + len(extra) + len(val), 0, 0) \
+        + extra + key + val
+
+
+def dump(d, head):
+    """A header dump as memcached prints it: the title, then the 24 bytes
+    four to a line."""
+    pad = "   " if d == "<" else "  "
+    out = ["%sFD %s" % (d, head[0])]
+    for i in range(0, 24, 4):
+        out.append("%sFD%s %s" % (d, pad, " ".join(
+            "0x%02x" % b for b in head[1][i:i + 4])))
+    return out
+
+
 def test_vv_binary_client(server_factory):
+    """memcached's -vv for binary: each header read and written, four
+    bytes to a line, and the command lines (reply CAS bytes masked: the
+    counter's start and when memcached fills it in differ)."""
     s = server_factory("-vv")
     with s.conn() as c:
-        c.send(struct.pack(">BBHBBHIIQ", 0x80, 0x0a, 0, 0, 0, 0, 0, 0, 0))
+        c.send(pkt(0x01, b"k", b"v", struct.pack(">II", 0, 0)))
         c.read_exact(24)
-    wait_for(s, "Client using the binary protocol")
-    assert "<FD server listening (auto-negotiate)" in lines(s)
+        c.send(pkt(0x00, b"k"))
+        c.read_exact(24 + 5)
+        c.send(pkt(0x00, b"zz"))
+        c.read_exact(24 + 9)
+    fd = [l.split()[0][1:] for l in s.stderr().splitlines()
+          if l.endswith(" new auto-negotiating client connection")][-1]
+    new, closed = "<%s new auto-negotiating client connection" % fd, \
+        "<%s connection closed." % fd
+    deadline = time.monotonic() + 5
+    while True:         # this connection's close, not an earlier one's
+        raw = s.stderr().splitlines()
+        last = max(i for i, l in enumerate(raw) if l == new)
+        if closed in raw[last:]:
+            break
+        assert time.monotonic() < deadline, raw[last:]
+        time.sleep(0.05)
+    got = [re.sub(r"^([<>])%s\b" % fd, r"\1FD", l) for l in raw
+           if l.startswith(("<%s " % fd, ">%s " % fd, "%s: " % fd))]
+    got = [l.replace("%s: " % fd, "FD: ") for l in got]
+    for i, l in enumerate(got):              # mask the reply CAS lines
+        if l == ">FD Writing bin response:":
+            got[i + 5] = got[i + 6] = ">FD   cas"
+    set_req = bytes(pkt(0x01, b"k", b"v", struct.pack(">II", 0, 0))[:24])
+    want = ["<FD new auto-negotiating client connection",
+            "FD: Client using the binary protocol"]
+    want += dump("<", ("Read binary protocol data:", set_req))
+    want += ["<FD SET k Value len is 1"]
+    want += dump(">", ("Writing bin response:", bytes([0x81, 1] + [0] * 22)))
+    want += dump("<", ("Read binary protocol data:", pkt(0x00, b"k")[:24]))
+    want += ["<FD GET k"]
+    want += dump(">", ("Writing bin response:", bytes(
+        [0x81, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 5] + [0] * 12)))
+    want += dump("<", ("Read binary protocol data:", pkt(0x00, b"zz")[:24]))
+    want += ["<FD GET zz", ">FD Writing an error: Not found"]
+    want += dump(">", ("Writing bin response:", bytes(
+        [0x81, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9] + [0] * 12)))
+    want += ["<FD connection closed."]
+    for i, l in enumerate(want):
+        if l == ">FD Writing bin response:":
+            want[i + 5] = want[i + 6] = ">FD   cas"
+    start = max(i for i, l in enumerate(got)
+                if l == "<FD new auto-negotiating client connection")
+    assert got[start:] == want
 
 
 def test_v_is_quiet_about_connections(server_factory):
