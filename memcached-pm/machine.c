@@ -126,6 +126,19 @@ parse_stopped(struct conn *c, ssize_t n)
     return CONN_WRITE;
 }
 
+/* -vv: "<fd <the request line>", its "\r\n" or "\n" dropped. */
+static void
+log_request_line(const struct conn *c, size_t n)
+{
+    const char *line = c->rbuf + c->rstart;
+    size_t len = n > 0 ? n - 1 : 0;
+
+    if (len > 0 && line[len - 1] == '\r') {
+        len--;
+    }
+    log_write("<%d %.*s", c->fd, (int)len, line);
+}
+
 /* Parse and execute one request from the buffer. */
 static enum conn_state
 parse_one(struct conn *c)
@@ -152,8 +165,7 @@ parse_one(struct conn *c)
         }
     }
     if (settings.verbose > 1) {
-        log_write("<%d %.*s", c->fd, (int)(n > 1 ? n - 1 : 0),
-                  c->rbuf + c->rstart);
+        log_request_line(c, (size_t)n);
     }
     c->rstart += (size_t)n;
     c->last_cmd = clock_now();

@@ -666,6 +666,9 @@ start(void)
     if ((rc = open_listeners()) != 0) {
         return rc;
     }
+    if (log_start() != 0) {
+        log_error("no log thread: messages go straight to stderr");
+    }
     if (worker_start_all((unsigned)settings.num_threads) != 0) {
         return EXIT_FAILURE;
     }
@@ -717,6 +720,7 @@ main(int argc, char **argv)
         return rc > 0 ? EXIT_SUCCESS : rc == -1 ? EXIT_FAILURE : -rc;
     }
     if ((rc = start()) != 0) {
+        log_stop();
         return rc;
     }
     event_base_dispatch(main_base);
@@ -738,5 +742,6 @@ main(int argc, char **argv)
     free(settings.inter);
     free_events();
     event_base_free(main_base);
+    log_stop();
     return EXIT_SUCCESS;
 }

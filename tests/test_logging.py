@@ -51,7 +51,8 @@ FD: Client using the ascii protocol
 
 def lines(server):
     out = []
-    for line in server.stderr().splitlines():
+    # split at "\n" only: a stray "\r" in a line must not pass
+    for line in server.stderr().rstrip("\n").split("\n"):
         line = re.sub(r"^([<>])\d+ ", r"\1FD ", line)
         line = re.sub(r"^\d+: ", "FD: ", line)
         line = re.sub(r"^>FD VERSION .*", ">FD VERSION x", line)
@@ -72,7 +73,7 @@ def test_vv_requests_and_replies(server_factory):
         c.send(REQUESTS)
         c.wait_closed()
     wait_for(s, "connection closed.")
-    raw = s.stderr().splitlines()
+    raw = s.stderr().rstrip("\n").split("\n")
     # this connection's lines only (the readiness probe's come and go on
     # another worker): its descriptor is the last new one
     fd = [l.split()[0][1:] for l in raw
@@ -91,6 +92,7 @@ def test_vv_requests_and_replies(server_factory):
 
 def test_vv_listeners_and_bound_protocols(server_factory):
     s = server_factory("-vv", "-B", "ascii")
+    wait_for(s, "new ascii client connection.")     # the readiness probe
     assert "<FD server listening (ascii)" in lines(s)
     assert "<FD new ascii client connection." in lines(s)
 
@@ -218,3 +220,39 @@ def test_vvv_state_machine(server_factory):
         c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
     wait_for(s, "going from conn_parse_cmd to conn_nread")
     assert "FD: going from conn_waiting to conn_parse_cmd" in lines(s)
+
+
+@pytest.mark.mcpm       # memcached's workers write stderr themselves
+def test_a_stuck_stderr_blocks_no_worker(binary):
+    """-vv with stderr a pipe nobody reads: the pipe fills after a few
+    hundred lines, yet every request is answered; the lines that did not
+    fit are dropped and counted once stderr drains."""
+    import subprocess
+    from conftest import Conn, base_args, free_port
+    port = free_port()
+    proc = subprocess.Popen([binary] + base_args(port) + ["-vv"],
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                c = Conn(port, timeout=10)
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        with c:
+            for _ in range(100):        # some 5 MB of lines
+                c.send(b"get nothing-here\r\n" * 1000)
+                for _ in range(1000):
+                    assert c.readline() == b"END\r\n"
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=20)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert re.search(rb"\(\d+ log lines dropped: stderr too slow\)", err)
