@@ -140,3 +140,71 @@ def test_bad_option_keeps_an_existing_memory_file(server_factory, run,
     s = server_factory("-e", memfile, "-m", "32")
     with s.conn() as c:
         c.call(b"get kept\r\n", b"VALUE kept 0 2\r\nok\r\nEND\r\n")
+
+
+def as_nobody(nofile=None, memlock=None):
+    """A preexec function: limits, then user nobody."""
+    import resource
+
+    def run():
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        if memlock is not None:
+            resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock, memlock))
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    return run
+
+
+@pytest.fixture
+def nobody_binary(binary):
+    """A copy of the binary that user nobody may run, wherever the build
+    lives."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="mcpm-nobody-", dir="/tmp")
+    os.chmod(d, 0o755)
+    exe = os.path.join(d, os.path.basename(binary))
+    shutil.copy(binary, exe)
+    os.chmod(exe, 0o755)
+    yield exe
+    shutil.rmtree(d)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
+def test_c_above_the_file_limit_is_ex_oserr(nobody_binary):
+    """Without the right to raise its file limit (not root, hard limit
+    64), -c 1024 cannot be had: memcached's message and EX_OSERR."""
+    r = subprocess.run([nobody_binary, "-U", "0", "-p", str(free_port()),
+                        "-c", "1024"], preexec_fn=as_nobody(nofile=64),
+                       capture_output=True, timeout=10, cwd="/")
+    assert r.returncode == 71
+    assert r.stderr == b"failed to set rlimit for open files. Try starting " \
+        b"as root or requesting smaller maxconns value.\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
+def test_k_warns_when_memory_cannot_be_locked(nobody_binary, tmp_path):
+    port = free_port()
+    err = tmp_path / "err"
+    with open(err, "wb") as f:
+        proc = subprocess.Popen([nobody_binary, "-U", "0", "-l", "127.0.0.1",
+                                 "-p", str(port), "-k", "-c", "64"],
+                                preexec_fn=as_nobody(memlock=0),
+                                stdin=subprocess.DEVNULL, stderr=f, cwd="/")
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with Conn(port, 2) as c:
+                    assert VERSION_RE.match(c.req(b"version\r\n"))
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert err.read_bytes().startswith(b"warning: -k invalid, mlockall() "
+                                       b"failed: ")
