@@ -239,13 +239,14 @@ scan_chunk(struct worker *w, void *chunk, unsigned id)
     }
 }
 
-/* Progress on stderr in tenths, for a large file. */
+/* Progress on stderr in tenths, for a large file (256 pages in use,
+ * 256 MB of items, take a noticeable moment to scan). */
 static void
 note_progress(struct recovery *rc)
 {
     size_t done = __atomic_add_fetch(&rc->scanned, 1, __ATOMIC_RELAXED);
 
-    if (rc->p->verbose > 0 && rc->npages >= 1024 &&
+    if (rc->p->verbose > 0 && rc->npages >= 256 &&
         done * 10 / rc->npages != (done - 1) * 10 / rc->npages) {
         fprintf(stderr, "recovery: scanned %zu of %zu pages\n", done,
                 rc->npages);

@@ -256,3 +256,26 @@ def test_a_stuck_stderr_blocks_no_worker(binary):
             proc.wait()
     assert proc.returncode == 0
     assert re.search(rb"\(\d+ log lines dropped: stderr too slow\)", err)
+
+
+@pytest.mark.mcpm       # memcached's -e restart prints no progress
+def test_v_shows_recovery_progress(server_factory, memfile):
+    """With -v, a start on a memory file holding 256 MB of items or more
+    reports the scan in tenths, then what it recovered."""
+    value = b"v" * (100 * 1024)
+    s = server_factory("-e", memfile, "-m", "400")
+    with s.conn(timeout=60) as c:
+        for batch in range(30):
+            c.send(b"".join(b"set k%d 0 0 %d noreply\r\n%s\r\n"
+                            % (batch * 100 + i, len(value), value)
+                            for i in range(100)))
+        c.sync()
+    s.stop()
+    s = server_factory("-v", "-e", memfile, "-m", "400")
+    out = lines(s)
+    progress = [l for l in out if l.startswith("recovery: scanned ")]
+    assert len(progress) == 10, out
+    assert progress[-1].startswith("recovery: scanned %s of %s pages"
+                                   % ((progress[-1].split()[2],) * 2))
+    assert any(re.match(r"memory file .*: recovered 3000 items from \d+ "
+                        r"pages in [\d.]+ s", l) for l in out), out
