@@ -64,7 +64,8 @@ def test_c_sets_the_file_limit_and_r_the_core_limit(server_factory):
 def daemon(binary, tmp_path, *flags):
     pidfile = tmp_path / "mc.pid"
     port = free_port()
-    cmd = [binary, "-d", "-P", str(pidfile)] + base_args(port) + list(flags)
+    cmd = [os.path.abspath(binary), "-d", "-P", str(pidfile)] + \
+        base_args(port) + list(flags)
     r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
                        timeout=10, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
