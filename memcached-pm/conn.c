@@ -120,14 +120,16 @@ bound_proto(void)
     return CONN_NEGOTIATE;
 }
 
-/* A connection on fd with a read buffer of rbuf_size, on o's list; no
- * name yet.  NULL on allocation failure (fd closed). */
+/* A connection on fd with a read buffer of rbuf_size (0: none until its
+ * first read), on o's list; no name yet.  NULL on allocation failure (fd
+ * closed). */
 static struct conn *
 conn_make(const struct conn_owner *o, int fd, size_t rbuf_size)
 {
     struct conn *c = calloc(1, sizeof(*c));
 
-    if (c == NULL || (c->rbuf = malloc(rbuf_size)) == NULL ||
+    if (c == NULL ||
+        (rbuf_size > 0 && (c->rbuf = malloc(rbuf_size)) == NULL) ||
         (c->obuf_head = malloc(sizeof(struct obuf))) == NULL) {
         log_error("out of memory for a new connection");
         if (c != NULL) {
@@ -149,7 +151,9 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size)
     c->obuf_cur = c->obuf_head;
     c->last_cmd = clock_now();
     conn_set_state(c, CONN_READ);
-    gauge_rbuf(c, 1, (int64_t)rbuf_size);
+    if (rbuf_size > 0) {
+        gauge_rbuf(c, 1, (int64_t)rbuf_size);
+    }
     gauge_obuf(c, 1);
     conn_list_add(c->list, c);
     return c;
@@ -159,14 +163,14 @@ struct conn *
 conn_new(const struct conn_owner *o, int fd, bool is_unix, bool tls,
          const char *listen_addr)
 {
-    struct conn *c = conn_make(o, fd, RBUF_SIZE);
+    /* Under read_buf_mem_limit a buffer is held only while reading: the
+     * first read takes one (rbuf_room()). */
+    struct conn *c = conn_make(o, fd, settings.read_buf_mem_limit > 0
+                                      ? 0 : RBUF_SIZE);
 
     if (c == NULL) {
         return NULL;
     }
-    /* Under read_buf_mem_limit a buffer is held only while reading:
-     * this one goes back until the first bytes come. */
-    conn_idle(c);
 #ifdef ENABLE_TLS
     if (tls && (c->tls = tls_new(fd)) == NULL) {
         log_info("<%d no TLS session for it", fd);
@@ -247,7 +251,9 @@ conn_release(struct conn *c)
         free(b);
         gauge_obuf(c, -1);
     }
-    gauge_rbuf(c, -1, -(int64_t)c->rsize);
+    if (c->rbuf != NULL) {      /* none while idle under the limit */
+        gauge_rbuf(c, -1, -(int64_t)c->rsize);
+    }
     cyrus_session_free(&c->sasl);
     free(c->nmeta);
     free(c->msgs);
@@ -756,9 +762,7 @@ conn_read(struct conn *c)
     if (n > 0 && c->tls != NULL && !c->tls_named) {
         /* The handshake is done: keep the client's name where stats
          * conns can read it without the session. */
-        const char *cn = tls_peer_cn(c->tls);
-
-        snprintf(c->peer_cn, sizeof(c->peer_cn), "%s", cn ? cn : "");
+        tls_peer_cn(c->tls, c->peer_cn, sizeof(c->peer_cn));
         __atomic_store_n(&c->tls_named, true, __ATOMIC_RELEASE);
     }
 #endif

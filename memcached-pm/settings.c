@@ -253,15 +253,11 @@ settings_tiers(void)
     return 0;
 }
 
-/* Cross-option rules, checked once everything is read. */
-int
-settings_check(void)
+/* The item size and slab rules, as memcached checks them once all
+ * options are read (exit 64); slab_chunk_max shrinks to fit -I. */
+static int
+check_slabs(struct cache_options *c)
 {
-    struct cache_options *c = &settings.cache;
-
-    if (settings_tiers() != 0) {
-        return -1;
-    }
     if (c->item_size_max > c->mem_limit / 2) {
         fprintf(stderr, "Cannot set item size limit higher than 1/2 of "
                 "memory max.\n");
@@ -296,47 +292,47 @@ settings_check(void)
                 "enabled\n");
         return -EX_USAGE;
     }
-    if (c->lock_power == 0) {
-        c->lock_power = locks_power_for((unsigned)settings.num_threads);
+    return 0;
+}
+
+/* -S needs binary, -Y ascii: bound to it unless -B said otherwise, and
+ * no UDP, with memcached's messages (exit 64). */
+static int
+auth_protocol(const char *proto, const char *other_msg, const char *udp_msg)
+{
+    if (!settings.protocol_given) {
+        settings.binding_protocol = proto;
+    } else if (strcmp(settings.binding_protocol, proto) != 0) {
+        fputs(other_msg, stderr);
+        return -EX_USAGE;
     }
-    if (c->lock_power >= c->hashpower) {
-        fprintf(stderr, "Hash table power size (%u) cannot be equal to or "
-                "less than item lock table (%u)\n", c->hashpower,
-                c->lock_power);
-        return -1;
+    if (settings.udpport != 0) {
+        fputs(udp_msg, stderr);
+        return -EX_USAGE;
     }
-    if (settings.maxconns <= RESERVED_FDS + 1) {
-        fprintf(stderr, "Maxconns setting is too low, use -c to "
-                "increase.\n");
-        return -1;
+    return 0;
+}
+
+/* -S, -Y, -Z and what this build has of them. */
+static int
+check_security(void)
+{
+    int rc;
+
+    if (settings.sasl &&
+        (rc = auth_protocol("binary", "ERROR: You cannot allow the ASCII "
+                            "protocol while using SASL.\n", "ERROR: Cannot "
+                            "enable UDP while using binary SASL "
+                            "authentication.\n")) != 0) {
+        return rc;
     }
-    if (settings.sasl) {
-        if (!settings.protocol_given) {
-            settings.binding_protocol = "binary";
-        } else if (strcmp(settings.binding_protocol, "binary") != 0) {
-            fprintf(stderr, "ERROR: You cannot allow the ASCII protocol "
-                    "while using SASL.\n");
-            return -EX_USAGE;
-        }
-        if (settings.udpport != 0) {
-            fprintf(stderr, "ERROR: Cannot enable UDP while using binary "
-                    "SASL authentication.\n");
-            return -EX_USAGE;
-        }
-    }
-    if (settings.auth_file != NULL) {
-        if (!settings.protocol_given) {
-            settings.binding_protocol = "ascii";
-        } else if (strcmp(settings.binding_protocol, "ascii") != 0) {
-            fprintf(stderr, "ERROR: You cannot allow the BINARY protocol "
-                    "while using ascii authentication tokens.\n");
-            return -EX_USAGE;
-        }
-        if (settings.udpport != 0) {
-            fprintf(stderr, "Cannot use UDP with ascii authentication "
-                    "enabled (-U 0 to disable)\n");
-            return -EX_USAGE;
-        }
+    if (settings.auth_file != NULL &&
+        (rc = auth_protocol("ascii", "ERROR: You cannot allow the BINARY "
+                            "protocol while using ascii authentication "
+                            "tokens.\n", "Cannot use UDP with ascii "
+                            "authentication enabled (-U 0 to disable)\n"))
+        != 0) {
+        return rc;
     }
 #ifndef ENABLE_CYRUS_SASL
     if (settings.sasl_cyrus) {
@@ -351,8 +347,35 @@ settings_check(void)
         return -EX_USAGE;
     }
 #endif
-    if (settings.pidfile != NULL && !settings.daemonize) {
-        /* memcached writes it anyway; so do we. */
+    return 0;
+}
+
+/* Cross-option rules, checked once everything is read. */
+int
+settings_check(void)
+{
+    struct cache_options *c = &settings.cache;
+    int rc;
+
+    if (settings_tiers() != 0) {
+        return -1;
+    }
+    if ((rc = check_slabs(c)) != 0 || (rc = check_security()) != 0) {
+        return rc;
+    }
+    if (c->lock_power == 0) {
+        c->lock_power = locks_power_for((unsigned)settings.num_threads);
+    }
+    if (c->lock_power >= c->hashpower) {
+        fprintf(stderr, "Hash table power size (%u) cannot be equal to or "
+                "less than item lock table (%u)\n", c->hashpower,
+                c->lock_power);
+        return -1;
+    }
+    if (settings.maxconns <= RESERVED_FDS + 1) {
+        fprintf(stderr, "Maxconns setting is too low, use -c to "
+                "increase.\n");
+        return -1;
     }
     c->verbose = settings.verbose;
     return 0;

@@ -34,14 +34,11 @@
 #include "storage/clock.h"
 
 #define SESSION_CONTEXT "memcached"
-#define CN_MAX 64
 
 struct tls {
     SSL  *ssl;
     bool  want_write;       /* the last EAGAIN waits for POLLOUT */
     bool  established;      /* the handshake finished */
-    bool  has_cn;           /* cn is filled (release/acquire) */
-    char  cn[CN_MAX];
 };
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -290,22 +287,30 @@ tls_free(struct tls *t)
     free(t);
 }
 
-/* The handshake just finished: remember the client's name. */
-static void
-established(struct tls *t)
+bool
+tls_peer_cn(const struct tls *t, char *out, size_t len)
 {
     X509 *cert = SSL_get0_peer_certificate(t->ssl);
 
+    out[0] = '\0';
+    return cert != NULL &&
+           X509_NAME_get_text_by_NID(X509_get_subject_name(cert),
+                                     NID_commonName, out, (int)len) > 0;
+}
+
+/* The handshake just finished. */
+static void
+established(struct tls *t)
+{
+    char cn[64];
+
     t->established = true;
-    if (cert != NULL &&
-        X509_NAME_get_text_by_NID(X509_get_subject_name(cert),
-                                  NID_commonName, t->cn, CN_MAX) > 0) {
-        __atomic_store_n(&t->has_cn, true, __ATOMIC_RELEASE);
-    }
     if (settings.verbose > 1) {
+        bool named = tls_peer_cn(t, cn, sizeof(cn));
+
         log_write("<%d TLS %s %s%s%s", SSL_get_fd(t->ssl),
                   SSL_get_version(t->ssl), SSL_get_cipher_name(t->ssl),
-                  t->has_cn ? " client " : "", t->has_cn ? t->cn : "");
+                  named ? " client " : "", cn);
     }
 }
 
@@ -360,10 +365,13 @@ tls_read(struct tls *t, void *buf, size_t n)
         if (r <= 0) {
             ssize_t e = failed(t, r, "read");
 
-            if (got > 0 && e < 0 && errno == EAGAIN) {
-                break;
+            if (got == 0) {
+                return e;
             }
-            return got > 0 && e == 0 ? (ssize_t)got : e;
+            if (e < 0 && errno != EAGAIN) {
+                return -1;
+            }
+            break;      /* bytes in hand; EAGAIN or the end comes next */
         }
         if (!t->established) {
             established(t);
@@ -449,12 +457,6 @@ tls_expired(struct tls *t, uint32_t born, uint32_t now)
     SERVER_STAT_INCR(ssl_handshake_errors);
     log_info("<%d TLS handshake timed out", SSL_get_fd(t->ssl));
     return true;
-}
-
-const char *
-tls_peer_cn(const struct tls *t)
-{
-    return __atomic_load_n(&t->has_cn, __ATOMIC_ACQUIRE) ? t->cn : NULL;
 }
 
 #endif /* ENABLE_TLS */

@@ -67,9 +67,9 @@ bool tls_wants_write(const struct tls *t);
  * as a handshake error; the caller closes it. */
 bool tls_expired(struct tls *t, uint32_t born, uint32_t now);
 
-/* The client certificate's common name, once the handshake is done
- * (stats conns may read it from another thread), or NULL. */
-const char *tls_peer_cn(const struct tls *t);
+/* The client certificate's common name into out, once the handshake is
+ * done: false (out "") when the client showed none. */
+bool tls_peer_cn(const struct tls *t, char *out, size_t len);
 
 #endif /* ENABLE_TLS */
 

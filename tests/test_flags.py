@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import Conn, base_args, free_port, VERSION_RE
+from conftest import free_port
 
 BAD = [
     ["-p", "70000"],
@@ -168,41 +168,3 @@ def test_unix_socket(binary, tmp_path):
             assert got == b"STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n"
     finally:
         assert stop_raw(proc) == 0
-
-
-def process_running(pid):
-    """True while pid exists and is not a zombie waiting for a reaper."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def test_daemon_with_pidfile(binary, tmp_path):
-    pidfile = tmp_path / "mc.pid"
-    port = free_port()
-    cmd = [binary, "-d", "-P", str(pidfile)] + base_args(port)
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
-                       timeout=10)
-    assert r.returncode == 0, r.stderr
-    deadline = time.monotonic() + 10
-    while not (pidfile.exists() and pidfile.read_text().strip()):
-        assert time.monotonic() < deadline, "no pidfile"
-        time.sleep(0.05)
-    pid = int(pidfile.read_text())
-    try:
-        while True:
-            try:
-                with Conn(port, 2) as c:
-                    assert VERSION_RE.match(c.req(b"version\r\n"))
-                    break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while process_running(pid):
-            assert time.monotonic() < deadline, "daemon did not stop"
-            time.sleep(0.05)

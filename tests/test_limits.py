@@ -26,6 +26,11 @@ def test_read_buffers_are_held_only_while_reading(server_factory):
     finally:
         for c in conns:
             c.close()
+    # and closing them gives back exactly what they held
+    time.sleep(0.3)
+    st = s.stats()
+    assert int(st["read_buf_count"]) <= 2
+    assert int(st["read_buf_bytes"]) <= 2 * 16384
 
 
 def test_read_buffer_limit_closes_what_does_not_fit(server_factory):

@@ -61,6 +61,20 @@ def test_c_sets_the_file_limit_and_r_the_core_limit(server_factory):
     assert limit(s.pid, "Max core file size") == "unlimited"
 
 
+def wait_version(port, alive=lambda: True, timeout=10):
+    """Until a server on port answers `version`; alive() says whether it
+    may still come up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with Conn(port, 2) as c:
+                assert VERSION_RE.match(c.req(b"version\r\n"))
+                return
+        except OSError:
+            assert alive() and time.monotonic() < deadline
+            time.sleep(0.05)
+
+
 def daemon(binary, tmp_path, *flags):
     pidfile = tmp_path / "mc.pid"
     port = free_port()
@@ -74,14 +88,7 @@ def daemon(binary, tmp_path, *flags):
         assert time.monotonic() < deadline, "no pidfile"
         time.sleep(0.05)
     pid = int(pidfile.read_text())
-    while True:
-        try:
-            with Conn(port, 2) as c:
-                assert VERSION_RE.match(c.req(b"version\r\n"))
-                break
-        except OSError:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+    wait_version(port)
     return pid, pidfile
 
 
@@ -195,15 +202,7 @@ def test_k_warns_when_memory_cannot_be_locked(nobody_binary, tmp_path):
                                 preexec_fn=as_nobody(memlock=0),
                                 stdin=subprocess.DEVNULL, stderr=f, cwd="/")
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with Conn(port, 2) as c:
-                    assert VERSION_RE.match(c.req(b"version\r\n"))
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.05)
+        wait_version(port, lambda: proc.poll() is None)
     finally:
         proc.terminate()
         proc.wait(10)
