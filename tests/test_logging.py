@@ -67,26 +67,35 @@ def wait_for(server, text, timeout=5):
         time.sleep(0.05)
 
 
+def last_conn_lines(server, timeout=5):
+    """The lines of the last connection opened, once its close is logged
+    (lines reach stderr through a thread of their own), the descriptor
+    written as FD.  Split at "\n" only, so a stray "\r" fails."""
+    new = " new auto-negotiating client connection"
+    deadline = time.monotonic() + timeout
+    while True:
+        raw = server.stderr().rstrip("\n").split("\n")
+        starts = [i for i, l in enumerate(raw) if l.endswith(new)]
+        if starts:
+            fd = raw[starts[-1]].split()[0][1:]
+            mine = [l for l in raw[starts[-1]:]
+                    if l.startswith(("<%s " % fd, ">%s " % fd, "%s: " % fd))]
+            if "<%s connection closed." % fd in mine:
+                break
+        assert time.monotonic() < deadline, raw[-20:]
+        time.sleep(0.05)
+    return [re.sub(r"^%s: " % fd, "FD: ", re.sub(r"^([<>])%s " % fd,
+                                                  r"\1FD ", l))
+            for l in mine]
+
+
 def test_vv_requests_and_replies(server_factory):
     s = server_factory("-vv")
     with s.conn() as c:
         c.send(REQUESTS)
         c.wait_closed()
-    wait_for(s, "connection closed.")
-    raw = s.stderr().rstrip("\n").split("\n")
-    # this connection's lines only (the readiness probe's come and go on
-    # another worker): its descriptor is the last new one
-    fd = [l.split()[0][1:] for l in raw
-          if l.endswith(" new auto-negotiating client connection")][-1]
-    mine = [l for l in raw if l.startswith(("<%s " % fd, ">%s " % fd,
-                                            "%s: " % fd))]
-    start = max(i for i, l in enumerate(mine)
-                if l.endswith(" new auto-negotiating client connection"))
-    got = []
-    for line in mine[start:]:
-        line = re.sub(r"^([<>])\d+ ", r"\1FD ", line)
-        line = re.sub(r"^\d+: ", "FD: ", line)
-        got.append(re.sub(r"^>FD VERSION .*", ">FD VERSION x", line))
+    got = [re.sub(r"^>FD VERSION .*", ">FD VERSION x", l)
+           for l in last_conn_lines(s)]
     assert got == EXPECTED
 
 
@@ -126,21 +135,7 @@ def test_vv_binary_client(server_factory):
         c.read_exact(24 + 5)
         c.send(pkt(0x00, b"zz"))
         c.read_exact(24 + 9)
-    fd = [l.split()[0][1:] for l in s.stderr().splitlines()
-          if l.endswith(" new auto-negotiating client connection")][-1]
-    new, closed = "<%s new auto-negotiating client connection" % fd, \
-        "<%s connection closed." % fd
-    deadline = time.monotonic() + 5
-    while True:         # this connection's close, not an earlier one's
-        raw = s.stderr().splitlines()
-        last = max(i for i, l in enumerate(raw) if l == new)
-        if closed in raw[last:]:
-            break
-        assert time.monotonic() < deadline, raw[last:]
-        time.sleep(0.05)
-    got = [re.sub(r"^([<>])%s\b" % fd, r"\1FD", l) for l in raw
-           if l.startswith(("<%s " % fd, ">%s " % fd, "%s: " % fd))]
-    got = [l.replace("%s: " % fd, "FD: ") for l in got]
+    got = last_conn_lines(s)
     for i, l in enumerate(got):              # mask the reply CAS lines
         if l == ">FD Writing bin response:":
             got[i + 5] = got[i + 6] = ">FD   cas"
@@ -162,9 +157,7 @@ def test_vv_binary_client(server_factory):
     for i, l in enumerate(want):
         if l == ">FD Writing bin response:":
             want[i + 5] = want[i + 6] = ">FD   cas"
-    start = max(i for i, l in enumerate(got)
-                if l == "<FD new auto-negotiating client connection")
-    assert got[start:] == want
+    assert got == want
 
 
 def test_v_is_quiet_about_connections(server_factory):
