@@ -86,19 +86,6 @@ link_in(struct item *it, uint32_t hv, enum item_lru which)
 }
 
 void
-link_replace(struct item *old, struct item *n, uint32_t hv,
-             enum item_lru which)
-{
-    if (n->tier == TIER_PMEM) {
-        persist_commit(n);
-    }
-    if (old != NULL) {
-        link_unlink(old, hv);
-    }
-    link_in(n, hv, which);
-}
-
-void
 link_recovered(struct item *it)
 {
     lru_set(it, ITEM_LRU_COLD);
@@ -135,11 +122,28 @@ do_link_unlink(struct item *it, uint32_t hv)
 }
 
 void
-link_detach(struct item *it, uint32_t hv)
+link_swap(struct item *old, struct item *n, uint32_t hv, enum item_lru which)
 {
-    lru_unlinked(it);
-    assoc_delete(item_key(it), item_nkey(it), hv);
-    histo_add(it, -1);
+    assoc_delete(item_key(old), item_nkey(old), hv);
+    link_in(n, hv, which);
+    lru_unlinked(old);
+    histo_add(old, -1);
+}
+
+void
+link_replace(struct item *old, struct item *n, uint32_t hv,
+             enum item_lru which)
+{
+    if (n->tier == TIER_PMEM) {
+        persist_commit(n);
+    }
+    if (old == NULL || !(item_flags(old) & ITEM_LINKED)) {
+        link_in(n, hv, which);
+        return;
+    }
+    kill_in_file(old);
+    link_swap(old, n, hv, which);
+    item_release(old);
 }
 
 void
@@ -149,7 +153,9 @@ link_unlink(struct item *it, uint32_t hv)
         return;
     }
     kill_in_file(it);
-    link_detach(it, hv);
+    lru_unlinked(it);
+    assoc_delete(item_key(it), item_nkey(it), hv);
+    histo_add(it, -1);
     item_release(it);
 }
 

@@ -41,8 +41,8 @@ enum item_lru link_first_list(const struct item *it);
 /*
  * Link n in place of old (NULL: none) at the head of list `which`.  An
  * item in the file is committed first, so a crash leaves old or n live,
- * never neither; then old leaves (dying in the file first) and n enters.
- * The caller keeps its reference to n.
+ * never neither; then old dies in the file and n takes its place
+ * (link_swap()).  The caller keeps its reference to n.
  */
 void link_replace(struct item *old, struct item *n, uint32_t hv,
                   enum item_lru which);
@@ -63,10 +63,13 @@ void link_unlink(struct item *it, uint32_t hv);
 /* link_unlink() of a linked item whose list lock the caller holds. */
 void do_link_unlink(struct item *it, uint32_t hv);
 
-/* Off its list and out of the table, but alive in the file; the link's
- * reference becomes the caller's (the cache policy's original, held by
- * its copy). */
-void link_detach(struct item *it, uint32_t hv);
+/* n takes linked item old's place: in the table, and on list `which`
+ * before old leaves its list, so that the items a class or the cache
+ * counts never dip while a key moves.  old stays alive in the file; the
+ * link's reference to old becomes the caller's (to drop, or for the cache
+ * policy's copy to hold its original by). */
+void link_swap(struct item *old, struct item *n, uint32_t hv,
+               enum item_lru which);
 
 /* ---- liveness -------------------------------------------------------- */
 

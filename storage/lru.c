@@ -22,9 +22,18 @@ struct lru_list {
     uint64_t        bytes;
 };
 
+/* What a class holds, counted as items join and leave its lists and not
+ * as they move between them: a move takes an item off one list before it
+ * goes on the next, and a sum of the lists' sizes would miss it. */
+struct lru_class {
+    uint64_t items;
+    uint64_t bytes;
+};
+
 static struct {
     const struct cache_options *opts;
     struct lru_list             lists[SLABS_TC_MAX][LRU_NLISTS];
+    struct lru_class            classes[SLABS_TC_MAX];
 } lru;
 
 struct cache_class_counters lru_class_counters[SLABS_TC_MAX];
@@ -125,9 +134,29 @@ take_out(struct lru_list *l, struct item *it)
     }
 }
 
+/* An item joins (dir 1) or leaves (-1) its class. */
+static void
+count_class(const struct item *it, int dir)
+{
+    struct lru_class *c = &lru.classes[lru_tc(it)];
+    uint64_t bytes = item_ntotal(it);
+
+    if (lru_is_cursor(it)) {
+        return;
+    }
+    if (dir > 0) {
+        __atomic_add_fetch(&c->items, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&c->bytes, bytes, __ATOMIC_RELAXED);
+    } else {
+        __atomic_sub_fetch(&c->items, 1, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&c->bytes, bytes, __ATOMIC_RELAXED);
+    }
+}
+
 void
 do_lru_push(struct item *it)
 {
+    count_class(it, 1);
     push_head(list_of(it), it);
 }
 
@@ -135,6 +164,7 @@ void
 do_lru_remove(struct item *it)
 {
     take_out(list_of(it), it);
+    count_class(it, -1);
 }
 
 void
@@ -142,6 +172,7 @@ lru_push(struct item *it)
 {
     struct lru_list *l = list_of(it);
 
+    count_class(it, 1);
     pthread_mutex_lock(&l->lock);
     push_head(l, it);
     pthread_mutex_unlock(&l->lock);
@@ -155,6 +186,7 @@ lru_remove(struct item *it)
     pthread_mutex_lock(&l->lock);
     take_out(l, it);
     pthread_mutex_unlock(&l->lock);
+    count_class(it, -1);
 }
 
 void
@@ -166,14 +198,22 @@ lru_unlinked(struct item *it)
     item_flags_clear(it, ITEM_LINKED);
     take_out(l, it);
     pthread_mutex_unlock(&l->lock);
+    count_class(it, -1);
 }
 
 void
 lru_move(struct item *it, enum item_lru to)
 {
-    lru_remove(it);
+    struct lru_list *l = list_of(it);
+
+    pthread_mutex_lock(&l->lock);
+    take_out(l, it);
+    pthread_mutex_unlock(&l->lock);
     lru_set(it, to);
-    lru_push(it);
+    l = list_of(it);
+    pthread_mutex_lock(&l->lock);
+    push_head(l, it);
+    pthread_mutex_unlock(&l->lock);
 }
 
 void
@@ -343,12 +383,7 @@ lru_list_bytes(unsigned tc, enum item_lru which)
 uint64_t
 lru_class_items(unsigned tc)
 {
-    uint64_t n = 0;
-
-    for (unsigned l = 0; l < LRU_NLISTS; l++) {
-        n += lru_list_size(tc, (enum item_lru)l);
-    }
-    return n;
+    return ld(&lru.classes[tc].items);
 }
 
 uint64_t
@@ -367,9 +402,12 @@ lru_class_bytes(unsigned tc, bool with_temp)
 {
     uint64_t total = 0;
 
+    if (with_temp) {
+        return ld(&lru.classes[tc].bytes);
+    }
     for (unsigned l = 0; l < LRU_NLISTS; l++) {
-        if (l != ITEM_LRU_TEMP || with_temp) {
-            total += ld(&lru.lists[tc][l].bytes);
+        if (l != ITEM_LRU_TEMP) {
+            total += lru_list_bytes(tc, (enum item_lru)l);
         }
     }
     return total;
@@ -406,8 +444,7 @@ lru_item_stats(unsigned tc, struct cache_item_stats *o)
     o->number_warm = lru_list_size(tc, ITEM_LRU_WARM);
     o->number_cold = lru_list_size(tc, ITEM_LRU_COLD);
     o->number_temp = lru_list_size(tc, ITEM_LRU_TEMP);
-    o->number = o->number_hot + o->number_warm + o->number_cold +
-                o->number_temp;
+    o->number = lru_class_items(tc);
     o->age_hot = lru_tail_age(tc, ITEM_LRU_HOT, now);
     o->age_warm = lru_tail_age(tc, ITEM_LRU_WARM, now);
     o->age = lru_tail_age(tc, ITEM_LRU_COLD, now);

@@ -113,7 +113,9 @@ void lru_cursor_remove(struct item *cursor);
 /* ---- figures and counters ---------------------------------------------- */
 
 /* Items and bytes of a tier class (TEMP's bytes only if with_temp), of
- * one list, and the age of a list's tail item (0 when empty).  Racy. */
+ * one list, and the age of a list's tail item (0 when empty).  Read
+ * without locks; a class's items and bytes are counted as items join and
+ * leave it, so moves between its lists do not disturb them. */
 uint64_t lru_class_items(unsigned tc);
 uint64_t lru_items_in_class(unsigned id);        /* in every tier */
 uint64_t lru_class_bytes(unsigned tc, bool with_temp);

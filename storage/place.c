@@ -111,8 +111,7 @@ copy_up(struct item *it, uint32_t hv)
                                    ITEM_FETCHED));
     item_time_store(n, clock_now());
     item_set_original(n, it);
-    link_detach(it, hv);
-    link_in(n, hv, link_first_list(n));
+    link_swap(it, n, hv, link_first_list(n));
     item_release(it);
     count(&promotions);
     return n;
@@ -127,10 +126,10 @@ uncache(struct item *c, uint32_t hv)
     struct item *orig = item_original(c);
 
     item_set_original(c, NULL);
-    link_unlink(c, hv);
     item_flags_clear(orig, ITEM_FETCHED | ITEM_ACTIVE);
     item_time_store(orig, item_time(c));
-    link_in(orig, hv, ITEM_LRU_COLD);
+    link_swap(c, orig, hv, ITEM_LRU_COLD);
+    item_release(c);
     item_release(orig);
 }
 
