@@ -314,8 +314,11 @@ chunk_alloc(item_mem_fn *mem, unsigned t, size_t want)
     unsigned id = want >= cap ? slabs_largest()
                               : slabs_clsid(want + sizeof(struct item_chunk));
     size_t used = want < cap ? want : cap;
+    /* Room is made in the chunk's own class: the tail of a value goes to
+     * a smaller class than its full chunks, and evicting from the
+     * largest would free chunks the tail cannot use. */
     struct item_chunk *ch = mem(sizeof(*ch) + used, SLABS_TC(t, id),
-                                SLABS_TC(t, slabs_largest()));
+                                SLABS_TC(t, id));
 
     if (ch == NULL) {
         return NULL;
