@@ -100,6 +100,9 @@ struct conn {
     bool             is_udp;         /* a worker's UDP socket (udp.h) */
     bool             close_after_write;
     bool             yielded;        /* -R budget ran out in this event */
+    bool             parked;         /* replies wait for the pass's sync
+                                        (machine_end_pass()) */
+    struct conn     *park_next;
     bool             watching;       /* handed to the mc-log thread (or
                                         being): stats conns lists the
                                         watcher instead */

@@ -21,6 +21,7 @@
 #include "memcached-pm/transport.h"
 #include "proto/binary.h"
 #include "proto/text.h"
+#include "storage/cache.h"
 
 #define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
 
@@ -34,6 +35,10 @@
 #define REQ_UNITS 64
 
 static void conn_drive(struct conn *c);
+
+/* This worker's connections waiting for the pass's sync, last parked
+ * first. */
+static __thread struct conn *parked;
 
 /* ---- events ----------------------------------------------------------- */
 
@@ -72,10 +77,28 @@ machine_start(struct conn *c)
     conn_wait(c, EV_READ);
 }
 
+static void
+unpark(struct conn *c)
+{
+    struct conn **p = &parked;
+
+    while (*p != NULL && *p != c) {
+        p = &(*p)->park_next;
+    }
+    if (*p == c) {
+        *p = c->park_next;
+    }
+    c->parked = false;
+    c->park_next = NULL;
+}
+
 void
 machine_close(struct conn **c)
 {
     if (*c != NULL) {
+        if ((*c)->parked) {
+            unpark(*c);
+        }
         lookahead_drop(*c);
         conn_free(c);
     }
@@ -341,6 +364,14 @@ state_read(struct conn *c, bool *stop)
 static enum conn_state
 state_write(struct conn *c, bool *stop)
 {
+    if (c->out_bytes > 0 && cache_group_pending()) {
+        /* The replies may acknowledge what is not durable yet. */
+        c->parked = true;
+        c->park_next = parked;
+        parked = c;
+        *stop = true;
+        return CONN_WRITE;
+    }
     switch (conn_flush(c)) {
     case -1:
         return CONN_CLOSING;
@@ -396,6 +427,28 @@ conn_drive(struct conn *c)
                       conn_state_label(c->state), conn_state_label(next));
         }
         conn_set_state(c, next);
+    }
+}
+
+void
+machine_end_pass(void)
+{
+    struct conn *list, *c;
+
+    while (parked != NULL) {
+        cache_group_sync();
+        list = parked;
+        parked = NULL;
+        while ((c = list) != NULL) {
+            list = c->park_next;
+            c->parked = false;
+            c->park_next = NULL;
+            conn_drive(c);
+        }
+    }
+    if (cache_group_pending()) {
+        /* noreply changes, and the items they replaced */
+        cache_group_sync();
     }
 }
 

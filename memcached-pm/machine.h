@@ -18,7 +18,9 @@
  * PARSE handles every complete request in the read buffer, queueing each
  * reply as iovecs: small lines are copied into an output arena, values are
  * pointed at in item memory while the connection holds a reference.  WRITE
- * sends the queue with sendmsg() and only then gives the references back.
+ * sends the queue with sendmsg() and only then gives the references back;
+ * under group commit it first waits for the pass's sync
+ * (machine_end_pass()).
  *
  * A connection is driven by its worker's thread only: no lock.
  */
@@ -33,6 +35,16 @@ void machine_start(struct conn *c);
 /* Close a connection whatever its state: its look-ahead is dropped, then
  * it is freed (conn_free()).  *c is NULL after. */
 void machine_close(struct conn **c);
+
+/*
+ * Group commit (storage/cache.h cache_group_join()): a connection whose
+ * replies acknowledge changes not yet durable waits, parked, in WRITE.
+ * After each pass of its event loop the worker calls this: one sync makes
+ * the pass's changes durable, then the parked connections send their
+ * replies and go on (parking again, and syncing again, if they made more
+ * changes).
+ */
+void machine_end_pass(void);
 
 /*
  * A datagram (UDP): run the requests in c's read buffer, none read from

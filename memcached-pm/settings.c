@@ -20,6 +20,7 @@
 #include <sysexits.h>
 
 #include "memcached-pm/stats.h"
+#include "storage/cache.h"
 #include "storage/locks.h"
 
 #define MB (1024 * 1024)
@@ -67,6 +68,22 @@ settings_ssl_version_name(void)
     int v = settings.ssl_min_version;
 
     return v >= 0 && v < 4 ? tls_versions[v] : "unknown";
+}
+
+const char *
+settings_durability_name(void)
+{
+    const char *name = cache_durability();
+
+    return name != NULL ? name : "(null)";
+}
+
+const char *
+settings_flush_name(void)
+{
+    const char *name = cache_flush_method();
+
+    return name != NULL ? name : "(null)";
 }
 
 int

@@ -253,6 +253,14 @@
       UINT(1, 1u << 24, NULL), "item memory in the file, MB (default: -m)") \
     X(_, HIDE, C(memory_file_reinit), 0, NULL, "memory_file_reinit", ON,    \
       "discard a memory file the settings cannot read")                     \
+    X(memory_file_durability, STR, V(settings_durability_name()), 0, NULL, \
+      NULL, NONE, NULL)                                                     \
+    X(memory_file_flush, STR, V(settings_flush_name()), 0, NULL, NULL,      \
+      NONE, NULL)                                                           \
+    X(_, HIDE, V(0), 0, NULL, "memory_file_durability",                     \
+      FN(opt_durability), "what a stored item survives: process (a "        \
+      "crash; no flushes), power (a power cut; flushes) or auto (default: " \
+      "power, process on tmpfs)")                                           \
     X(_, HIDE, C(pmem_strict), 0, NULL, "memory_file_strict", ON,           \
       "power-loss simulator for crash tests: only flushed cache lines "     \
       "reach the file")                                                     \
@@ -330,6 +338,11 @@ settings_ssl_verify_flags(void)
  * number a name or a digit gives, or -1. */
 const char *settings_ssl_version_name(void);
 int settings_ssl_version(const char *name);
+
+/* The memory file's durability and flush method as applied ("(null)"
+ * without a memory file, before it is open). */
+const char *settings_durability_name(void);
+const char *settings_flush_name(void);
 
 /* Every field to its default (the D() rows, storage's own). */
 void settings_defaults(void);

@@ -28,6 +28,7 @@
 #include "memcached-pm/stats.h"
 #include "proto/binary.h"
 #include "proto/udp.h"
+#include "storage/cache.h"
 
 #define UDP_READ_MAX   65536    /* a request datagram, frame included */
 #define UDP_RECV_BATCH 8        /* datagrams a recvmmsg takes */
@@ -262,6 +263,11 @@ on_udp(evutil_socket_t fd, short what, void *arg)
         }
         for (int i = 0; i < n; i++) {
             run_datagram(u, (unsigned)i, u->rmsg[i].msg_len);
+        }
+        if (cache_group_pending()) {
+            /* group commit: the batch's changes are durable before any
+             * of its replies goes out */
+            cache_group_sync();
         }
         if (!send_all(u)) {
             wait_for(u, EV_WRITE);

@@ -20,6 +20,7 @@
 #include "memcached-pm/settings.h"
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
+#include "storage/cache.h"
 #include "storage/clock.h"
 
 /* An accepted fd waiting for its worker. */
@@ -141,8 +142,22 @@ worker_main(void *arg)
     if (logger_thread_init() != 0) {
         log_error("worker %u: no ring for watch; it shares one", w->id);
     }
-    event_base_dispatch(w->base);
+    if (!cache_group_join()) {
+        event_base_dispatch(w->base);
+    } else {
+        /* Group commit: a sync after every pass, before its replies. */
+        for (;;) {
+            int rc = event_base_loop(w->base, EVLOOP_ONCE);
+
+            machine_end_pass();
+            if (rc != 0 || event_base_got_break(w->base)) {
+                break;
+            }
+        }
+    }
     close_all(w);
+    machine_end_pass();
+    cache_group_leave();
     return NULL;
 }
 

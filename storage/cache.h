@@ -53,6 +53,26 @@ void cache_shutdown(void);
 /* Once a second from the daemon's clock: expansion check, automove. */
 void cache_tick(void);
 
+/*
+ * Durability of the memory file (tier.h enum tier_durability), as stats
+ * settings names it: "process" or "power", and how it flushes: "none",
+ * "cache_lines" or "msync".  NULL without a memory file.
+ */
+const char *cache_durability(void);
+const char *cache_flush_method(void);
+
+/*
+ * Group commit, where the memory file flushes by msync (persist.h): an
+ * event loop's thread joins (false: nothing to group, every store is
+ * durable when its call returns), and then, before any reply that
+ * acknowledges a change goes out, syncs what its calls left pending.
+ * Every pass of the loop ends with a sync when something is pending.
+ */
+bool cache_group_join(void);
+bool cache_group_pending(void);
+void cache_group_sync(void);
+void cache_group_leave(void);       /* before the thread exits */
+
 /* ---- requests (cache.c) ------------------------------------------------ */
 
 /* Look a key up.  A hit returns the item with a reference and marks it

@@ -63,6 +63,22 @@ stop_threads(void)
 
 /* ---- tiers and the memory file --------------------------------------- */
 
+_Static_assert((int)TIER_DURABLE_PROCESS == (int)CACHE_DURABLE_PROCESS &&
+               (int)TIER_DURABLE_POWER == (int)CACHE_DURABLE_POWER,
+               "options.h and tier.h name the durabilities alike");
+
+static const char *
+flush_name(const struct tier *t)
+{
+    static const char *const names[] = {
+        [TIER_FLUSH_NONE] = "none",
+        [TIER_FLUSH_LINES] = "cache_lines",
+        [TIER_FLUSH_MSYNC] = "msync",
+    };
+
+    return names[tier_pmem_flush_kind(t)];
+}
+
 /* The PMEM tier over opts->memory_file: the superblock's reserve, then as
  * many pages as the file holds. */
 static struct tier *
@@ -77,6 +93,7 @@ pmem_tier_open(const struct cache_options *opts)
                    opts->memory_file_size / opts->page_size,
         .create = true,
         .strict = opts->pmem_strict,
+        .durability = (enum tier_durability)opts->pmem_durability,
     };
     char err[512];
     struct tier *t = tier_pmem_open(&po, err, sizeof(err));
@@ -84,13 +101,61 @@ pmem_tier_open(const struct cache_options *opts)
     if (t == NULL) {
         fprintf(stderr, "%s\n", err);
     } else if (opts->verbose > 0) {
-        /* Durability costs differ: a cache-line flush on PMEM, an msync
-         * of whole pages on any other file. */
-        fprintf(stderr, "memory file %s: %s\n", opts->memory_file,
-                tier_pmem_is_pmem(t) ? "persistent memory (pmem_persist)"
-                                     : "not persistent memory (msync)");
+        /* Durability costs differ: nothing against a process crash, a
+         * cache-line flush on PMEM, an msync of whole pages on any other
+         * file. */
+        fprintf(stderr, "memory file %s: %s; stores survive a %s "
+                "(flush: %s)\n", opts->memory_file,
+                tier_pmem_is_pmem(t) ? "persistent memory"
+                                     : "not persistent memory",
+                tier_pmem_durability(t) == TIER_DURABLE_PROCESS
+                ? "process crash" : "power cut", flush_name(t));
     }
     return t;
+}
+
+const char *
+cache_durability(void)
+{
+    struct tier *t = slabs_tier(TIER_PMEM);
+
+    if (t == NULL) {
+        return NULL;
+    }
+    return tier_pmem_durability(t) == TIER_DURABLE_PROCESS ? "process"
+                                                            : "power";
+}
+
+const char *
+cache_flush_method(void)
+{
+    struct tier *t = slabs_tier(TIER_PMEM);
+
+    return t == NULL ? NULL : flush_name(t);
+}
+
+bool
+cache_group_join(void)
+{
+    return persist_group_join();
+}
+
+bool
+cache_group_pending(void)
+{
+    return persist_group_pending();
+}
+
+void
+cache_group_sync(void)
+{
+    persist_group_sync();
+}
+
+void
+cache_group_leave(void)
+{
+    persist_group_leave();
 }
 
 /* The page table and commit words of the memory file.  0 or -1. */

@@ -126,7 +126,7 @@ tier_stats(unsigned id, struct tier *t, struct cache_tier_stats *o)
     o->evictions = s.evictions;
     place_tier_moves(id, &o->promotions, &o->demotions);
     if (id == TIER_PMEM) {
-        tier_pmem_flush_stats(t, &o->flushes, &o->flush_bytes);
+        tier_pmem_flush_stats(t, &o->flushes, &o->flush_bytes, &o->syncs);
     }
 }
 

@@ -110,6 +110,18 @@ kill_in_file(struct item *it)
     }
 }
 
+/* The same for an item replaced by one just committed: its death must
+ * not reach the medium before its successor does. */
+static void
+retire_in_file(struct item *it)
+{
+    struct item *f = policy_durable(it);
+
+    if (f != NULL) {
+        persist_retire(f);
+    }
+}
+
 void
 do_link_unlink(struct item *it, uint32_t hv)
 {
@@ -141,7 +153,7 @@ link_replace(struct item *old, struct item *n, uint32_t hv,
         link_in(n, hv, which);
         return;
     }
-    kill_in_file(old);
+    retire_in_file(old);
     link_swap(old, n, hv, which);
     item_release(old);
 }

@@ -135,7 +135,8 @@
     X(demotions,              GAUGE,   _) /* items moved down into the   \
                                              file */                        \
     X(flushes,                GAUGE,   _) /* persist calls, and the     */ \
-    X(flush_bytes,            GAUGE,   _) /* bytes they covered          */
+    X(flush_bytes,            GAUGE,   _) /* bytes they covered          */ \
+    X(syncs,                  GAUGE,   _) /* msync calls made for them */
 
 /*
  * What start-up read back from the memory file ("stats",

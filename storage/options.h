@@ -34,6 +34,13 @@ enum cache_tier_policy {
                                        demoted into the file */
 };
 
+/* What a store in the memory file must survive (tier.h explains). */
+enum cache_durability {
+    CACHE_DURABLE_AUTO,             /* power, but process on tmpfs */
+    CACHE_DURABLE_PROCESS,          /* a process crash: no flushes */
+    CACHE_DURABLE_POWER             /* a power cut: flush the medium */
+};
+
 #define CACHE_MB ((size_t)1 << 20)
 
 #define CACHE_OPTIONS(X)                                                    \
@@ -43,6 +50,7 @@ enum cache_tier_policy {
     X(const char *, memory_file,       NULL)  /* the PMEM tier's file */    \
     X(size_t,      memory_file_size,   0)     /* bytes, superblock too */   \
     X(bool,        pmem_strict,        false) /* power-loss simulator */    \
+    X(enum cache_durability, pmem_durability, CACHE_DURABLE_AUTO)           \
     X(unsigned,    pmem_crash_after,   0)     /* strict: die at the n-th  \
                                                  persist once serving */    \
     X(bool,        memory_file_reinit, false) /* discard a file written   \

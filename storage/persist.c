@@ -7,6 +7,7 @@
 #include "storage/crc.h"
 #include "storage/sblock.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 _Static_assert(sizeof(struct persist_prefix) == PERSIST_PREFIX,
@@ -141,6 +142,94 @@ persist_kill(struct item *it)
     }
     __atomic_store_n(&p->commit, 0, __ATOMIC_RELEASE);
     tier_persist(pe.tier, &p->commit, sizeof(p->commit));
+}
+
+/* The items this thread retires once its group's commits are durable. */
+static __thread struct {
+    struct item **v;
+    size_t        n;
+    size_t        cap;
+} retiring;
+
+static bool
+retire_later(struct item *it)
+{
+    if (retiring.n == retiring.cap) {
+        size_t cap = retiring.cap ? retiring.cap * 2 : 64;
+        struct item **v = realloc(retiring.v, cap * sizeof(*v));
+
+        if (v == NULL) {
+            return false;
+        }
+        retiring.v = v;
+        retiring.cap = cap;
+    }
+    item_ref_incr(it);
+    retiring.v[retiring.n++] = it;
+    return true;
+}
+
+void
+persist_retire(struct item *it)
+{
+    if (__atomic_load_n(&persist_prefix_of(it)->commit,
+                        __ATOMIC_RELAXED) == 0) {
+        return;
+    }
+    if (tier_pmem_group_pending(pe.tier) && retire_later(it)) {
+        return;
+    }
+    /* Not grouped (the successor is durable already), or no memory to
+     * wait in: make the successor durable, then kill. */
+    tier_pmem_group_sync(pe.tier);
+    persist_kill(it);
+}
+
+bool
+persist_group_join(void)
+{
+    return pe.tier != NULL && tier_pmem_group_join(pe.tier);
+}
+
+bool
+persist_group_pending(void)
+{
+    return pe.tier != NULL &&
+           (retiring.n > 0 || tier_pmem_group_pending(pe.tier));
+}
+
+void
+persist_group_sync(void)
+{
+    size_t n = retiring.n;
+
+    if (pe.tier == NULL) {
+        return;
+    }
+    tier_pmem_group_sync(pe.tier);
+    if (n == 0) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        persist_kill(retiring.v[i]);
+    }
+    tier_pmem_group_sync(pe.tier);
+    retiring.n = 0;
+    for (size_t i = 0; i < n; i++) {
+        item_release(retiring.v[i]);
+    }
+}
+
+void
+persist_group_leave(void)
+{
+    if (pe.tier == NULL) {
+        return;
+    }
+    persist_group_sync();
+    tier_pmem_group_leave(pe.tier);
+    free(retiring.v);
+    memset(&retiring, 0, sizeof(retiring));
 }
 
 void

@@ -94,6 +94,28 @@ void persist_commit(struct item *it);
 /* Dead: commit word 0, persisted.  Before unlinking and replying. */
 void persist_kill(struct item *it);
 
+/* Dead, but only once the item that replaces it (committed just before)
+ * is durable: at once, or in a group (below) after the group's commits
+ * have synced, the item held by a reference until then so that its chunk
+ * is not reused first.  A crash in between leaves both live; recovery
+ * keeps the higher seq. */
+void persist_retire(struct item *it);
+
+/*
+ * Group commit, for a thread that serves an event loop over a file
+ * flushed by msync (tier_pmem_group_join()): its stores are noted, not
+ * synced, and before any reply of the loop pass goes out,
+ * persist_group_sync() makes them durable: one sync for the pass's
+ * commits, kills and touches, and, if the pass replaced items, a second
+ * one for the deaths of the items they replaced.  join is false (and
+ * nothing is grouped) for any other medium; pending says whether the
+ * thread has anything a reply must wait for.
+ */
+bool persist_group_join(void);
+bool persist_group_pending(void);
+void persist_group_sync(void);
+void persist_group_leave(void);     /* sync, and free the thread's lists */
+
 /* After one aligned store to it->exptime: persist those 4 bytes. */
 void persist_exptime(struct item *it);
 

@@ -86,6 +86,30 @@ struct tier *tier_memkind_create(const char *spec, size_t limit,
  * Pages are named by index, never by address, in anything written to the
  * file, so the file does not care where it is mapped next time.
  */
+/*
+ * What a persisted store must survive, and so what persist() costs:
+ *
+ *   PROCESS  a crash of the process.  Every store is in the page cache
+ *            (or the PMEM's cache lines) the moment it is made, so
+ *            persist() only keeps the compiler from moving stores across
+ *            it: no flush, no system call.  The default on tmpfs, where a
+ *            power cut loses the file anyway.
+ *   POWER    a power cut too.  On real PMEM (DAX) persist() flushes the
+ *            cache lines and drains; on any other file it is an msync,
+ *            grouped (see tier_pmem_group_join()).
+ *   AUTO     POWER unless the file is on tmpfs or ramfs.
+ */
+enum tier_durability {
+    TIER_DURABLE_AUTO, TIER_DURABLE_PROCESS, TIER_DURABLE_POWER
+};
+
+/* How persist() reaches the medium, once the durability is settled. */
+enum tier_flush {
+    TIER_FLUSH_NONE,            /* ordering only */
+    TIER_FLUSH_LINES,           /* pmem_persist: cache lines and a drain */
+    TIER_FLUSH_MSYNC            /* msync, grouped per event-loop pass */
+};
+
 struct tier_pmem_options {
     const char *path;
     size_t      size;       /* bytes; 0 = the existing file's size */
@@ -93,6 +117,7 @@ struct tier_pmem_options {
     size_t      reserve;    /* bytes before page 0; rounded up to pages */
     bool        create;     /* create the file (of `size`) if missing */
     bool        strict;     /* power-loss simulator, see tier_pmem_crash */
+    enum tier_durability durability;
 };
 
 /*
@@ -100,13 +125,15 @@ struct tier_pmem_options {
  * An existing file is mapped as it is: if o->size is not 0 and differs from
  * the file's size the open fails (the file is never resized).  A missing
  * file is created (fully allocated) only when o->create and o->size are
- * set.  persist() is pmem_persist on real PMEM, pmem_msync otherwise.
+ * set.  persist() does what o->durability asks of the medium (above).
  *
  * Strict mode simulates power loss: addresses handed out point into a
  * private copy-on-write view of the file, and only persist() copies the
- * 64-byte cache lines it covers into the file.  Whatever was stored but
- * never persisted is lost when the process dies, exactly as PMEM contents
- * short of a flush are lost on a power cut.
+ * 64-byte cache lines it covers into the file (at the group's sync, for a
+ * thread in a group).  Whatever was stored but never persisted is lost
+ * when the process dies, exactly as PMEM contents short of a flush are
+ * lost on a power cut.  It implies POWER, flushed as the medium would be:
+ * cache lines on real PMEM, grouped msync anywhere else.
  *
  * Returns NULL with a message in err (errlen bytes) on any failure.  The
  * caller owns the tier; tier_destroy() unmaps it.
@@ -122,10 +149,36 @@ size_t tier_pmem_mapped_len(const struct tier *t);
 bool tier_pmem_is_pmem(const struct tier *t);
 bool tier_pmem_created(const struct tier *t);
 
-/* persist() calls so far and the bytes they covered (a racy sum of
- * per-thread counts, good for stats). */
+/* The durability settled at open (never AUTO) and how it flushes. */
+enum tier_durability tier_pmem_durability(const struct tier *t);
+enum tier_flush tier_pmem_flush_kind(const struct tier *t);
+
+/* persist() calls so far, the bytes they covered and the system calls
+ * made for them (a racy sum of per-thread counts, good for stats). */
 void tier_pmem_flush_stats(const struct tier *t, uint64_t *flushes,
-                           uint64_t *bytes);
+                           uint64_t *bytes, uint64_t *syncs);
+
+/*
+ * Group commit (TIER_FLUSH_MSYNC).  An msync costs a system call and a
+ * device cache flush however little it covers, so an event loop's thread
+ * joins a group: its persist() calls then only note the range, and
+ * tier_pmem_group_sync() makes everything noted durable with one msync
+ * over the span they cover (in strict mode: copies exactly the noted
+ * lines, each copy a flush point).  Ranges noted between two syncs reach
+ * the medium in any order, as one msync writes pages; whoever needs one
+ * store durable before another is made syncs in between.  Stores may
+ * always become durable early (the kernel writes dirty pages back when it
+ * likes).  Threads that never join sync at every persist().
+ *
+ * join returns false, and the thread keeps syncing at every persist(),
+ * unless the tier flushes by msync.  pending says whether the thread has
+ * noted ranges not yet synced.
+ */
+bool tier_pmem_group_join(struct tier *t);
+bool tier_pmem_group_pending(const struct tier *t);
+void tier_pmem_group_sync(struct tier *t);
+/* Sync what is pending and leave (before the thread exits). */
+void tier_pmem_group_leave(struct tier *t);
 
 /* Number of pages, the address of page `index` (NULL when out of range),
  * and the index of the page holding `addr` (SIZE_MAX when addr is not in

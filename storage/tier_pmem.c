@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libpmem.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #define PMEM_LINE 64    /* the unit a cache-line flush makes durable */
@@ -44,6 +46,7 @@
 struct flush_slot {
     uint64_t    flushes;
     uint64_t    bytes;
+    uint64_t    syncs;
 } __attribute__((aligned(64)));
 
 struct pmem_state {
@@ -59,6 +62,8 @@ struct pmem_state {
     int         is_pmem;
     bool        created;
     bool        strict;
+    enum tier_durability durability;
+    enum tier_flush flush;
     uint64_t    crash_at;   /* strict: the flush count that kills us */
     uint64_t    crash_count; /* flushes since crash_at was armed */
     int         fd;         /* strict: re-read the file on a crash */
@@ -152,15 +157,39 @@ pmem_page_free(struct tier *t, void *page)
     t->used -= t->page_size;
 }
 
-static void
-flush_range(struct pmem_state *s, const void *addr, size_t len)
+/* ---- reaching the medium ---------------------------------------------- */
+
+static struct flush_slot *
+my_slot(struct pmem_state *s)
 {
-    if (s->is_pmem) {
-        pmem_persist(addr, len);
-    } else {
-        /* msync works on whole pages; libpmem rounds the start down. */
-        pmem_msync(addr, len);
+    static unsigned next_slot;
+    static __thread unsigned mine = FLUSH_SLOTS;
+
+    if (mine == FLUSH_SLOTS) {
+        mine = __atomic_fetch_add(&next_slot, 1, __ATOMIC_RELAXED) %
+               FLUSH_SLOTS;
     }
+    return &s->slot[mine];
+}
+
+static void
+count_sync(struct pmem_state *s)
+{
+    __atomic_add_fetch(&my_slot(s)->syncs, 1, __ATOMIC_RELAXED);
+}
+
+/* msync works on whole pages: the range grows to the pages it touches. */
+static void
+msync_range(struct pmem_state *s, const char *addr, size_t len)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)addr & ~(pg - 1);
+    uintptr_t end = ((uintptr_t)addr + len + pg - 1) & ~(pg - 1);
+
+    count_sync(s);
+    /* Its only failure on a mapped range is EIO from the device, which
+     * no caller could act on. */
+    (void)msync((void *)start, end - start, MS_SYNC);
 }
 
 /*
@@ -169,10 +198,11 @@ flush_range(struct pmem_state *s, const void *addr, size_t len)
  * share a line) could otherwise interleave, one writing a line it read
  * before the other's store after the other's flush, and undo a flush that
  * had completed.  A cache-line write-back never does that; the copy must
- * not either.
+ * not either.  The copy is the simulated flush; the shared mapping needs
+ * none of its own (a SIGKILL keeps the page cache).
  */
 static void
-strict_persist(struct pmem_state *s, const char *addr, size_t len)
+strict_copy(struct pmem_state *s, const char *addr, size_t len)
 {
     size_t off, start, end;
 
@@ -189,36 +219,153 @@ strict_persist(struct pmem_state *s, const char *addr, size_t len)
     pthread_mutex_lock(&s->copy_lock);
     memcpy(s->shared + start, s->base + start, end - start);
     pthread_mutex_unlock(&s->copy_lock);
-    flush_range(s, s->shared + start, end - start);
+}
+
+/* A power cut armed by tier_pmem_crash_after() lands before this flush
+ * point: what it covers is lost. */
+static void
+flush_point(struct pmem_state *s)
+{
+    if (s->crash_at != 0 &&
+        __atomic_add_fetch(&s->crash_count, 1, __ATOMIC_RELAXED) >=
+        s->crash_at) {
+        kill(getpid(), SIGKILL);
+    }
+}
+
+/* Make [addr, addr + len) durable now, as the medium requires. */
+static void
+reach(struct pmem_state *s, const char *addr, size_t len)
+{
+    flush_point(s);
+    if (s->strict) {
+        strict_copy(s, addr, len);
+    } else if (s->flush == TIER_FLUSH_LINES) {
+        pmem_persist(addr, len);
+    } else {
+        msync_range(s, addr, len);
+    }
 }
 
 static void
 count_flush(struct pmem_state *s, size_t len)
 {
-    static unsigned next_slot;
-    static __thread unsigned my_slot = FLUSH_SLOTS;
-    struct flush_slot *f;
+    struct flush_slot *f = my_slot(s);
 
-    if (my_slot == FLUSH_SLOTS) {
-        my_slot = __atomic_fetch_add(&next_slot, 1, __ATOMIC_RELAXED) %
-                  FLUSH_SLOTS;
-    }
-    f = &s->slot[my_slot];
     __atomic_add_fetch(&f->flushes, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&f->bytes, len, __ATOMIC_RELAXED);
 }
 
 void
 tier_pmem_flush_stats(const struct tier *t, uint64_t *flushes,
-                      uint64_t *bytes)
+                      uint64_t *bytes, uint64_t *syncs)
 {
     const struct pmem_state *s = state(t);
 
-    *flushes = *bytes = 0;
+    *flushes = *bytes = *syncs = 0;
     for (unsigned i = 0; i < FLUSH_SLOTS; i++) {
         *flushes += __atomic_load_n(&s->slot[i].flushes, __ATOMIC_RELAXED);
         *bytes += __atomic_load_n(&s->slot[i].bytes, __ATOMIC_RELAXED);
+        *syncs += __atomic_load_n(&s->slot[i].syncs, __ATOMIC_RELAXED);
     }
+}
+
+/* ---- group commit ------------------------------------------------------ */
+
+struct span {
+    const char *start;
+    const char *end;
+};
+
+/* The ranges this thread noted since its last sync.  One PMEM tier per
+ * process: a thread joins at most one. */
+static __thread struct {
+    struct pmem_state *s;       /* the tier joined, NULL: none */
+    struct span       *v;
+    size_t             n;
+    size_t             cap;
+} grp;
+
+/* Note a range; one that touches the last noted grows it (an item's
+ * prepare and publish, a chunk's pieces).  False when out of memory. */
+static bool
+note(const char *addr, size_t len)
+{
+    struct span *last = grp.n > 0 ? &grp.v[grp.n - 1] : NULL;
+
+    if (last != NULL && addr <= last->end && addr + len >= last->start) {
+        last->start = addr < last->start ? addr : last->start;
+        last->end = addr + len > last->end ? addr + len : last->end;
+        return true;
+    }
+    if (grp.n == grp.cap) {
+        size_t cap = grp.cap ? grp.cap * 2 : 256;
+        struct span *v = realloc(grp.v, cap * sizeof(*v));
+
+        if (v == NULL) {
+            return false;
+        }
+        grp.v = v;
+        grp.cap = cap;
+    }
+    grp.v[grp.n++] = (struct span){ addr, addr + len };
+    return true;
+}
+
+bool
+tier_pmem_group_join(struct tier *t)
+{
+    struct pmem_state *s = state(t);
+
+    if (s->flush != TIER_FLUSH_MSYNC) {
+        return false;
+    }
+    grp.s = s;
+    return true;
+}
+
+bool
+tier_pmem_group_pending(const struct tier *t)
+{
+    return grp.s == state(t) && grp.n > 0;
+}
+
+void
+tier_pmem_group_sync(struct tier *t)
+{
+    struct pmem_state *s = state(t);
+    const char *lo, *hi;
+
+    if (grp.s != s || grp.n == 0) {
+        return;
+    }
+    if (s->strict) {
+        /* Each range its own flush point, so that a cut can land inside
+         * a sync, as inside one msync's writes. */
+        for (size_t i = 0; i < grp.n; i++) {
+            flush_point(s);
+            strict_copy(s, grp.v[i].start,
+                        (size_t)(grp.v[i].end - grp.v[i].start));
+        }
+        count_sync(s);
+    } else {
+        lo = grp.v[0].start;
+        hi = grp.v[0].end;
+        for (size_t i = 1; i < grp.n; i++) {
+            lo = grp.v[i].start < lo ? grp.v[i].start : lo;
+            hi = grp.v[i].end > hi ? grp.v[i].end : hi;
+        }
+        msync_range(s, lo, (size_t)(hi - lo));
+    }
+    grp.n = 0;
+}
+
+void
+tier_pmem_group_leave(struct tier *t)
+{
+    tier_pmem_group_sync(t);
+    free(grp.v);
+    memset(&grp, 0, sizeof(grp));
 }
 
 static void
@@ -230,17 +377,16 @@ pmem_tier_persist(struct tier *t, const void *addr, size_t len)
         return;
     }
     count_flush(s, len);
-    if (s->crash_at != 0 &&
-        __atomic_add_fetch(&s->crash_count, 1, __ATOMIC_RELAXED) >=
-        s->crash_at) {
-        /* The power goes before this flush: what it covers is lost. */
-        kill(getpid(), SIGKILL);
+    if (s->flush == TIER_FLUSH_NONE) {
+        /* Stores reach the page cache in program order; keep the
+         * compiler from reordering them across this commit point. */
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        return;
     }
-    if (s->strict) {
-        strict_persist(s, addr, len);
-    } else {
-        flush_range(s, addr, len);
+    if (grp.s == s && s->flush == TIER_FLUSH_MSYNC && note(addr, len)) {
+        return;
     }
+    reach(s, addr, len);
 }
 
 static bool
@@ -449,6 +595,35 @@ layout(struct pmem_state *s, const struct tier_pmem_options *o, char *err,
     return true;
 }
 
+static bool
+on_tmpfs(const char *path)
+{
+    struct statfs fs;
+
+    return statfs(path, &fs) == 0 &&
+           (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
+}
+
+/* AUTO: a file on tmpfs cannot outlive the machine's power, so guarding
+ * against a power cut buys nothing there.  The simulator models a power
+ * cut whatever the file sits on. */
+static void
+settle_durability(struct pmem_state *s, const struct tier_pmem_options *o)
+{
+    s->durability = o->durability;
+    if (s->strict) {
+        s->durability = TIER_DURABLE_POWER;
+    } else if (s->durability == TIER_DURABLE_AUTO) {
+        s->durability = !s->is_pmem && on_tmpfs(o->path)
+                        ? TIER_DURABLE_PROCESS : TIER_DURABLE_POWER;
+    }
+    if (s->durability == TIER_DURABLE_PROCESS) {
+        s->flush = TIER_FLUSH_NONE;
+    } else {
+        s->flush = s->is_pmem ? TIER_FLUSH_LINES : TIER_FLUSH_MSYNC;
+    }
+}
+
 static struct pmem_state *
 state_open(const struct tier_pmem_options *o, char *err, size_t errlen)
 {
@@ -471,6 +646,7 @@ state_open(const struct tier_pmem_options *o, char *err, size_t errlen)
     if (s->strict && !strict_setup(s, o->path, o->page_size, err, errlen)) {
         goto fail;
     }
+    settle_durability(s, o);
     if (!layout(s, o, err, errlen)) {
         goto fail;
     }
@@ -515,6 +691,18 @@ size_t
 tier_pmem_mapped_len(const struct tier *t)
 {
     return state(t)->len;
+}
+
+enum tier_durability
+tier_pmem_durability(const struct tier *t)
+{
+    return state(t)->durability;
+}
+
+enum tier_flush
+tier_pmem_flush_kind(const struct tier *t)
+{
+    return state(t)->flush;
 }
 
 bool

@@ -44,6 +44,9 @@ def save_fuzz_seed(kind, data):
     data = data[:FUZZ_SEED_MAX]
     (d / hashlib.sha1(data).hexdigest()).write_bytes(data)
 TIER_POLICY = os.environ.get("MCPM_TIER_POLICY", "")
+# MCPM_DURABILITY=power makes those files guard against a power cut
+# (msync by group commit) even on tmpfs, where they would not by default.
+DURABILITY = os.environ.get("MCPM_DURABILITY", "")
 STOP_TIMEOUT = 10.0
 VERSION_RE = re.compile(rb"^VERSION 1\.6\.\d+\S*\r\n$")
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
@@ -326,8 +329,8 @@ class Server:
     def _memory_file_args(self):
         """MCPM_MEMORY_FILE_DIR runs every server with its items in a
         PMEM-tier file there (a tmpfs such as /dev/shm stands in for DAX),
-        under MCPM_TIER_POLICY if set (pmem by default); the file is
-        removed when the server stops."""
+        under MCPM_TIER_POLICY if set (pmem by default) and
+        MCPM_DURABILITY; the file is removed when the server stops."""
         if self.reference or not MEMORY_FILE_DIR:
             return []
         if "-e" in self.flags or any("memory_file" in f or "tier_policy" in f
@@ -340,6 +343,8 @@ class Server:
         opt = "memory_file=" + self.memory_file
         if TIER_POLICY:
             opt += ",tier_policy=" + TIER_POLICY
+        if DURABILITY:
+            opt += ",memory_file_durability=" + DURABILITY
         return ["-o", opt]
 
     def _remove_memory_file(self):

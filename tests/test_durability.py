@@ -1,0 +1,198 @@
+"""What a store in the memory file survives, and what it costs (issue 17).
+
+-o memory_file_durability=auto|process|power.  auto settles on the
+medium: a file on tmpfs cannot outlive a power cut, so there a store only
+has to survive a crash of the process and nothing is flushed (the page
+cache keeps it); any other file guards against a power cut with msync,
+grouped per event-loop pass: each pass's changes are made durable by one
+msync before any of its replies goes out, and the deaths of the items
+the pass replaced by a second one after it.  `stats settings` shows what
+was settled (memory_file_durability, memory_file_flush) and `stats tiers`
+counts the commit points (pmem:flushes) and the msync calls (pmem:syncs).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.mcpm
+
+
+def fs_type(path):
+    return subprocess.run(["stat", "-f", "-c", "%T", path], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def diskfile(tmp_path):
+    """A memory file path on a filesystem over a block device (not tmpfs):
+    the test's own directory, or the repository's when /tmp is a tmpfs."""
+    here = str(tmp_path)
+    if fs_type(here) in ("tmpfs", "ramfs"):
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(here, "mcpm-disk-test-%s.pm" % uuid.uuid4().hex)
+    yield path
+    if os.path.exists(path):
+        os.unlink(path)
+
+
+def counts(c):
+    t = c.stats("tiers")
+    return int(t["pmem:syncs"]), int(t["pmem:flushes"])
+
+
+def settled(c):
+    st = c.stats("settings")
+    return st["memory_file_durability"], st["memory_file_flush"]
+
+
+def set_req(key, value):
+    return b"set %s 0 0 %d\r\n%s\r\n" % (key, len(value), value)
+
+
+def test_tmpfs_guards_against_a_process_crash_without_a_syscall(
+        server_factory, memfile):
+    s = server_factory("-e", memfile)
+    with s.conn() as c:
+        assert settled(c) == ("process", "none")
+        for i in range(200):
+            c.call(set_req(b"k%d" % i, b"v%d" % i), b"STORED\r\n")
+        c.call(b"delete k0\r\n", b"DELETED\r\n")
+        syncs, flushes = counts(c)
+    # Every commit point is still one (prepare and publish of each set),
+    # but none costs a system call.
+    assert syncs == 0
+    assert flushes >= 2 * 200 + 1
+    s.signal(signal.SIGKILL)
+    s.wait()
+    r = server_factory("-e", memfile)
+    with r.conn() as c:
+        c.call(b"get k0\r\n", b"END\r\n")
+        for i in range(1, 200):
+            c.call(b"get k%d\r\n" % i, b"VALUE k%d 0 %d\r\nv%d\r\nEND\r\n"
+                   % (i, len(b"v%d" % i), i))
+    assert r.stats()["recovery_items"] == "199"
+
+
+def test_a_disk_file_syncs_once_per_pass(server_factory, diskfile):
+    s = server_factory("-e", diskfile)
+    with s.conn() as c:
+        assert settled(c) == ("power", "msync")
+        c.call(set_req(b"warm", b"x"), b"STORED\r\n")   # the page is cut
+
+        def cost(req, reply):
+            before = counts(c)[0]
+            c.call(req, reply)
+            return counts(c)[0] - before
+
+        # A new key: its commit, one sync.  A replace: the new item's
+        # commit, then the old one's death, two.  A delete and a touch:
+        # one.  A read: none.
+        assert cost(set_req(b"a", b"1"), b"STORED\r\n") == 1
+        assert cost(set_req(b"a", b"2"), b"STORED\r\n") == 2
+        assert cost(b"touch a 100\r\n", b"TOUCHED\r\n") == 1
+        assert cost(b"get a\r\n", b"VALUE a 0 1\r\n2\r\nEND\r\n") == 0
+        assert cost(b"delete a\r\n", b"DELETED\r\n") == 1
+        assert cost(b"delete a\r\n", b"NOT_FOUND\r\n") == 0
+
+        # 500 pipelined sets: the passes that read them share syncs.
+        before = counts(c)[0]
+        c.send(b"".join(set_req(b"p%d" % i, b"%010d" % i)
+                        for i in range(500)))
+        for _ in range(500):
+            assert c.readline() == b"STORED\r\n"
+        during = counts(c)[0] - before
+    assert 1 <= during < 100, during
+    s.signal(signal.SIGKILL)
+    s.wait()
+    r = server_factory("-e", diskfile)
+    with r.conn() as c:
+        for i in range(500):
+            c.call(b"get p%d\r\n" % i, b"VALUE p%d 0 10\r\n%010d\r\nEND\r\n"
+                   % (i, i))
+
+
+def test_noreply_changes_are_synced_by_the_pass(server_factory, diskfile):
+    s = server_factory("-e", diskfile)
+    with s.conn() as c:
+        c.call(set_req(b"warm", b"x"), b"STORED\r\n")
+        before = counts(c)[0]
+        c.send(b"set q 0 0 1 noreply\r\nq\r\n")
+        c.call(b"mn\r\n", b"MN\r\n")
+        assert counts(c)[0] - before >= 1
+    s.signal(signal.SIGKILL)
+    s.wait()
+    r = server_factory("-e", diskfile)
+    with r.conn() as c:
+        c.call(b"get q\r\n", b"VALUE q 0 1\r\nq\r\nEND\r\n")
+
+
+def test_udp_replies_wait_for_the_sync(server_factory, diskfile):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    s = server_factory("-e", diskfile, "-U", str(port))
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(5)
+    with s.conn() as c:
+        before = counts(c)[0]
+        u.sendto(b"\x00\x01\x00\x00\x00\x01\x00\x00" + set_req(b"u", b"dp"),
+                 ("127.0.0.1", port))
+        reply, _ = u.recvfrom(2048)
+        assert reply == b"\x00\x01\x00\x00\x00\x01\x00\x00STORED\r\n"
+        assert counts(c)[0] - before >= 1
+    u.close()
+    s.signal(signal.SIGKILL)
+    s.wait()
+    r = server_factory("-e", diskfile)
+    with r.conn() as c:
+        c.call(b"get u\r\n", b"VALUE u 0 2\r\ndp\r\nEND\r\n")
+
+
+def test_power_asked_for_on_tmpfs(server_factory, memfile):
+    s = server_factory("-e", memfile, "-o", "memory_file_durability=power")
+    with s.conn() as c:
+        assert settled(c) == ("power", "msync")
+        c.call(set_req(b"a", b"1"), b"STORED\r\n")
+        assert counts(c)[0] >= 1
+
+
+def test_process_asked_for_on_a_disk_file(server_factory, diskfile):
+    s = server_factory("-e", diskfile, "-o",
+                       "memory_file_durability=process")
+    with s.conn() as c:
+        assert settled(c) == ("process", "none")
+        for i in range(50):
+            c.call(set_req(b"k%d" % i, b"v"), b"STORED\r\n")
+        assert counts(c)[0] == 0
+    s.signal(signal.SIGKILL)
+    s.wait()
+    r = server_factory("-e", diskfile)
+    with r.conn() as c:
+        for i in range(50):
+            c.call(b"get k%d\r\n" % i, b"VALUE k%d 0 1\r\nv\r\nEND\r\n" % i)
+
+
+def test_the_simulator_always_models_a_power_cut(server_factory, memfile):
+    s = server_factory("-e", memfile, "-o",
+                       "memory_file_strict,memory_file_durability=process")
+    with s.conn() as c:
+        assert settled(c) == ("power", "msync")
+
+
+def test_dram_has_no_memory_file_rows(server_factory):
+    with server_factory("-o", "tier_policy=dram").conn() as c:
+        assert settled(c) == ("(null)", "(null)")
+
+
+def test_a_bad_durability_exits_1(binary):
+    """As memcached exits for a bad -o value (its `goto error`)."""
+    p = subprocess.run([binary, "-o", "memory_file_durability=disk"],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1
+    assert ('Invalid value for memory_file_durability: "disk" (auto, '
+            'process or power)') in p.stderr
