@@ -153,7 +153,11 @@
     X(dropped_flushed,        GAUGE,   COUNT)                               \
     X(dropped_replaced,       GAUGE,   COUNT) /* an older live copy */      \
     X(checksummed,            GAUGE,   COUNT) /* the checksum pass ran */   \
-    X(seconds,                GAUGE,   US)
+    X(seconds,                GAUGE,   US)    /* all of it, of which: */    \
+    X(scan_seconds,           GAUGE,   US)    /* pages read, pieces sorted */\
+    X(link_seconds,           GAUGE,   US)    /* heads checked, hashed */   \
+    X(free_seconds,           GAUGE,   US)    /* free chunks listed */      \
+    X(lru_seconds,            GAUGE,   US)    /* sorted by age, listed */
 
 #define CACHE_METRIC_FIELD(name, kind, extra) uint64_t name;
 

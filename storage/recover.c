@@ -9,16 +9,20 @@
  *              into a head (odd: a live item, its header checked against
  *              its chunk), a piece of a chunked value (even) or free (0).
  *              Volatile fields (links, refcount, LRU bits) are reset.
+ *              Everything else recovery needs of a head is read here,
+ *              while the pages stream through in memory order: an
+ *              unchunked head's crc, expiry and flush checks, its key's
+ *              hash and its time, kept beside its address.
  *   3 pieces   one thread: the pieces sorted by (seq, index).
  *   4 link     threads over the heads: rebuild a chunked value's chain
- *              from the pieces with its seq, check the crc, drop expired
- *              and flushed items, and put the rest in the hash table
- *              (under the item lock when there are several threads),
- *              keeping the higher seq of a key.
+ *              from the pieces with its seq and check it, and put the
+ *              heads in the hash table (under the item lock when there
+ *              are several threads), keeping the higher seq of a key.
  *   5 free     one thread: each page goes to its class; chunks neither
  *              linked nor claimed by a linked item go on the free lists,
  *              their commit words zeroed and persisted.
- *   6 lru      one thread: the linked items into COLD, oldest first.
+ *   6 lru      one thread: the linked items into COLD, oldest first,
+ *              sorted by the times the scan kept.
  *
  * A chunk's flags say where it stands between phases: ITEM_LINKED for a
  * head in the hash table, ITEM_CHUNK for a piece claimed by a head that
@@ -62,11 +66,19 @@ struct vec {
     size_t      n, cap, size;
 };
 
+/* A head the scan found, and what the later phases need of it. */
+struct head {
+    struct item        *it;
+    uint32_t            hv;         /* its key's hash */
+    rel_time_t          time;
+};
+
 /* What one scan/link thread works on and finds. */
 struct worker {
     struct recovery    *rc;
     unsigned            id;
-    struct vec          heads;      /* struct item * */
+    struct vec          heads;      /* struct head */
+    rel_time_t          lo, hi;     /* the heads' oldest and newest time */
     struct vec          pieces;     /* struct piece */
     uint64_t            torn, expired, flushed, replaced;
     bool                oom;
@@ -81,6 +93,7 @@ struct recovery {
     unsigned            nthreads;
     struct worker      *w;
     struct piece       *pieces;     /* all of them, sorted */
+    unsigned            bucket_power;   /* the hash table's, once sized */
     size_t              npieces;
     size_t              scanned;    /* pages, for progress */
 };
@@ -206,6 +219,30 @@ piece_fits(const struct item_chunk *ch, unsigned id)
            ch->used <= ch->size;
 }
 
+static bool head_ok(struct worker *w, struct item *it, unsigned head_id);
+
+/* A live head: checked now if it can be (a chunked one waits for its
+ * pieces), and kept with its hash and time. */
+static void
+scan_head(struct worker *w, struct item *it, unsigned id)
+{
+    struct head h = { .it = it, .time = item_time(it) };
+
+    if (!head_fits(it, id, w->rc)) {
+        item_flags_store(it, 0);
+        w->torn++;
+        return;
+    }
+    reset_head(it);
+    if (!(item_flags(it) & ITEM_CHUNKED) && !head_ok(w, it, id)) {
+        return;
+    }
+    h.hv = hash_murmur3(item_key(it), it->nkey);
+    w->lo = h.time < w->lo ? h.time : w->lo;
+    w->hi = h.time > w->hi ? h.time : w->hi;
+    w->oom |= !vec_push(&w->heads, &h);
+}
+
 static void
 scan_chunk(struct worker *w, void *chunk, unsigned id)
 {
@@ -215,13 +252,7 @@ scan_chunk(struct worker *w, void *chunk, unsigned id)
     if (commit == 0) {
         item_flags_store(it, 0);
     } else if (commit & 1) {
-        if (head_fits(it, id, w->rc)) {
-            reset_head(it);
-            w->oom |= !vec_push(&w->heads, &it);
-        } else {
-            item_flags_store(it, 0);
-            w->torn++;
-        }
+        scan_head(w, it, id);
     } else {
         struct item_chunk *ch = chunk;
         struct piece pc = {
@@ -430,18 +461,12 @@ head_ok(struct worker *w, struct item *it, unsigned head_id)
 }
 
 /* Into the hash table (hv is the key's hash), unless a newer copy of the
- * key is there. */
+ * key is there.  No lock: only this thread touches the bucket. */
 static void
 insert_head(struct worker *w, struct item *it, uint32_t hv)
 {
-    bool alone = w->rc->nthreads == 1;
-    struct item *old;
+    struct item *old = assoc_find(item_key(it), it->nkey, hv);
 
-    /* With one thread nothing else touches the table yet. */
-    if (!alone) {
-        locks_lock(hv);
-    }
-    old = assoc_find(item_key(it), it->nkey, hv);
     if (old == NULL || seq_of(old) < seq_of(it)) {
         if (old != NULL) {
             assoc_delete(item_key(old), old->nkey, hv);
@@ -454,9 +479,6 @@ insert_head(struct worker *w, struct item *it, uint32_t hv)
     } else {
         release_chain(it);
         w->replaced++;
-    }
-    if (!alone) {
-        locks_unlock(hv);
     }
 }
 
@@ -472,58 +494,71 @@ head_class(const struct item *it)
 }
 
 /*
- * Every head is a cache miss, and so is its bucket and the first item
- * chained there: a software pipeline keeps them in flight.  At step i the
- * head i is prefetched; head i - AHEAD is checked, hashed and its bucket
- * prefetched; the bucket's first item is prefetched for head i - 2 AHEAD;
- * head i - 3 AHEAD goes into the table.
+ * The link threads split the table, not the heads: thread t takes the
+ * heads of the t-th of nthreads equal ranges of buckets, from every scan
+ * thread's list, so that each bucket, and each key's copies, have one
+ * owner and no lock is taken.  (A multiply, not a division: this runs
+ * for every head in every thread.)
+ */
+static bool
+mine(const struct worker *w, uint32_t hv)
+{
+    const struct recovery *rc = w->rc;
+    uint64_t bucket = hv & (((uint64_t)1 << rc->bucket_power) - 1);
+
+    return ((bucket * rc->nthreads) >> rc->bucket_power) == w->id;
+}
+
+/*
+ * Every head, its bucket and the first item chained there are cache
+ * misses: a software pipeline keeps them in flight.  At step i head i and
+ * its bucket are prefetched (the scan kept its hash); the bucket's first
+ * item is prefetched for head i - d; head i - 2d (a chunked one checked
+ * first, now that its pieces are known) goes into the table.  d spans
+ * AHEAD of this thread's heads.
  */
 #define AHEAD   8
-#define RING    32              /* > 3 * AHEAD, a power of two */
+
+static void
+link_span(struct worker *w, const struct head *heads, size_t n)
+{
+    size_t d = AHEAD * w->rc->nthreads;
+
+    for (size_t i = 0; i < n + 2 * d; i++) {
+        if (i < n && mine(w, heads[i].hv)) {
+            __builtin_prefetch(heads[i].it, 1);
+            __builtin_prefetch(assoc_bucket_hint(heads[i].hv));
+        }
+        if (i >= d && i - d < n && mine(w, heads[i - d].hv)) {
+            struct item *const *b = assoc_bucket_hint(heads[i - d].hv);
+
+            __builtin_prefetch(b != NULL ? *b : NULL);
+        }
+        if (i >= 2 * d && i - 2 * d < n && mine(w, heads[i - 2 * d].hv)) {
+            const struct head *h = &heads[i - 2 * d];
+
+            if (!(item_flags(h->it) & ITEM_CHUNKED) ||
+                head_ok(w, h->it, head_class(h->it))) {
+                insert_head(w, h->it, h->hv);
+            }
+        }
+    }
+}
 
 static void *
 link_thread(void *arg)
 {
     struct worker *w = arg;
-    struct item **heads = w->heads.v;
-    size_t n = w->heads.n;
-    uint32_t hv[RING];
-    bool keep[RING];
 
-    for (size_t i = 0; i < n + 3 * AHEAD; i++) {
-        if (i < n) {
-            __builtin_prefetch(heads[i]);
-            __builtin_prefetch((char *)heads[i] + 64);
-        }
-        if (i >= AHEAD && i - AHEAD < n) {
-            size_t j = i - AHEAD;
-            struct item *it = heads[j];
-
-            keep[j % RING] = head_ok(w, it, head_class(it));
-            if (keep[j % RING]) {
-                hv[j % RING] = hash_murmur3(item_key(it), it->nkey);
-                __builtin_prefetch(assoc_bucket_hint(hv[j % RING]));
-            }
-        }
-        if (i >= 2 * AHEAD && i - 2 * AHEAD < n && keep[(i - 2 * AHEAD) %
-                                                        RING]) {
-            struct item *const *b = assoc_bucket_hint(hv[(i - 2 * AHEAD) %
-                                                         RING]);
-
-            __builtin_prefetch(b != NULL ? *b : NULL);
-        }
-        if (i >= 3 * AHEAD && keep[(i - 3 * AHEAD) % RING]) {
-            size_t j = i - 3 * AHEAD;
-
-            insert_head(w, heads[j], hv[j % RING]);
-        }
+    for (unsigned i = 0; i < w->rc->nthreads; i++) {
+        link_span(w, w->rc->w[i].heads.v, w->rc->w[i].heads.n);
     }
     return NULL;
 }
 
 /* A hash table that holds n items without growing, if it is larger. */
 static int
-presize_hash(const struct recovery *rc, uint64_t n)
+presize_hash(struct recovery *rc, uint64_t n)
 {
     uint64_t power, bytes, expanding;
     unsigned want;
@@ -534,6 +569,7 @@ presize_hash(const struct recovery *rc, uint64_t n)
     while (want < 32 && (((uint64_t)1 << want) * 3) / 2 < n) {
         want++;
     }
+    rc->bucket_power = want;
     if (want == power) {
         return 0;
     }
@@ -586,25 +622,25 @@ free_pages(struct recovery *rc)
 
 /* ---- 6 lru -------------------------------------------------------------- */
 
-/* A run of item pointers to sort. */
+/* A run of heads to sort. */
 struct span {
-    struct item   **v;
+    struct head    *v;
     size_t          n;
 };
 
 static size_t count[1 << 16];  /* radix buckets; one recovery at a time */
 
 static unsigned
-digit(const struct item *it, rel_time_t lo, unsigned shift)
+digit(const struct head *h, rel_time_t lo, unsigned shift)
 {
-    return ((item_time(it) - lo) >> shift) & 0xffff;
+    return ((h->time - lo) >> shift) & 0xffff;
 }
 
 /* One stable counting pass over 16 bits of (time - lo) from `shift` on,
- * from the spans into dst.  The items are read in the spans' order,
- * which is memory order on the first pass, so the prefetch keeps up. */
+ * from the spans into dst.  Only the scan's copies of the times are read,
+ * in order: no item is touched. */
 static void
-sort_pass(const struct span *src, unsigned nsrc, struct item **dst,
+sort_pass(const struct span *src, unsigned nsrc, struct head *dst,
           rel_time_t lo, unsigned shift)
 {
     size_t sum = 0;
@@ -612,10 +648,7 @@ sort_pass(const struct span *src, unsigned nsrc, struct item **dst,
     memset(count, 0, sizeof(count));
     for (unsigned s = 0; s < nsrc; s++) {
         for (size_t j = 0; j < src[s].n; j++) {
-            if (j + AHEAD < src[s].n) {
-                __builtin_prefetch(src[s].v[j + AHEAD]);
-            }
-            count[digit(src[s].v[j], lo, shift)]++;
+            count[digit(&src[s].v[j], lo, shift)]++;
         }
     }
     for (size_t d = 0; d < (1 << 16); d++) {
@@ -626,61 +659,42 @@ sort_pass(const struct span *src, unsigned nsrc, struct item **dst,
     }
     for (unsigned s = 0; s < nsrc; s++) {
         for (size_t j = 0; j < src[s].n; j++) {
-            dst[count[digit(src[s].v[j], lo, shift)]++] = src[s].v[j];
+            dst[count[digit(&src[s].v[j], lo, shift)]++] = src[s].v[j];
         }
     }
-}
-
-/* Keep the linked heads of a worker's list, in place; widen [lo, hi]. */
-static size_t
-compact_linked(struct vec *heads, rel_time_t *lo, rel_time_t *hi)
-{
-    struct item **h = heads->v;
-    size_t k = 0;
-
-    for (size_t j = 0; j < heads->n; j++) {
-        if (j + AHEAD < heads->n) {
-            __builtin_prefetch(h[j + AHEAD]);
-        }
-        if (item_flags(h[j]) & ITEM_LINKED) {
-            rel_time_t t = item_time(h[j]);
-
-            *lo = t < *lo ? t : *lo;
-            *hi = t > *hi ? t : *hi;
-            h[k++] = h[j];
-        }
-    }
-    heads->n = k;
-    return k;
 }
 
 /*
  * The linked heads of every worker, oldest first, linked into COLD so the
  * newest ends at the head.  A radix sort on time: one pass when the items
- * were written within 18 hours of each other, two otherwise.
+ * were written within 18 hours of each other, two otherwise.  Heads that
+ * lost to a newer copy, or whose chain failed, are not linked and are
+ * skipped when their turn comes.
  */
 static int
 link_lrus(struct recovery *rc, uint64_t *linked)
 {
     struct span spans[MAX_THREADS];
     rel_time_t lo = UINT32_MAX, hi = 0;
-    struct item **a, **b = NULL;
-    size_t k = 0;
+    struct head *a, *b;
+    size_t k = 0, n = 0;
 
     for (unsigned i = 0; i < rc->nthreads; i++) {
-        spans[i].n = compact_linked(&rc->w[i].heads, &lo, &hi);
+        spans[i].n = rc->w[i].heads.n;
         spans[i].v = rc->w[i].heads.v;
-        k += spans[i].n;
+        lo = rc->w[i].lo < lo ? rc->w[i].lo : lo;
+        hi = rc->w[i].hi > hi ? rc->w[i].hi : hi;
+        n += spans[i].n;
     }
-    a = malloc((k ? k : 1) * sizeof(*a));
+    a = malloc((n ? n : 1) * sizeof(*a));
     if (a == NULL) {
         return -1;
     }
     sort_pass(spans, rc->nthreads, a, lo, 0);
-    if (k > 0 && (hi - lo) >> 16 != 0) {
-        struct span all = { a, k };
+    if (n > 0 && (hi - lo) >> 16 != 0) {
+        struct span all = { a, n };
 
-        b = malloc(k * sizeof(*b));
+        b = malloc(n * sizeof(*b));
         if (b == NULL) {
             free(a);
             return -1;
@@ -689,11 +703,14 @@ link_lrus(struct recovery *rc, uint64_t *linked)
         free(a);
         a = b;
     }
-    for (size_t j = 0; j < k; j++) {
-        if (j + AHEAD < k) {
-            __builtin_prefetch(a[j + AHEAD], 1);
+    for (size_t j = 0; j < n; j++) {
+        if (j + AHEAD < n) {
+            __builtin_prefetch(a[j + AHEAD].it, 1);
         }
-        link_recovered(a[j]);
+        if (item_flags(a[j].it) & ITEM_LINKED) {
+            link_recovered(a[j].it);
+            k++;
+        }
     }
     *linked = k;
     free(a);
@@ -722,6 +739,7 @@ static int
 phases(struct recovery *rc, struct cache_recovery *out)
 {
     uint64_t nheads = 0;
+    uint64_t t0 = clock_mono_us(), t1;
 
     if (claim_pages(rc) != 0) {
         return -1;
@@ -733,13 +751,29 @@ phases(struct recovery *rc, struct cache_recovery *out)
         }
         nheads += rc->w[i].heads.n;
     }
-    if (gather_pieces(rc) != 0 || presize_hash(rc, nheads) != 0) {
+    if (gather_pieces(rc) != 0) {
+        return -1;
+    }
+    t1 = clock_mono_us();
+    out->scan_seconds = t1 - t0;
+    t0 = t1;
+    if (presize_hash(rc, nheads) != 0) {
         return -1;
     }
     run_threads(rc, link_thread);
-    if (free_pages(rc) != 0 || link_lrus(rc, &out->items) != 0) {
+    t1 = clock_mono_us();
+    out->link_seconds = t1 - t0;
+    t0 = t1;
+    if (free_pages(rc) != 0) {
         return -1;
     }
+    t1 = clock_mono_us();
+    out->free_seconds = t1 - t0;
+    t0 = t1;
+    if (link_lrus(rc, &out->items) != 0) {
+        return -1;
+    }
+    out->lru_seconds = clock_mono_us() - t0;
     out->pages = rc->npages;
     for (unsigned i = 0; i < rc->nthreads; i++) {
         out->dropped_torn += rc->w[i].torn;
@@ -773,7 +807,8 @@ recover_run(struct tier *t, const struct recover_params *p,
     for (unsigned i = 0; i < rc.nthreads; i++) {
         rc.w[i].rc = &rc;
         rc.w[i].id = i;
-        rc.w[i].heads.size = sizeof(struct item *);
+        rc.w[i].heads.size = sizeof(struct head);
+        rc.w[i].lo = UINT32_MAX;
         rc.w[i].pieces.size = sizeof(struct piece);
     }
     ret = phases(&rc, out);

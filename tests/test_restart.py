@@ -34,6 +34,10 @@ RECOVERY_STATS = ("recovery_items", "recovery_pages",
                   "recovery_dropped_torn", "recovery_dropped_expired",
                   "recovery_dropped_flushed", "recovery_dropped_replaced",
                   "recovery_checksummed")
+# The time of the whole start-up read, and of its phases.
+RECOVERY_TIMES = ("recovery_seconds", "recovery_scan_seconds",
+                  "recovery_link_seconds", "recovery_free_seconds",
+                  "recovery_lru_seconds")
 
 
 # --------------------------------------------------------------------------
@@ -176,12 +180,14 @@ def verify(c, items, absent=()):
 def recovery(s):
     """The recovery figures (all of them must be there) and curr_items."""
     st = s.stats()
-    missing = [n for n in RECOVERY_STATS + ("recovery_seconds",)
-               if n not in st]
+    missing = [n for n in RECOVERY_STATS + RECOVERY_TIMES if n not in st]
     assert not missing, "stats lacks %s" % ", ".join(missing)
     out = {n: int(st[n]) for n in RECOVERY_STATS}
     out["curr_items"] = int(st["curr_items"])
-    float(st["recovery_seconds"])
+    times = [float(st[n]) for n in RECOVERY_TIMES]
+    assert all(re.fullmatch(r"\d+\.\d{6}", st[n]) for n in RECOVERY_TIMES)
+    # The phases are parts of the whole (claiming the pages is not one).
+    assert sum(times[1:]) <= times[0] + 1e-6, st
     return out
 
 
@@ -219,27 +225,32 @@ def max_new_cas(c):
 
 
 # --------------------------------------------------------------------------
-# 100k items of mixed sizes
+# 1M items of mixed sizes
 # --------------------------------------------------------------------------
 
-def mixed_items(n=100000, seed=4):
+MIXED = 1000000
+
+
+def mixed_items(n=MIXED, seed=4):
     rng = random.Random(seed)
     items = []
     for i in range(n):
-        key = b"r%06d" % i
-        if i % 5000 == 2500:            # 20 chunked items, 600-900 KB
+        key = b"r%07d" % i
+        if i % 50000 == 25000:          # 20 chunked items, 600-900 KB
             size = rng.randint(600000, 900000)
-        elif rng.random() < 0.01:       # ~1000 of 10-100 KB
+        elif rng.random() < 0.001:      # ~1000 of 10-100 KB
             size = rng.randint(10000, 100000)
+        elif rng.random() < 0.02:       # ~20000 of 1-4 KB
+            size = rng.randint(1000, 4096)
         else:
-            size = rng.randint(1, 4096)
+            size = rng.randint(1, 300)
         flags = rng.getrandbits(32) if i % 3 else i % 7
         ttl = rng.randint(1000, 5000) if i % 4 == 0 else 0
         items.append(Item(key, make_value(key, 0, i, size), flags, ttl))
     return items
 
 
-def test_100k_items_survive_sigterm_and_sigkill(server_factory, memfile):
+def test_1m_items_survive_sigterm_and_sigkill(server_factory, memfile):
     flags = ("-e", memfile, "-m", "1024")
     items = mixed_items()
     for it in items:
@@ -249,18 +260,18 @@ def test_100k_items_survive_sigterm_and_sigkill(server_factory, memfile):
     with s.conn(timeout=30) as c:
         load(c, items)
         old_max = record_cas(c, items)
-        assert c.stats()["curr_items"] == "100000"
+        assert c.stats()["curr_items"] == str(MIXED)
 
     s.assert_clean_stop()
     s = server_factory(*flags)
-    expect_recovery(s, 100000, checksummed=0)
+    expect_recovery(s, MIXED, checksummed=0)
     assert recovery(s)["recovery_pages"] > 0
     with s.conn(timeout=30) as c:
         verify(c, items)
 
     kill(s)
     s = server_factory(*flags)
-    expect_recovery(s, 100000, checksummed=1)
+    expect_recovery(s, MIXED, checksummed=1)
     with s.conn(timeout=30) as c:
         verify(c, items)
         assert max_new_cas(c) > old_max
