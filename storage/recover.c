@@ -33,7 +33,6 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/link.h"
-#include "storage/locks.h"
 #include "storage/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
