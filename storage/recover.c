@@ -459,12 +459,22 @@ head_ok(struct worker *w, struct item *it, unsigned head_id)
     return true;
 }
 
-/* Into the hash table (hv is the key's hash), unless a newer copy of the
- * key is there.  No lock: only this thread touches the bucket. */
+/*
+ * Into the hash table (hv is the key's hash), unless a newer copy of the
+ * key is there.  No lock: only this thread touches the bucket.
+ *
+ * After a clean shutdown no key has two live copies (a replace kills the
+ * old copy before its reply, a start kills the copies it dropped, and a
+ * clean stop waits for every request in flight), so the bucket's chain,
+ * items scattered over the whole file, is not searched: the insert costs
+ * the bucket alone.  After a crash a replace may have been cut between
+ * its commit and its kill, and the chain is searched.
+ */
 static void
 insert_head(struct worker *w, struct item *it, uint32_t hv)
 {
-    struct item *old = assoc_find(item_key(it), it->nkey, hv);
+    struct item *old = w->rc->p->check_crc
+                       ? assoc_find(item_key(it), it->nkey, hv) : NULL;
 
     if (old == NULL || seq_of(old) < seq_of(it)) {
         if (old != NULL) {
@@ -510,28 +520,35 @@ mine(const struct worker *w, uint32_t hv)
 
 /*
  * Every head, its bucket and the first item chained there are cache
- * misses: a software pipeline keeps them in flight.  At step i head i and
- * its bucket are prefetched (the scan kept its hash); the bucket's first
- * item is prefetched for head i - d; head i - 2d (a chunked one checked
- * first, now that its pieces are known) goes into the table.  d spans
- * AHEAD of this thread's heads.
+ * misses (and, over a file of gigabytes, TLB misses): a software pipeline
+ * keeps them in flight.  At step i head i and its bucket are prefetched
+ * (the scan kept its hash); the bucket's first item is prefetched for
+ * head i - d, when the chain is to be searched; head i - 2d (a chunked
+ * one checked first, now that its pieces are known) goes into the table.
+ * d spans AHEAD of this thread's heads.
  */
-#define AHEAD   8
+#define AHEAD   32
 
 static void
 link_span(struct worker *w, const struct head *heads, size_t n)
 {
     size_t d = AHEAD * w->rc->nthreads;
+    bool search = w->rc->p->check_crc;
 
     for (size_t i = 0; i < n + 2 * d; i++) {
         if (i < n && mine(w, heads[i].hv)) {
             __builtin_prefetch(heads[i].it, 1);
-            __builtin_prefetch(assoc_bucket_hint(heads[i].hv));
+            __builtin_prefetch(assoc_bucket_hint(heads[i].hv), 1);
         }
-        if (i >= d && i - d < n && mine(w, heads[i - d].hv)) {
+        if (search && i >= d && i - d < n && mine(w, heads[i - d].hv)) {
             struct item *const *b = assoc_bucket_hint(heads[i - d].hv);
+            const char *first = b != NULL ? (const char *)*b : NULL;
 
-            __builtin_prefetch(b != NULL ? *b : NULL);
+            /* its header, and the key after it (past the first line) */
+            if (first != NULL) {
+                __builtin_prefetch(first);
+                __builtin_prefetch(first + 64);
+            }
         }
         if (i >= 2 * d && i - 2 * d < n && mine(w, heads[i - 2 * d].hv)) {
             const struct head *h = &heads[i - 2 * d];
