@@ -9,6 +9,7 @@
 #include "storage/persist.h"
 #include "storage/policy.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,15 +86,20 @@ link_in(struct item *it, uint32_t hv, enum item_lru which)
     histo_add(it, 1);
 }
 
-void
-link_recovered(struct item *it)
+int
+link_recovered(struct lru_runs *runs, struct item *it, unsigned rank)
 {
+    /* No other thread runs yet, and nothing else holds the item: plain
+     * stores, no lock and no locked instruction. */
+    assert(item_flags(it) & ITEM_LINKED);
+    assert(it->refcount == 0);
     lru_set(it, ITEM_LRU_COLD);
-    item_flags_set(it, ITEM_LINKED);
-    item_ref_incr(it);
-    /* No other thread runs yet: no list lock (10M items, 10M locks). */
-    do_lru_push(it);
+    __atomic_store_n(&it->refcount, 1, __ATOMIC_RELAXED);
+    if (lru_runs_add(runs, it, rank) != 0) {
+        return -1;
+    }
     histo_add(it, 1);
+    return 0;
 }
 
 /* ---- out -------------------------------------------------------------- */

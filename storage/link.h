@@ -50,11 +50,12 @@ void link_replace(struct item *old, struct item *n, uint32_t hv,
 /* Link an item already committed (or volatile) at the head of `which`. */
 void link_in(struct item *it, uint32_t hv, enum item_lru which);
 
-/* Recovery: an item read back from the file, already in the hash table,
- * at the head of its class's COLD list (link the oldest first), ITEM_LINKED
- * with the link's reference.  Before any other storage thread starts: it
- * takes no lock. */
-void link_recovered(struct item *it);
+/* Recovery: an item read back from the file, already in the hash table
+ * and ITEM_LINKED, into run `rank` of its class's COLD list (lru.h's
+ * runs) with the link's reference.  Before any other storage thread
+ * starts: it takes no lock.  -1 when out of memory. */
+struct lru_runs;
+int link_recovered(struct lru_runs *runs, struct item *it, unsigned rank);
 
 /* Unlink if linked: dead in the file, off its list and out of the table;
  * the link's reference is dropped (the memory may be freed). */

@@ -9,7 +9,9 @@
  */
 #include "storage/lru.h"
 
+#include <assert.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define UPDATE_INTERVAL 60      /* flat mode: seconds between moves */
@@ -472,4 +474,107 @@ lru_stats_reset(void)
     for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
         cache_class_counters_reset(&lru_class_counters[tc]);
     }
+}
+
+/* ---- recovery's runs -------------------------------------------------- */
+
+struct lru_run {
+    struct item *head;          /* the item added last */
+    struct item *tail;
+};
+
+struct lru_runs {
+    unsigned        nruns;
+    struct lru_run *tc[SLABS_TC_MAX];   /* nruns each, made on first use */
+    uint64_t        items[SLABS_TC_MAX];
+    uint64_t        bytes[SLABS_TC_MAX];
+};
+
+struct lru_runs *
+lru_runs_new(unsigned nruns)
+{
+    struct lru_runs *r = calloc(1, sizeof(*r));
+
+    if (r != NULL) {
+        r->nruns = nruns;
+    }
+    return r;
+}
+
+int
+lru_runs_add(struct lru_runs *r, struct item *it, unsigned rank)
+{
+    unsigned tc = lru_tc(it);
+    struct lru_run *run;
+
+    assert(rank < r->nruns && !lru_is_cursor(it));
+    if (r->tc[tc] == NULL) {
+        r->tc[tc] = calloc(r->nruns, sizeof(*r->tc[tc]));
+        if (r->tc[tc] == NULL) {
+            return -1;
+        }
+    }
+    run = &r->tc[tc][rank];
+    it->prev = NULL;
+    it->next = run->head;
+    if (run->head != NULL) {
+        run->head->prev = it;
+    } else {
+        run->tail = it;
+    }
+    run->head = it;
+    r->items[tc]++;
+    r->bytes[tc] += item_ntotal(it);
+    return 0;
+}
+
+/* A class's runs, oldest first, each to the head of the class's list in
+ * turn; then the list's and the class's counts, once. */
+static void
+join_class(struct lru_runs *r, unsigned tc)
+{
+    struct lru_class *c = &lru.classes[tc];
+    struct lru_list *l = NULL;
+
+    for (unsigned i = 0; i < r->nruns; i++) {
+        struct lru_run *run = &r->tc[tc][i];
+
+        if (run->head == NULL) {
+            continue;
+        }
+        assert(l == NULL || l == list_of(run->tail));
+        l = list_of(run->tail);
+        run->tail->next = l->head;
+        if (l->head != NULL) {
+            l->head->prev = run->tail;
+        } else {
+            l->tail = run->tail;
+        }
+        l->head = run->head;
+    }
+    if (l == NULL) {
+        return;
+    }
+    __atomic_store_n(&l->size, l->size + r->items[tc], __ATOMIC_RELAXED);
+    __atomic_store_n(&l->bytes, l->bytes + r->bytes[tc], __ATOMIC_RELAXED);
+    __atomic_store_n(&c->items, c->items + r->items[tc], __ATOMIC_RELAXED);
+    __atomic_store_n(&c->bytes, c->bytes + r->bytes[tc], __ATOMIC_RELAXED);
+}
+
+void
+lru_runs_join(struct lru_runs **rp)
+{
+    struct lru_runs *r = *rp;
+
+    if (r == NULL) {
+        return;
+    }
+    for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
+        if (r->tc[tc] != NULL) {
+            join_class(r, tc);
+            free(r->tc[tc]);
+        }
+    }
+    free(r);
+    *rp = NULL;
 }

@@ -22,7 +22,7 @@
  *              linked nor claimed by a linked item go on the free lists,
  *              their commit words zeroed and persisted.
  *   6 lru      one thread: the linked items into COLD, oldest first,
- *              sorted by the times the scan kept.
+ *              placed in runs by the times the scan kept.
  *
  * A chunk's flags say where it stands between phases: ITEM_LINKED for a
  * head in the hash table, ITEM_CHUNK for a piece claimed by a head that
@@ -33,6 +33,7 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/link.h"
+#include "storage/lru.h"
 #include "storage/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
@@ -638,99 +639,57 @@ free_pages(struct recovery *rc)
 
 /* ---- 6 lru -------------------------------------------------------------- */
 
-/* A run of heads to sort. */
-struct span {
-    struct head    *v;
-    size_t          n;
-};
-
-static size_t count[1 << 16];  /* radix buckets; one recovery at a time */
-
-static unsigned
-digit(const struct head *h, rel_time_t lo, unsigned shift)
-{
-    return ((h->time - lo) >> shift) & 0xffff;
-}
-
-/* One stable counting pass over 16 bits of (time - lo) from `shift` on,
- * from the spans into dst.  Only the scan's copies of the times are read,
- * in order: no item is touched. */
-static void
-sort_pass(const struct span *src, unsigned nsrc, struct head *dst,
-          rel_time_t lo, unsigned shift)
-{
-    size_t sum = 0;
-
-    memset(count, 0, sizeof(count));
-    for (unsigned s = 0; s < nsrc; s++) {
-        for (size_t j = 0; j < src[s].n; j++) {
-            count[digit(&src[s].v[j], lo, shift)]++;
-        }
-    }
-    for (size_t d = 0; d < (1 << 16); d++) {
-        size_t c = count[d];
-
-        count[d] = sum;
-        sum += c;
-    }
-    for (unsigned s = 0; s < nsrc; s++) {
-        for (size_t j = 0; j < src[s].n; j++) {
-            dst[count[digit(&src[s].v[j], lo, shift)]++] = src[s].v[j];
-        }
-    }
-}
-
 /*
- * The linked heads of every worker, oldest first, linked into COLD so the
- * newest ends at the head.  A radix sort on time: one pass when the items
- * were written within 18 hours of each other, two otherwise.  Heads that
- * lost to a newer copy, or whose chain failed, are not linked and are
- * skipped when their turn comes.
+ * Eviction after a restart should take the oldest items first, so each
+ * class's COLD list is rebuilt in order of the items' times, newest at
+ * the head.  Not by sorting them: the times of all heads span [lo, hi];
+ * each linked head goes, in scan order, into one of LRU_RUNS runs of its
+ * class by (time - lo) >> shift, and the runs are then joined oldest
+ * first.  With a span under LRU_RUNS seconds that is the order of the
+ * times to the second (the clock's own grain); over a longer span, to
+ * within 1/LRU_RUNS of it (21 s of a day).  Each item is touched once,
+ * in memory order; a sort would have written every head once more into
+ * an array as large as the heads, fresh memory the kernel must zero.
  */
+#define LRU_RUNS    4096
+
 static int
 link_lrus(struct recovery *rc, uint64_t *linked)
 {
-    struct span spans[MAX_THREADS];
     rel_time_t lo = UINT32_MAX, hi = 0;
-    struct head *a, *b;
-    size_t k = 0, n = 0;
+    unsigned shift = 0;
+    struct lru_runs *runs = lru_runs_new(LRU_RUNS);
+    uint64_t k = 0;
+    int ret = 0;
 
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        spans[i].n = rc->w[i].heads.n;
-        spans[i].v = rc->w[i].heads.v;
-        lo = rc->w[i].lo < lo ? rc->w[i].lo : lo;
-        hi = rc->w[i].hi > hi ? rc->w[i].hi : hi;
-        n += spans[i].n;
-    }
-    a = malloc((n ? n : 1) * sizeof(*a));
-    if (a == NULL) {
+    if (runs == NULL) {
         return -1;
     }
-    sort_pass(spans, rc->nthreads, a, lo, 0);
-    if (n > 0 && (hi - lo) >> 16 != 0) {
-        struct span all = { a, n };
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        lo = rc->w[i].lo < lo ? rc->w[i].lo : lo;
+        hi = rc->w[i].hi > hi ? rc->w[i].hi : hi;
+    }
+    while (lo < hi && ((hi - lo) >> shift) >= LRU_RUNS) {
+        shift++;
+    }
+    for (unsigned i = 0; i < rc->nthreads && ret == 0; i++) {
+        const struct head *h = rc->w[i].heads.v;
+        size_t n = rc->w[i].heads.n;
 
-        b = malloc(n * sizeof(*b));
-        if (b == NULL) {
-            free(a);
-            return -1;
-        }
-        sort_pass(&all, 1, b, lo, 16);
-        free(a);
-        a = b;
-    }
-    for (size_t j = 0; j < n; j++) {
-        if (j + AHEAD < n) {
-            __builtin_prefetch(a[j + AHEAD].it, 1);
-        }
-        if (item_flags(a[j].it) & ITEM_LINKED) {
-            link_recovered(a[j].it);
-            k++;
+        for (size_t j = 0; j < n && ret == 0; j++) {
+            if (j + AHEAD < n) {
+                __builtin_prefetch(h[j + AHEAD].it, 1);
+            }
+            if (item_flags(h[j].it) & ITEM_LINKED) {
+                ret = link_recovered(runs, h[j].it,
+                                     (h[j].time - lo) >> shift);
+                k++;
+            }
         }
     }
+    lru_runs_join(&runs);
     *linked = k;
-    free(a);
-    return 0;
+    return ret;
 }
 
 /* ---- the whole run ------------------------------------------------------ */

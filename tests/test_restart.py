@@ -676,3 +676,35 @@ def test_replaces_racing_a_clean_stop_leave_one_copy(server_factory,
             reply = c.get_block(b"get %s\r\n" % k)
             v = reply.split(b"\r\n")[1]
             assert v in sent[k], (k, v)
+
+
+def test_eviction_after_restart_takes_the_oldest(server_factory, memfile):
+    """Recovery rebuilds each class's COLD list in order of the items'
+    times: after a restart, the first items evicted are those set first."""
+    flags = ("-e", memfile, "-m", "8")
+    value = b"o" * 900
+    s = server_factory(*flags)
+    old = [b"old%d" % i for i in range(2000)]
+    new = [b"new%d" % i for i in range(2000)]
+    with s.conn(timeout=10) as c:
+        for batch in (old, new):
+            c.send(b"".join(b"set %s 0 0 %d noreply\r\n%s\r\n"
+                            % (k, len(value), value) for k in batch))
+            c.sync()
+            time.sleep(1.2)             # a second apart, in the clock
+        assert int(c.stats()["evictions"]) == 0
+    s.assert_clean_stop()
+    s = server_factory(*flags)
+    with s.conn(timeout=10) as c:
+        n = 0
+        while int(c.stats()["evictions"]) < 1000:
+            c.send(b"".join(b"set fill%d 0 0 %d noreply\r\n%s\r\n"
+                            % (n + i, len(value), value) for i in range(200)))
+            c.sync()
+            n += 200
+            assert n < 20000
+        gone_old = sum(c.get_block(b"get %s\r\n" % k) == b"END\r\n"
+                       for k in old)
+        gone_new = sum(c.get_block(b"get %s\r\n" % k) == b"END\r\n"
+                       for k in new)
+    assert gone_new == 0 and gone_old >= 1000, (gone_old, gone_new)
