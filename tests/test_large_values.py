@@ -11,6 +11,7 @@ one of these and holds 51.4 MB of them at the end.
 """
 
 import random
+import time
 
 import pytest
 
@@ -59,3 +60,43 @@ def test_large_values_fill_the_limit(server_factory, memfile, policy):
         free = int(slabs["%s:free_chunks" % cls])
         per_page = int(slabs["%s:chunks_per_page" % cls])
         assert free <= per_page, (cls, free, per_page)
+
+
+def big_class_pages(slabs, floor):
+    """Pages held by the classes whose chunks are over `floor` bytes."""
+    return sum(int(slabs["%s:total_pages" % cls])
+               for cls in {k.split(":")[0] for k in slabs if ":" in k}
+               if int(slabs["%s:chunk_size" % cls]) > floor)
+
+
+@pytest.mark.parametrize("automove", [1, 0])
+def test_automove_follows_value_sizes(server_factory, automove):
+    """Small values first take every page; when the values turn large,
+    slabs automove (on by default, as in memcached) hands pages to the
+    large classes a page at a time as they evict while the small classes
+    hold the older items.  Without it the large classes keep what one
+    emergency move gave them."""
+    s = server_factory("-m", "16", "-o", "slab_automove=%d" % automove)
+    small = b"x" * 2000
+    with s.conn(timeout=30) as c:
+        c.send(b"".join(b"set s%d 0 0 2000 noreply\r\n%s\r\n" % (i, small)
+                        for i in range(12000)))
+        c.sync()
+        assert int(c.stats()["evictions"]) > 0
+        assert big_class_pages(c.stats("slabs"), 100 * 1024) == 0
+        big = b"v" * (200 * 1024)
+        deadline = time.monotonic() + (40 if automove else 4)
+        i = pages = 0
+        while pages < 6 and time.monotonic() < deadline:
+            c.call(b"set big%d 0 0 %d\r\n%s\r\n" % (i, len(big), big),
+                   b"STORED\r\n")
+            i += 1
+            if i % 10 == 0:
+                pages = big_class_pages(c.stats("slabs"), 100 * 1024)
+            time.sleep(0.02)
+        pages = big_class_pages(c.stats("slabs"), 100 * 1024)
+        moved = int(c.stats()["slabs_moved"])
+    if automove:
+        assert pages >= 6 and moved >= 5, (pages, moved)
+    else:
+        assert pages <= 1 and moved <= 1, (pages, moved)
