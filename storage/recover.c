@@ -94,6 +94,8 @@ struct recovery {
     struct worker      *w;
     struct piece       *pieces;     /* all of them, sorted */
     unsigned            bucket_power;   /* the hash table's, once sized */
+    uint64_t           *seen;       /* after a crash: hashes inserted */
+    uint32_t            seen_mask;  /* bit of a hash in seen */
     size_t              npieces;
     size_t              scanned;    /* pages, for progress */
 };
@@ -461,6 +463,36 @@ head_ok(struct worker *w, struct item *it, unsigned head_id)
 }
 
 /*
+ * After a crash two copies of a key can both be live, and an insert must
+ * find the other: a search of the bucket's chain, whose items lie
+ * anywhere in the file, a cache miss each.  So a bitmap, 16 bits per
+ * bucket, remembers which hashes (bits of them) were inserted, and only a
+ * head whose bit was set already searches: about one in twenty, where
+ * the table is fullest.  Two copies of a key have the same hash, so none
+ * is missed.  Threads own ranges of buckets, but a word of the bitmap can
+ * straddle two ranges: the bit is set with an atomic OR.  After a clean
+ * stop no key has two copies (below) and nothing is searched.
+ */
+static bool
+may_have_twin(const struct recovery *rc, uint32_t hv)
+{
+    uint32_t bit = hv & rc->seen_mask;
+    uint64_t m = (uint64_t)1 << (bit & 63);
+
+    if (rc->seen == NULL) {
+        return false;
+    }
+    return (__atomic_fetch_or(&rc->seen[bit >> 6], m, __ATOMIC_RELAXED) &
+            m) != 0;
+}
+
+static const void *
+seen_hint(const struct recovery *rc, uint32_t hv)
+{
+    return rc->seen != NULL ? &rc->seen[(hv & rc->seen_mask) >> 6] : NULL;
+}
+
+/*
  * Into the hash table (hv is the key's hash), unless a newer copy of the
  * key is there.  No lock: only this thread touches the bucket.
  *
@@ -469,12 +501,13 @@ head_ok(struct worker *w, struct item *it, unsigned head_id)
  * clean stop waits for every request in flight), so the bucket's chain,
  * items scattered over the whole file, is not searched: the insert costs
  * the bucket alone.  After a crash a replace may have been cut between
- * its commit and its kill, and the chain is searched.
+ * its commit and its kill, and the chain is searched when the bitmap
+ * above says the key may be there.
  */
 static void
 insert_head(struct worker *w, struct item *it, uint32_t hv)
 {
-    struct item *old = w->rc->p->check_crc
+    struct item *old = may_have_twin(w->rc, hv)
                        ? assoc_find(item_key(it), it->nkey, hv) : NULL;
 
     if (old == NULL || seq_of(old) < seq_of(it)) {
@@ -522,11 +555,10 @@ mine(const struct worker *w, uint32_t hv)
 /*
  * Every head, its bucket and the first item chained there are cache
  * misses (and, over a file of gigabytes, TLB misses): a software pipeline
- * keeps them in flight.  At step i head i and its bucket are prefetched
- * (the scan kept its hash); the bucket's first item is prefetched for
- * head i - d, when the chain is to be searched; head i - 2d (a chunked
- * one checked first, now that its pieces are known) goes into the table.
- * d spans AHEAD of this thread's heads.
+ * keeps them in flight.  At step i head i, its bucket and its bit in
+ * the bitmap of hashes seen are prefetched (the scan kept its hash);
+ * head i - 2d (a chunked one checked first, now that its pieces are
+ * known) goes into the table.  d spans AHEAD of this thread's heads.
  */
 #define AHEAD   32
 
@@ -534,22 +566,12 @@ static void
 link_span(struct worker *w, const struct head *heads, size_t n)
 {
     size_t d = AHEAD * w->rc->nthreads;
-    bool search = w->rc->p->check_crc;
 
     for (size_t i = 0; i < n + 2 * d; i++) {
         if (i < n && mine(w, heads[i].hv)) {
             __builtin_prefetch(heads[i].it, 1);
             __builtin_prefetch(assoc_bucket_hint(heads[i].hv), 1);
-        }
-        if (search && i >= d && i - d < n && mine(w, heads[i - d].hv)) {
-            struct item *const *b = assoc_bucket_hint(heads[i - d].hv);
-            const char *first = b != NULL ? (const char *)*b : NULL;
-
-            /* its header, and the key after it (past the first line) */
-            if (first != NULL) {
-                __builtin_prefetch(first);
-                __builtin_prefetch(first + 64);
-            }
+            __builtin_prefetch(seen_hint(w->rc, heads[i].hv), 1);
         }
         if (i >= 2 * d && i - 2 * d < n && mine(w, heads[i - 2 * d].hv)) {
             const struct head *h = &heads[i - 2 * d];
@@ -587,6 +609,15 @@ presize_hash(struct recovery *rc, uint64_t n)
         want++;
     }
     rc->bucket_power = want;
+    if (rc->p->check_crc) {
+        unsigned bits = want + 4 > 32 ? 32 : want + 4 < 6 ? 6 : want + 4;
+
+        rc->seen_mask = (uint32_t)(((uint64_t)1 << bits) - 1);
+        rc->seen = calloc(((size_t)1 << bits) / 64, sizeof(*rc->seen));
+        if (rc->seen == NULL) {
+            return -1;
+        }
+    }
     if (want == power) {
         return 0;
     }
@@ -797,6 +828,7 @@ recover_run(struct tier *t, const struct recover_params *p,
     free(rc.w);
     free(rc.pieces);
     free(rc.pages);
+    free(rc.seen);
     out->seconds = clock_mono_us() - start;
     return ret;
 }
