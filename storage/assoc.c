@@ -190,6 +190,19 @@ assoc_insert(struct item *it, uint32_t hv)
 }
 
 void
+assoc_insert_shared(struct item *it, uint32_t hv)
+{
+    struct item **slot = bucket_for(hv);
+    struct item *head = __atomic_load_n(slot, __ATOMIC_RELAXED);
+
+    do {
+        it->h_next = head;
+    } while (!__atomic_compare_exchange_n(slot, &head, it, true,
+                                          __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+}
+
+void
 assoc_delete(const char *key, size_t nkey, uint32_t hv)
 {
     struct item **pp = bucket_for(hv);

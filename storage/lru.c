@@ -529,52 +529,61 @@ lru_runs_add(struct lru_runs *r, struct item *it, unsigned rank)
 }
 
 /* A class's runs, oldest first, each to the head of the class's list in
- * turn; then the list's and the class's counts, once. */
+ * turn (of equal rank, set by set); then the list's and the class's
+ * counts, once. */
 static void
-join_class(struct lru_runs *r, unsigned tc)
+join_class(struct lru_runs **sets, unsigned nsets, unsigned tc)
 {
     struct lru_class *c = &lru.classes[tc];
     struct lru_list *l = NULL;
+    uint64_t items = 0, bytes = 0;
 
-    for (unsigned i = 0; i < r->nruns; i++) {
-        struct lru_run *run = &r->tc[tc][i];
+    for (unsigned i = 0; i < sets[0]->nruns; i++) {
+        for (unsigned k = 0; k < nsets; k++) {
+            struct lru_run *run;
 
-        if (run->head == NULL) {
-            continue;
+            if (sets[k]->tc[tc] == NULL || sets[k]->tc[tc][i].head == NULL) {
+                continue;
+            }
+            run = &sets[k]->tc[tc][i];
+            assert(l == NULL || l == list_of(run->tail));
+            l = list_of(run->tail);
+            run->tail->next = l->head;
+            if (l->head != NULL) {
+                l->head->prev = run->tail;
+            } else {
+                l->tail = run->tail;
+            }
+            l->head = run->head;
         }
-        assert(l == NULL || l == list_of(run->tail));
-        l = list_of(run->tail);
-        run->tail->next = l->head;
-        if (l->head != NULL) {
-            l->head->prev = run->tail;
-        } else {
-            l->tail = run->tail;
-        }
-        l->head = run->head;
     }
     if (l == NULL) {
         return;
     }
-    __atomic_store_n(&l->size, l->size + r->items[tc], __ATOMIC_RELAXED);
-    __atomic_store_n(&l->bytes, l->bytes + r->bytes[tc], __ATOMIC_RELAXED);
-    __atomic_store_n(&c->items, c->items + r->items[tc], __ATOMIC_RELAXED);
-    __atomic_store_n(&c->bytes, c->bytes + r->bytes[tc], __ATOMIC_RELAXED);
+    for (unsigned k = 0; k < nsets; k++) {
+        items += sets[k]->items[tc];
+        bytes += sets[k]->bytes[tc];
+    }
+    __atomic_store_n(&l->size, l->size + items, __ATOMIC_RELAXED);
+    __atomic_store_n(&l->bytes, l->bytes + bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->items, c->items + items, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->bytes, c->bytes + bytes, __ATOMIC_RELAXED);
 }
 
 void
-lru_runs_join(struct lru_runs **rp)
+lru_runs_join(struct lru_runs **sets, unsigned nsets)
 {
-    struct lru_runs *r = *rp;
-
-    if (r == NULL) {
-        return;
+    for (unsigned k = 0; k < nsets; k++) {
+        assert(sets[k] != NULL && sets[k]->nruns == sets[0]->nruns);
     }
-    for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
-        if (r->tc[tc] != NULL) {
-            join_class(r, tc);
-            free(r->tc[tc]);
+    for (unsigned tc = 0; tc < SLABS_TC_MAX && nsets > 0; tc++) {
+        join_class(sets, nsets, tc);
+    }
+    for (unsigned k = 0; k < nsets; k++) {
+        for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
+            free(sets[k]->tc[tc]);
         }
+        free(sets[k]);
+        sets[k] = NULL;
     }
-    free(r);
-    *rp = NULL;
 }

@@ -11,18 +11,21 @@
  *              Volatile fields (links, refcount, LRU bits) are reset.
  *              Everything else recovery needs of a head is read here,
  *              while the pages stream through in memory order: an
- *              unchunked head's crc, expiry and flush checks, its key's
- *              hash and its time, kept beside its address.
+ *              unchunked head's crc, expiry and flush checks and its
+ *              key's hash.  After a clean stop such a head then goes
+ *              straight into the hash table and its thread's LRU runs;
+ *              otherwise (and a chunked head always) it is kept, with
+ *              its hash and time, for the next phases.
  *   3 pieces   one thread: the pieces sorted by (seq, index).
- *   4 link     threads over the heads: rebuild a chunked value's chain
- *              from the pieces with its seq and check it, and put the
- *              heads in the hash table (under the item lock when there
- *              are several threads), keeping the higher seq of a key.
+ *   4 link     threads over the kept heads: rebuild a chunked value's
+ *              chain from the pieces with its seq and check it, and put
+ *              the heads in the hash table (each thread owns a range of
+ *              buckets), keeping the higher seq of a key.
  *   5 free     one thread: each page goes to its class; chunks neither
  *              linked nor claimed by a linked item go on the free lists,
  *              their commit words zeroed and persisted.
- *   6 lru      one thread: the linked items into COLD, oldest first,
- *              placed in runs by the times the scan kept.
+ *   6 lru      one thread: the kept heads that were linked into runs by
+ *              age, then every thread's runs into COLD, oldest first.
  *
  * A chunk's flags say where it stands between phases: ITEM_LINKED for a
  * head in the hash table, ITEM_CHUNK for a piece claimed by a head that
@@ -73,13 +76,20 @@ struct head {
     rel_time_t          time;
 };
 
+/* Heads a scan thread holds back, their buckets prefetched, before it
+ * links them (a clean restart). */
+#define RING    16
+
 /* What one scan/link thread works on and finds. */
 struct worker {
     struct recovery    *rc;
     unsigned            id;
     struct vec          heads;      /* struct head */
-    rel_time_t          lo, hi;     /* the heads' oldest and newest time */
     struct vec          pieces;     /* struct piece */
+    struct lru_runs    *runs;       /* the COLD lists it rebuilds */
+    struct head         ring[RING]; /* linked in the scan, RING behind */
+    uint64_t            nring;      /* heads through the ring so far */
+    uint64_t            linked;     /* in the hash table and the runs */
     uint64_t            torn, expired, flushed, replaced;
     bool                oom;
 };
@@ -91,6 +101,7 @@ struct recovery {
     size_t              npages;
     unsigned            largest;
     unsigned            nthreads;
+    bool                in_scan;    /* link unchunked heads in the scan */
     struct worker      *w;
     struct piece       *pieces;     /* all of them, sorted */
     unsigned            bucket_power;   /* the hash table's, once sized */
@@ -222,9 +233,43 @@ piece_fits(const struct item_chunk *ch, unsigned id)
 }
 
 static bool head_ok(struct worker *w, struct item *it, unsigned head_id);
+static void link_head(struct worker *w, const struct head *h);
+
+/*
+ * After a clean stop (no key has two copies: see insert_head()) a head
+ * that passed its checks goes into the hash table and its class's runs
+ * in the scan, while its lines are in the cache, instead of a list of
+ * heads that a later phase would read back with every item: RING heads
+ * behind, so that the bucket each will be pushed onto has been
+ * prefetched.  The scan threads share the table, so the push is a
+ * compare-and-swap; nothing reads the table before they are joined.
+ */
+static void
+ring_push(struct worker *w, const struct head *h)
+{
+    struct head *slot = &w->ring[w->nring % RING];
+
+    __builtin_prefetch(assoc_bucket_hint(h->hv), 1);
+    if (w->nring >= RING) {
+        link_head(w, slot);
+    }
+    *slot = *h;
+    w->nring++;
+}
+
+static void
+ring_drain(struct worker *w)
+{
+    uint64_t from = w->nring > RING ? w->nring - RING : 0;
+
+    for (uint64_t i = from; i < w->nring; i++) {
+        link_head(w, &w->ring[i % RING]);
+    }
+}
 
 /* A live head: checked now if it can be (a chunked one waits for its
- * pieces), and kept with its hash and time. */
+ * pieces), hashed, and linked now (ring_push()) or kept with its hash
+ * and time. */
 static void
 scan_head(struct worker *w, struct item *it, unsigned id)
 {
@@ -240,8 +285,10 @@ scan_head(struct worker *w, struct item *it, unsigned id)
         return;
     }
     h.hv = hash_murmur3(item_key(it), it->nkey);
-    w->lo = h.time < w->lo ? h.time : w->lo;
-    w->hi = h.time > w->hi ? h.time : w->hi;
+    if (w->rc->in_scan && !(item_flags(it) & ITEM_CHUNKED)) {
+        ring_push(w, &h);
+        return;
+    }
     w->oom |= !vec_push(&w->heads, &h);
 }
 
@@ -301,6 +348,7 @@ scan_thread(void *arg)
         }
         note_progress(rc);
     }
+    ring_drain(w);
     return NULL;
 }
 
@@ -673,54 +721,108 @@ free_pages(struct recovery *rc)
 /*
  * Eviction after a restart should take the oldest items first, so each
  * class's COLD list is rebuilt in order of the items' times, newest at
- * the head.  Not by sorting them: the times of all heads span [lo, hi];
- * each linked head goes, in scan order, into one of LRU_RUNS runs of its
- * class by (time - lo) >> shift, and the runs are then joined oldest
- * first.  With a span under LRU_RUNS seconds that is the order of the
- * times to the second (the clock's own grain); over a longer span, to
- * within 1/LRU_RUNS of it (21 s of a day).  Each item is touched once,
- * in memory order; a sort would have written every head once more into
- * an array as large as the heads, fresh memory the kernel must zero.
+ * the head.  Not by sorting them: each linked head joins one of LRU_RUNS
+ * runs of its class by its age at the restart, and the runs are joined
+ * oldest first (lru_runs_join()).  The rank is the age to the second
+ * for the first 256 s, then to 1/128 of the age (a day-old item to 11
+ * minutes), so that it is known from the item alone, in the scan.  Each
+ * item is touched once; a sort would have written every head once more
+ * into an array as large as the heads, fresh memory the kernel must zero.
  */
 #define LRU_RUNS    4096
 
-static int
-link_lrus(struct recovery *rc, uint64_t *linked)
+static unsigned
+age_rank(const struct recovery *rc, rel_time_t time)
 {
-    rel_time_t lo = UINT32_MAX, hi = 0;
-    unsigned shift = 0;
-    struct lru_runs *runs = lru_runs_new(LRU_RUNS);
-    uint64_t k = 0;
-    int ret = 0;
+    uint32_t age = time < rc->p->now ? rc->p->now - time : 0;
+    unsigned b, e;
 
-    if (runs == NULL) {
-        return -1;
+    if (age < 256) {
+        b = age;
+    } else {
+        /* age >> e in [128, 256): steps of 1/128 of the age */
+        e = (unsigned)(31 - __builtin_clz(age)) - 7;
+        b = 256 + (e - 1) * 128 + ((age >> e) - 128);
     }
+    return LRU_RUNS - 1 - b;        /* b < 3328: 0 is the oldest */
+}
+
+/* A head that is in the hash table (ITEM_LINKED), into its runs. */
+static void
+run_head(struct worker *w, const struct head *h)
+{
+    if (link_recovered(w->runs, h->it, age_rank(w->rc, h->time)) != 0) {
+        w->oom = true;
+    }
+    w->linked++;
+}
+
+/* The scan's link of a head (ring_push()): table, then runs. */
+static void
+link_head(struct worker *w, const struct head *h)
+{
+    item_flags_set(h->it, ITEM_LINKED);
+    assoc_insert_shared(h->it, h->hv);
+    run_head(w, h);
+}
+
+/* The heads the link phase put in the table, each thread's into its own
+ * runs (one thread: no other runs yet), then every thread's runs joined. */
+static int
+link_lrus(struct recovery *rc)
+{
+    struct lru_runs *sets[MAX_THREADS];
+    bool oom = false;
+
     for (unsigned i = 0; i < rc->nthreads; i++) {
-        lo = rc->w[i].lo < lo ? rc->w[i].lo : lo;
-        hi = rc->w[i].hi > hi ? rc->w[i].hi : hi;
-    }
-    while (lo < hi && ((hi - lo) >> shift) >= LRU_RUNS) {
-        shift++;
-    }
-    for (unsigned i = 0; i < rc->nthreads && ret == 0; i++) {
-        const struct head *h = rc->w[i].heads.v;
-        size_t n = rc->w[i].heads.n;
+        struct worker *w = &rc->w[i];
+        const struct head *h = w->heads.v;
+        size_t n = w->heads.n;
 
-        for (size_t j = 0; j < n && ret == 0; j++) {
+        for (size_t j = 0; j < n; j++) {
             if (j + AHEAD < n) {
                 __builtin_prefetch(h[j + AHEAD].it, 1);
             }
             if (item_flags(h[j].it) & ITEM_LINKED) {
-                ret = link_recovered(runs, h[j].it,
-                                     (h[j].time - lo) >> shift);
-                k++;
+                run_head(w, &h[j]);
             }
         }
+        sets[i] = w->runs;
+        w->runs = NULL;
+        oom |= w->oom;
     }
-    lru_runs_join(&runs);
-    *linked = k;
-    return ret;
+    lru_runs_join(sets, rc->nthreads);
+    return oom ? -1 : 0;
+}
+
+/* Runs for every worker; joined by link_lrus(), or here after a failure. */
+static int
+runs_new(struct recovery *rc)
+{
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        rc->w[i].runs = lru_runs_new(LRU_RUNS);
+        if (rc->w[i].runs == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+runs_free(struct recovery *rc)
+{
+    struct lru_runs *sets[MAX_THREADS];
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        if (rc->w[i].runs != NULL) {
+            sets[n++] = rc->w[i].runs;
+            rc->w[i].runs = NULL;
+        }
+    }
+    if (n > 0) {
+        lru_runs_join(sets, n);     /* nothing is served after a failure */
+    }
 }
 
 /* ---- the whole run ------------------------------------------------------ */
@@ -747,10 +849,21 @@ phases(struct recovery *rc, struct cache_recovery *out)
     uint64_t nheads = 0;
     uint64_t t0 = clock_mono_us(), t1;
 
-    if (claim_pages(rc) != 0) {
+    if (claim_pages(rc) != 0 || runs_new(rc) != 0) {
         return -1;
     }
+    if (rc->in_scan) {
+        /* The table must be sized before the scan links into it: for
+         * at most a head a chunk. */
+        for (size_t i = 0; i < rc->npages; i++) {
+            nheads += slabs_perslab(rc->pages[i].clsid);
+        }
+        if (presize_hash(rc, nheads) != 0) {
+            return -1;
+        }
+    }
     run_threads(rc, scan_thread);
+    nheads = 0;
     for (unsigned i = 0; i < rc->nthreads; i++) {
         if (rc->w[i].oom) {
             return -1;
@@ -763,7 +876,7 @@ phases(struct recovery *rc, struct cache_recovery *out)
     t1 = clock_mono_us();
     out->scan_seconds = t1 - t0;
     t0 = t1;
-    if (presize_hash(rc, nheads) != 0) {
+    if (!rc->in_scan && presize_hash(rc, nheads) != 0) {
         return -1;
     }
     run_threads(rc, link_thread);
@@ -776,12 +889,13 @@ phases(struct recovery *rc, struct cache_recovery *out)
     t1 = clock_mono_us();
     out->free_seconds = t1 - t0;
     t0 = t1;
-    if (link_lrus(rc, &out->items) != 0) {
+    if (link_lrus(rc) != 0) {
         return -1;
     }
     out->lru_seconds = clock_mono_us() - t0;
     out->pages = rc->npages;
     for (unsigned i = 0; i < rc->nthreads; i++) {
+        out->items += rc->w[i].linked;
         out->dropped_torn += rc->w[i].torn;
         out->dropped_expired += rc->w[i].expired;
         out->dropped_flushed += rc->w[i].flushed;
@@ -799,6 +913,7 @@ recover_run(struct tier *t, const struct recover_params *p,
         .tier = t,
         .largest = slabs_largest(),
         .nthreads = thread_count(p),
+        .in_scan = !p->check_crc,
     };
     uint64_t start = clock_mono_us();
     int ret;
@@ -814,13 +929,13 @@ recover_run(struct tier *t, const struct recover_params *p,
         rc.w[i].rc = &rc;
         rc.w[i].id = i;
         rc.w[i].heads.size = sizeof(struct head);
-        rc.w[i].lo = UINT32_MAX;
         rc.w[i].pieces.size = sizeof(struct piece);
     }
     ret = phases(&rc, out);
     if (ret != 0) {
         fprintf(stderr, "recovery: out of memory\n");
     }
+    runs_free(&rc);
     for (unsigned i = 0; i < rc.nthreads; i++) {
         free(rc.w[i].heads.v);
         free(rc.w[i].pieces.v);
