@@ -102,6 +102,15 @@ link_recovered(struct lru_runs *runs, struct item *it, unsigned rank)
     return 0;
 }
 
+void
+link_unrecovered(struct lru_runs **sets, unsigned nsets, struct item *it,
+                 unsigned rank)
+{
+    lru_runs_remove(sets, nsets, it, rank);
+    __atomic_store_n(&it->refcount, 0, __ATOMIC_RELAXED);
+    histo_add(it, -1);
+}
+
 /* ---- out -------------------------------------------------------------- */
 
 /* An item leaving the cache dies in the file first: itself, or the

@@ -56,6 +56,11 @@ void link_in(struct item *it, uint32_t hv, enum item_lru which);
  * starts: it takes no lock.  -1 when out of memory. */
 struct lru_runs;
 int link_recovered(struct lru_runs *runs, struct item *it, unsigned rank);
+/* Undo link_recovered() (the item was added to run `rank` of one of the
+ * sets), as lru_runs_remove() says; the caller takes it out of the hash
+ * table and clears ITEM_LINKED. */
+void link_unrecovered(struct lru_runs **sets, unsigned nsets,
+                      struct item *it, unsigned rank);
 
 /* Unlink if linked: dead in the file, off its list and out of the table;
  * the link's reference is dropped (the memory may be freed). */

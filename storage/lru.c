@@ -528,6 +528,35 @@ lru_runs_add(struct lru_runs *r, struct item *it, unsigned rank)
     return 0;
 }
 
+void
+lru_runs_remove(struct lru_runs **sets, unsigned nsets, struct item *it,
+                unsigned rank)
+{
+    unsigned tc = lru_tc(it);
+
+    for (unsigned k = 0; k < nsets; k++) {
+        struct lru_run *run = sets[k]->tc[tc] != NULL
+                              ? &sets[k]->tc[tc][rank] : NULL;
+
+        if (run != NULL && run->head == it) {
+            run->head = it->next;
+        }
+        if (run != NULL && run->tail == it) {
+            run->tail = it->prev;
+        }
+    }
+    if (it->prev != NULL) {
+        it->prev->next = it->next;
+    }
+    if (it->next != NULL) {
+        it->next->prev = it->prev;
+    }
+    it->prev = it->next = NULL;
+    /* The joins add the sets' counts up: any set can give one back. */
+    sets[0]->items[tc]--;
+    sets[0]->bytes[tc] -= item_ntotal(it);
+}
+
 /* A class's runs, oldest first, each to the head of the class's list in
  * turn (of equal rank, set by set); then the list's and the class's
  * counts, once. */

@@ -83,6 +83,10 @@ struct lru_runs;
 struct lru_runs *lru_runs_new(unsigned nruns);
 int  lru_runs_add(struct lru_runs *r, struct item *it, unsigned rank);
 void lru_runs_join(struct lru_runs **sets, unsigned nsets);
+/* An item added to run `rank` of one of the sets, out of it again.  The
+ * caller keeps any other thread off the sets meanwhile. */
+void lru_runs_remove(struct lru_runs **sets, unsigned nsets,
+                     struct item *it, unsigned rank);
 
 /* To the head of list `to` of its class, one lock at a time. */
 void lru_move(struct item *it, enum item_lru to);

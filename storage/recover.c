@@ -101,7 +101,7 @@ struct recovery {
     size_t              npages;
     unsigned            largest;
     unsigned            nthreads;
-    bool                in_scan;    /* link unchunked heads in the scan */
+    pthread_mutex_t     unlink;     /* a twin out of the scan's runs */
     struct worker      *w;
     struct piece       *pieces;     /* all of them, sorted */
     unsigned            bucket_power;   /* the hash table's, once sized */
@@ -234,24 +234,70 @@ piece_fits(const struct item_chunk *ch, unsigned id)
 
 static bool head_ok(struct worker *w, struct item *it, unsigned head_id);
 static void link_head(struct worker *w, const struct head *h);
+static unsigned age_rank(const struct recovery *rc, rel_time_t time);
 
 /*
- * After a clean stop (no key has two copies: see insert_head()) a head
- * that passed its checks goes into the hash table and its class's runs
- * in the scan, while its lines are in the cache, instead of a list of
- * heads that a later phase would read back with every item: RING heads
- * behind, so that the bucket each will be pushed onto has been
- * prefetched.  The scan threads share the table, so the push is a
- * compare-and-swap; nothing reads the table before they are joined.
+ * A head that passed its checks goes into the hash table and its
+ * thread's LRU runs in the scan, while its lines are in the cache, unless
+ * another copy of its key may be live: then it is kept, with its hash and
+ * time, for the link phase, which compares the copies.  Linking in the
+ * scan saves writing a list of every head (fresh memory) and reading
+ * every item back later.  The scan threads share the table, so the push
+ * is a compare-and-swap; nothing reads the table before they are joined.
+ * Each head waits RING heads in a ring, so that its bucket (and its bit,
+ * below) has been prefetched.
+ *
+ * After a clean stop no key has two live copies (a replace kills the old
+ * copy before its reply, a start kills the copies it dropped, and a
+ * clean stop waits for every request in flight), so every unchunked head
+ * is linked in the scan.  After a crash a replace may have been cut
+ * between its commit and its kill.  Then a bitmap, 16 bits per bucket,
+ * remembers which hashes (bits of them) were seen: a head whose bit was
+ * clear is the first of its key and is linked; one whose bit was set
+ * already (about one in twenty) may have a twin and is kept.  Two copies
+ * of a key have the same hash, so at most one of them is linked here.
+ * A chunked head, whose pieces are not all known yet, is always kept, and
+ * sets its bit too.
  */
+static bool
+may_have_twin(const struct recovery *rc, uint32_t hv)
+{
+    uint32_t bit = hv & rc->seen_mask;
+    uint64_t m = (uint64_t)1 << (bit & 63);
+
+    if (rc->seen == NULL) {
+        return false;
+    }
+    return (__atomic_fetch_or(&rc->seen[bit >> 6], m, __ATOMIC_RELAXED) &
+            m) != 0;
+}
+
+static const void *
+seen_hint(const struct recovery *rc, uint32_t hv)
+{
+    return rc->seen != NULL ? &rc->seen[(hv & rc->seen_mask) >> 6] : NULL;
+}
+
+/* The head RING behind: linked, or kept if it may have a twin. */
+static void
+ring_settle(struct worker *w, const struct head *h)
+{
+    if (may_have_twin(w->rc, h->hv)) {
+        w->oom |= !vec_push(&w->heads, h);
+    } else {
+        link_head(w, h);
+    }
+}
+
 static void
 ring_push(struct worker *w, const struct head *h)
 {
     struct head *slot = &w->ring[w->nring % RING];
 
     __builtin_prefetch(assoc_bucket_hint(h->hv), 1);
+    __builtin_prefetch(seen_hint(w->rc, h->hv), 1);
     if (w->nring >= RING) {
-        link_head(w, slot);
+        ring_settle(w, slot);
     }
     *slot = *h;
     w->nring++;
@@ -263,7 +309,7 @@ ring_drain(struct worker *w)
     uint64_t from = w->nring > RING ? w->nring - RING : 0;
 
     for (uint64_t i = from; i < w->nring; i++) {
-        link_head(w, &w->ring[i % RING]);
+        ring_settle(w, &w->ring[i % RING]);
     }
 }
 
@@ -285,11 +331,12 @@ scan_head(struct worker *w, struct item *it, unsigned id)
         return;
     }
     h.hv = hash_murmur3(item_key(it), it->nkey);
-    if (w->rc->in_scan && !(item_flags(it) & ITEM_CHUNKED)) {
+    if (item_flags(it) & ITEM_CHUNKED) {
+        (void)may_have_twin(w->rc, h.hv);
+        w->oom |= !vec_push(&w->heads, &h);
+    } else {
         ring_push(w, &h);
-        return;
     }
-    w->oom |= !vec_push(&w->heads, &h);
 }
 
 static void
@@ -510,57 +557,43 @@ head_ok(struct worker *w, struct item *it, unsigned head_id)
     return true;
 }
 
-/*
- * After a crash two copies of a key can both be live, and an insert must
- * find the other: a search of the bucket's chain, whose items lie
- * anywhere in the file, a cache miss each.  So a bitmap, 16 bits per
- * bucket, remembers which hashes (bits of them) were inserted, and only a
- * head whose bit was set already searches: about one in twenty, where
- * the table is fullest.  Two copies of a key have the same hash, so none
- * is missed.  Threads own ranges of buckets, but a word of the bitmap can
- * straddle two ranges: the bit is set with an atomic OR.  After a clean
- * stop no key has two copies (below) and nothing is searched.
- */
-static bool
-may_have_twin(const struct recovery *rc, uint32_t hv)
+/* A copy the scan linked, out of its runs again (it lost to a twin).
+ * Another link thread may be unlinking a neighbour: one at a time. */
+static void
+unlink_scanned(struct worker *w, struct item *it)
 {
-    uint32_t bit = hv & rc->seen_mask;
-    uint64_t m = (uint64_t)1 << (bit & 63);
+    struct recovery *rc = w->rc;
+    struct lru_runs *sets[MAX_THREADS];
 
-    if (rc->seen == NULL) {
-        return false;
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        sets[i] = rc->w[i].runs;
     }
-    return (__atomic_fetch_or(&rc->seen[bit >> 6], m, __ATOMIC_RELAXED) &
-            m) != 0;
-}
-
-static const void *
-seen_hint(const struct recovery *rc, uint32_t hv)
-{
-    return rc->seen != NULL ? &rc->seen[(hv & rc->seen_mask) >> 6] : NULL;
+    pthread_mutex_lock(&rc->unlink);
+    link_unrecovered(sets, rc->nthreads, it, age_rank(rc, item_time(it)));
+    pthread_mutex_unlock(&rc->unlink);
+    w->linked--;    /* counted by the scan thread; only the sum is read */
 }
 
 /*
- * Into the hash table (hv is the key's hash), unless a newer copy of the
- * key is there.  No lock: only this thread touches the bucket.
- *
- * After a clean shutdown no key has two live copies (a replace kills the
- * old copy before its reply, a start kills the copies it dropped, and a
- * clean stop waits for every request in flight), so the bucket's chain,
- * items scattered over the whole file, is not searched: the insert costs
- * the bucket alone.  After a crash a replace may have been cut between
- * its commit and its kill, and the chain is searched when the bitmap
- * above says the key may be there.
+ * A kept head into the hash table (hv is the key's hash), unless a newer
+ * copy of the key is there.  No lock: only this thread touches the
+ * bucket.  After a clean stop only chunked heads are kept, and no key has
+ * two copies: nothing to search.  After a crash the bucket's chain is
+ * searched; the copy found may be one the scan linked, now in its runs
+ * (a reference), or a head kept and linked here before (none yet).
  */
 static void
 insert_head(struct worker *w, struct item *it, uint32_t hv)
 {
-    struct item *old = may_have_twin(w->rc, hv)
+    struct item *old = w->rc->seen != NULL
                        ? assoc_find(item_key(it), it->nkey, hv) : NULL;
 
     if (old == NULL || seq_of(old) < seq_of(it)) {
         if (old != NULL) {
             assoc_delete(item_key(old), old->nkey, hv);
+            if (old->refcount != 0) {
+                unlink_scanned(w, old);
+            }
             item_flags_clear(old, ITEM_LINKED);
             release_chain(old);
             w->replaced++;
@@ -603,10 +636,10 @@ mine(const struct worker *w, uint32_t hv)
 /*
  * Every head, its bucket and the first item chained there are cache
  * misses (and, over a file of gigabytes, TLB misses): a software pipeline
- * keeps them in flight.  At step i head i, its bucket and its bit in
- * the bitmap of hashes seen are prefetched (the scan kept its hash);
- * head i - 2d (a chunked one checked first, now that its pieces are
- * known) goes into the table.  d spans AHEAD of this thread's heads.
+ * keeps them in flight.  At step i head i and its bucket are prefetched
+ * (the scan kept its hash); head i - 2d (a chunked one checked first,
+ * now that its pieces are known) goes into the table.  d spans AHEAD of
+ * this thread's heads.
  */
 #define AHEAD   32
 
@@ -619,7 +652,6 @@ link_span(struct worker *w, const struct head *heads, size_t n)
         if (i < n && mine(w, heads[i].hv)) {
             __builtin_prefetch(heads[i].it, 1);
             __builtin_prefetch(assoc_bucket_hint(heads[i].hv), 1);
-            __builtin_prefetch(seen_hint(w->rc, heads[i].hv), 1);
         }
         if (i >= 2 * d && i - 2 * d < n && mine(w, heads[i - 2 * d].hv)) {
             const struct head *h = &heads[i - 2 * d];
@@ -852,23 +884,19 @@ phases(struct recovery *rc, struct cache_recovery *out)
     if (claim_pages(rc) != 0 || runs_new(rc) != 0) {
         return -1;
     }
-    if (rc->in_scan) {
-        /* The table must be sized before the scan links into it: for
-         * at most a head a chunk. */
-        for (size_t i = 0; i < rc->npages; i++) {
-            nheads += slabs_perslab(rc->pages[i].clsid);
-        }
-        if (presize_hash(rc, nheads) != 0) {
-            return -1;
-        }
+    /* The table must be sized before the scan links into it: for at
+     * most a head a chunk. */
+    for (size_t i = 0; i < rc->npages; i++) {
+        nheads += slabs_perslab(rc->pages[i].clsid);
+    }
+    if (presize_hash(rc, nheads) != 0) {
+        return -1;
     }
     run_threads(rc, scan_thread);
-    nheads = 0;
     for (unsigned i = 0; i < rc->nthreads; i++) {
         if (rc->w[i].oom) {
             return -1;
         }
-        nheads += rc->w[i].heads.n;
     }
     if (gather_pieces(rc) != 0) {
         return -1;
@@ -876,9 +904,6 @@ phases(struct recovery *rc, struct cache_recovery *out)
     t1 = clock_mono_us();
     out->scan_seconds = t1 - t0;
     t0 = t1;
-    if (!rc->in_scan && presize_hash(rc, nheads) != 0) {
-        return -1;
-    }
     run_threads(rc, link_thread);
     t1 = clock_mono_us();
     out->link_seconds = t1 - t0;
@@ -913,7 +938,7 @@ recover_run(struct tier *t, const struct recover_params *p,
         .tier = t,
         .largest = slabs_largest(),
         .nthreads = thread_count(p),
-        .in_scan = !p->check_crc,
+        .unlink = PTHREAD_MUTEX_INITIALIZER,
     };
     uint64_t start = clock_mono_us();
     int ret;

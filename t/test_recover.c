@@ -484,6 +484,7 @@ static void
 test_recover_duplicate(void)
 {
     struct cache_recovery r;
+    struct cache_stats st;
     uint64_t old1, new1, old2, new2;
     off_t o1 = replace_twice("dup1", 3, &old1, &new1);
     off_t o2 = replace_twice("dup2", 3000, &old2, &new2);
@@ -498,7 +499,10 @@ test_recover_duplicate(void)
         return;
     }
     cache_recovery_stats(&r);
+    cache_stats(&st);
     is_int(r.dropped_replaced, 2, "one copy of each dropped");
+    is_int(st.curr_items, r.items, "the items counted are the items linked "
+           "(a copy the scan linked and a later one replaced is not)");
     ok(holds("dup1", 'n', 3, 0, 0), "dup1: the newer value wins");
     ok(holds("dup2", 'o', 3000, 0, 0), "dup2: the copy with the higher seq "
        "wins");
