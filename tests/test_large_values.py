@@ -69,14 +69,18 @@ def big_class_pages(slabs, floor):
                if int(slabs["%s:chunk_size" % cls]) > floor)
 
 
-@pytest.mark.parametrize("automove", [1, 0])
-def test_automove_follows_value_sizes(server_factory, automove):
+@pytest.mark.parametrize("policy,automove",
+                         [("dram", 1), ("pmem", 1), ("dram", 0)])
+def test_automove_follows_value_sizes(server_factory, memfile, policy,
+                                      automove):
     """Small values first take every page; when the values turn large,
     slabs automove (on by default, as in memcached) hands pages to the
     large classes a page at a time as they evict while the small classes
     hold the older items.  Without it the large classes keep what one
-    emergency move gave them."""
-    s = server_factory("-m", "16", "-o", "slab_automove=%d" % automove)
+    emergency move gave them.  One tier of 16 MB (under two, the cache
+    would demote instead of evicting)."""
+    s = server_factory("-m", "16", *tiers(policy, memfile),
+                       "-o", "slab_automove=%d" % automove)
     small = b"x" * 2000
     with s.conn(timeout=30) as c:
         c.send(b"".join(b"set s%d 0 0 2000 noreply\r\n%s\r\n" % (i, small)
