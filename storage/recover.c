@@ -32,11 +32,9 @@
  * passed its checks, 0 for anything else.
  */
 #include "storage/recover.h"
-#include "storage/assoc.h"
+#include "storage/recover_priv.h"
 #include "storage/hash.h"
 #include "storage/item.h"
-#include "storage/link.h"
-#include "storage/lru.h"
 #include "storage/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
@@ -49,72 +47,11 @@
 #include <time.h>
 
 #define KEY_MAX         250
-#define MAX_THREADS     16
-
-struct page_ref {
-    void       *page;
-    unsigned    clsid;
-};
-
-struct piece {
-    uint64_t            seq;
-    uint32_t            index;
-    unsigned            clsid;  /* of the page it sits in */
-    struct item_chunk  *ch;
-};
-
-/* A growable array of fixed-size elements. */
-struct vec {
-    void       *v;
-    size_t      n, cap, size;
-};
-
-/* A head the scan found, and what the later phases need of it. */
-struct head {
-    struct item        *it;
-    uint32_t            hv;         /* its key's hash */
-    rel_time_t          time;
-};
-
-/* Heads a scan thread holds back, their buckets prefetched, before it
- * links them (a clean restart). */
-#define RING    16
-
-/* What one scan/link thread works on and finds. */
-struct worker {
-    struct recovery    *rc;
-    unsigned            id;
-    struct vec          heads;      /* struct head */
-    struct vec          pieces;     /* struct piece */
-    struct lru_runs    *runs;       /* the COLD lists it rebuilds */
-    struct head         ring[RING]; /* linked in the scan, RING behind */
-    uint64_t            nring;      /* heads through the ring so far */
-    uint64_t            linked;     /* in the hash table and the runs */
-    uint64_t            torn, expired, flushed, replaced;
-    bool                oom;
-};
-
-struct recovery {
-    const struct recover_params *p;
-    struct tier        *tier;
-    struct page_ref    *pages;
-    size_t              npages;
-    unsigned            largest;
-    unsigned            nthreads;
-    pthread_mutex_t     unlink;     /* a twin out of the scan's runs */
-    struct worker      *w;
-    struct piece       *pieces;     /* all of them, sorted */
-    unsigned            bucket_power;   /* the hash table's, once sized */
-    uint64_t           *seen;       /* after a crash: hashes inserted */
-    uint32_t            seen_mask;  /* bit of a hash in seen */
-    size_t              npieces;
-    size_t              scanned;    /* pages, for progress */
-};
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static bool
-vec_push(struct vec *a, const void *elem)
+bool
+recover_vec_push(struct vec *a, const void *elem)
 {
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 1024;
@@ -131,8 +68,8 @@ vec_push(struct vec *a, const void *elem)
     return true;
 }
 
-static uint64_t
-seq_of(const void *chunk)
+uint64_t
+recover_seq_of(const void *chunk)
 {
     return __atomic_load_n(&persist_prefix_of(chunk)->commit,
                            __ATOMIC_RELAXED) >> 1;
@@ -232,90 +169,9 @@ piece_fits(const struct item_chunk *ch, unsigned id)
            ch->used <= ch->size;
 }
 
-static bool head_ok(struct worker *w, struct item *it, unsigned head_id);
-static void link_head(struct worker *w, const struct head *h);
-static unsigned age_rank(const struct recovery *rc, rel_time_t time);
-
-/*
- * A head that passed its checks goes into the hash table and its
- * thread's LRU runs in the scan, while its lines are in the cache, unless
- * another copy of its key may be live: then it is kept, with its hash and
- * time, for the link phase, which compares the copies.  Linking in the
- * scan saves writing a list of every head (fresh memory) and reading
- * every item back later.  The scan threads share the table, so the push
- * is a compare-and-swap; nothing reads the table before they are joined.
- * Each head waits RING heads in a ring, so that its bucket (and its bit,
- * below) has been prefetched.
- *
- * After a clean stop no key has two live copies (a replace kills the old
- * copy before its reply, a start kills the copies it dropped, and a
- * clean stop waits for every request in flight), so every unchunked head
- * is linked in the scan.  After a crash a replace may have been cut
- * between its commit and its kill.  Then a bitmap, 16 bits per bucket,
- * remembers which hashes (bits of them) were seen: a head whose bit was
- * clear is the first of its key and is linked; one whose bit was set
- * already (about one in twenty) may have a twin and is kept.  Two copies
- * of a key have the same hash, so at most one of them is linked here.
- * A chunked head, whose pieces are not all known yet, is always kept, and
- * sets its bit too.
- */
-static bool
-may_have_twin(const struct recovery *rc, uint32_t hv)
-{
-    uint32_t bit = hv & rc->seen_mask;
-    uint64_t m = (uint64_t)1 << (bit & 63);
-
-    if (rc->seen == NULL) {
-        return false;
-    }
-    return (__atomic_fetch_or(&rc->seen[bit >> 6], m, __ATOMIC_RELAXED) &
-            m) != 0;
-}
-
-static const void *
-seen_hint(const struct recovery *rc, uint32_t hv)
-{
-    return rc->seen != NULL ? &rc->seen[(hv & rc->seen_mask) >> 6] : NULL;
-}
-
-/* The head RING behind: linked, or kept if it may have a twin. */
-static void
-ring_settle(struct worker *w, const struct head *h)
-{
-    if (may_have_twin(w->rc, h->hv)) {
-        w->oom |= !vec_push(&w->heads, h);
-    } else {
-        link_head(w, h);
-    }
-}
-
-static void
-ring_push(struct worker *w, const struct head *h)
-{
-    struct head *slot = &w->ring[w->nring % RING];
-
-    __builtin_prefetch(assoc_bucket_hint(h->hv), 1);
-    __builtin_prefetch(seen_hint(w->rc, h->hv), 1);
-    if (w->nring >= RING) {
-        ring_settle(w, slot);
-    }
-    *slot = *h;
-    w->nring++;
-}
-
-static void
-ring_drain(struct worker *w)
-{
-    uint64_t from = w->nring > RING ? w->nring - RING : 0;
-
-    for (uint64_t i = from; i < w->nring; i++) {
-        ring_settle(w, &w->ring[i % RING]);
-    }
-}
-
 /* A live head: checked now if it can be (a chunked one waits for its
- * pieces), hashed, and linked now (ring_push()) or kept with its hash
- * and time. */
+ * pieces), hashed, and linked soon (recover_link_push()) or kept with its
+ * hash and time. */
 static void
 scan_head(struct worker *w, struct item *it, unsigned id)
 {
@@ -327,15 +183,15 @@ scan_head(struct worker *w, struct item *it, unsigned id)
         return;
     }
     reset_head(it);
-    if (!(item_flags(it) & ITEM_CHUNKED) && !head_ok(w, it, id)) {
+    if (!(item_flags(it) & ITEM_CHUNKED) && !recover_head_ok(w, it, id)) {
         return;
     }
     h.hv = hash_murmur3(item_key(it), it->nkey);
     if (item_flags(it) & ITEM_CHUNKED) {
-        (void)may_have_twin(w->rc, h.hv);
-        w->oom |= !vec_push(&w->heads, &h);
+        (void)recover_link_seen(w->rc, h.hv);
+        w->oom |= !recover_vec_push(&w->heads, &h);
     } else {
-        ring_push(w, &h);
+        recover_link_push(w, &h);
     }
 }
 
@@ -361,7 +217,7 @@ scan_chunk(struct worker *w, void *chunk, unsigned id)
         __atomic_store_n(&ch->flags, 0, __ATOMIC_RELAXED);
         ch->refcount = 0;
         if (piece_fits(ch, id)) {
-            w->oom |= !vec_push(&w->pieces, &pc);
+            w->oom |= !recover_vec_push(&w->pieces, &pc);
         }
     }
 }
@@ -395,7 +251,7 @@ scan_thread(void *arg)
         }
         note_progress(rc);
     }
-    ring_drain(w);
+    recover_link_drain(w);
     return NULL;
 }
 
@@ -459,8 +315,8 @@ find_pieces(const struct recovery *rc, uint64_t seq)
 }
 
 /* Claimed pieces go back to unclaimed (the head was dropped). */
-static void
-release_chain(struct item *it)
+void
+recover_release_chain(struct item *it)
 {
     if (!(item_flags(it) & ITEM_CHUNKED)) {
         return;
@@ -489,14 +345,15 @@ claim_piece(struct item_chunk *ch)
 static bool
 build_chain(const struct recovery *rc, struct item *it, unsigned head_id)
 {
-    const struct piece *pc = find_pieces(rc, seq_of(it));
+    uint64_t seq = recover_seq_of(it);
+    const struct piece *pc = find_pieces(rc, seq);
     const struct piece *end = rc->pieces + rc->npieces;
     struct item_chunk *prev = NULL;
     uint64_t total = 0;
     uint32_t index = 0;
 
     item_set_first_chunk(it, NULL);
-    for (; pc != NULL && pc < end && pc->seq == seq_of(it); pc++, index++) {
+    for (; pc != NULL && pc < end && pc->seq == seq; pc++, index++) {
         struct item_chunk *ch = pc->ch;
 
         if (pc->index != index || total >= it->nbytes ||
@@ -520,16 +377,16 @@ build_chain(const struct recovery *rc, struct item *it, unsigned head_id)
         prev = ch;
     }
     if (total != it->nbytes || (pc < end && pc != NULL &&
-                                pc->seq == seq_of(it))) {
-        release_chain(it);
+                                pc->seq == recover_seq_of(it))) {
+        recover_release_chain(it);
         return false;
     }
     return true;
 }
 
 /* Why a head cannot come back, counted; or true if it can. */
-static bool
-head_ok(struct worker *w, struct item *it, unsigned head_id)
+bool
+recover_head_ok(struct worker *w, struct item *it, unsigned head_id)
 {
     const struct recover_params *p = w->rc->p;
 
@@ -539,170 +396,22 @@ head_ok(struct worker *w, struct item *it, unsigned head_id)
     }
     if ((p->check_crc && persist_crc(it) != persist_prefix_of(it)->crc) ||
         !item_value_crlf_ok(it)) {
-        release_chain(it);
+        recover_release_chain(it);
         w->torn++;
         return false;
     }
     if (it->exptime != 0 && it->exptime <= p->now) {
-        release_chain(it);
+        recover_release_chain(it);
         w->expired++;
         return false;
     }
     if (p->flush_time != 0 && p->flush_time <= p->now &&
         item_time(it) <= p->flush_time) {
-        release_chain(it);
+        recover_release_chain(it);
         w->flushed++;
         return false;
     }
     return true;
-}
-
-/* A copy the scan linked, out of its runs again (it lost to a twin).
- * Another link thread may be unlinking a neighbour: one at a time. */
-static void
-unlink_scanned(struct worker *w, struct item *it)
-{
-    struct recovery *rc = w->rc;
-    struct lru_runs *sets[MAX_THREADS];
-
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        sets[i] = rc->w[i].runs;
-    }
-    pthread_mutex_lock(&rc->unlink);
-    link_unrecovered(sets, rc->nthreads, it, age_rank(rc, item_time(it)));
-    pthread_mutex_unlock(&rc->unlink);
-    w->linked--;    /* counted by the scan thread; only the sum is read */
-}
-
-/*
- * A kept head into the hash table (hv is the key's hash), unless a newer
- * copy of the key is there.  No lock: only this thread touches the
- * bucket.  After a clean stop only chunked heads are kept, and no key has
- * two copies: nothing to search.  After a crash the bucket's chain is
- * searched; the copy found may be one the scan linked, now in its runs
- * (a reference), or a head kept and linked here before (none yet).
- */
-static void
-insert_head(struct worker *w, struct item *it, uint32_t hv)
-{
-    struct item *old = w->rc->seen != NULL
-                       ? assoc_find(item_key(it), it->nkey, hv) : NULL;
-
-    if (old == NULL || seq_of(old) < seq_of(it)) {
-        if (old != NULL) {
-            assoc_delete(item_key(old), old->nkey, hv);
-            if (old->refcount != 0) {
-                unlink_scanned(w, old);
-            }
-            item_flags_clear(old, ITEM_LINKED);
-            release_chain(old);
-            w->replaced++;
-        }
-        item_flags_set(it, ITEM_LINKED);
-        assoc_insert(it, hv);
-    } else {
-        release_chain(it);
-        w->replaced++;
-    }
-}
-
-/* The class of the page a head sits in: its clsid, or for a chunked head
- * the class its header size picks. */
-static unsigned
-head_class(const struct item *it)
-{
-    if (item_flags(it) & ITEM_CHUNKED) {
-        return slabs_clsid(item_header_size(it));
-    }
-    return it->clsid & ITEM_CLSID_MASK;
-}
-
-/*
- * The link threads split the table, not the heads: thread t takes the
- * heads of the t-th of nthreads equal ranges of buckets, from every scan
- * thread's list, so that each bucket, and each key's copies, have one
- * owner and no lock is taken.  (A multiply, not a division: this runs
- * for every head in every thread.)
- */
-static bool
-mine(const struct worker *w, uint32_t hv)
-{
-    const struct recovery *rc = w->rc;
-    uint64_t bucket = hv & (((uint64_t)1 << rc->bucket_power) - 1);
-
-    return ((bucket * rc->nthreads) >> rc->bucket_power) == w->id;
-}
-
-/*
- * Every head, its bucket and the first item chained there are cache
- * misses (and, over a file of gigabytes, TLB misses): a software pipeline
- * keeps them in flight.  At step i head i and its bucket are prefetched
- * (the scan kept its hash); head i - 2d (a chunked one checked first,
- * now that its pieces are known) goes into the table.  d spans AHEAD of
- * this thread's heads.
- */
-#define AHEAD   32
-
-static void
-link_span(struct worker *w, const struct head *heads, size_t n)
-{
-    size_t d = AHEAD * w->rc->nthreads;
-
-    for (size_t i = 0; i < n + 2 * d; i++) {
-        if (i < n && mine(w, heads[i].hv)) {
-            __builtin_prefetch(heads[i].it, 1);
-            __builtin_prefetch(assoc_bucket_hint(heads[i].hv), 1);
-        }
-        if (i >= 2 * d && i - 2 * d < n && mine(w, heads[i - 2 * d].hv)) {
-            const struct head *h = &heads[i - 2 * d];
-
-            if (!(item_flags(h->it) & ITEM_CHUNKED) ||
-                head_ok(w, h->it, head_class(h->it))) {
-                insert_head(w, h->it, h->hv);
-            }
-        }
-    }
-}
-
-static void *
-link_thread(void *arg)
-{
-    struct worker *w = arg;
-
-    for (unsigned i = 0; i < w->rc->nthreads; i++) {
-        link_span(w, w->rc->w[i].heads.v, w->rc->w[i].heads.n);
-    }
-    return NULL;
-}
-
-/* A hash table that holds n items without growing, if it is larger. */
-static int
-presize_hash(struct recovery *rc, uint64_t n)
-{
-    uint64_t power, bytes, expanding;
-    unsigned want;
-
-    assoc_stats(&power, &bytes, &expanding);
-    want = (unsigned)power;
-    /* The table grows past 1.5 items a bucket. */
-    while (want < 32 && (((uint64_t)1 << want) * 3) / 2 < n) {
-        want++;
-    }
-    rc->bucket_power = want;
-    if (rc->p->check_crc) {
-        unsigned bits = want + 4 > 32 ? 32 : want + 4 < 6 ? 6 : want + 4;
-
-        rc->seen_mask = (uint32_t)(((uint64_t)1 << bits) - 1);
-        rc->seen = calloc(((size_t)1 << bits) / 64, sizeof(*rc->seen));
-        if (rc->seen == NULL) {
-            return -1;
-        }
-    }
-    if (want == power) {
-        return 0;
-    }
-    assoc_destroy();
-    return assoc_init(want, rc->p->hash_bulk_move);
 }
 
 /* ---- 5 free ------------------------------------------------------------- */
@@ -748,115 +457,6 @@ free_pages(struct recovery *rc)
     return 0;
 }
 
-/* ---- 6 lru -------------------------------------------------------------- */
-
-/*
- * Eviction after a restart should take the oldest items first, so each
- * class's COLD list is rebuilt in order of the items' times, newest at
- * the head.  Not by sorting them: each linked head joins one of LRU_RUNS
- * runs of its class by its age at the restart, and the runs are joined
- * oldest first (lru_runs_join()).  The rank is the age to the second
- * for the first 256 s, then to 1/128 of the age (a day-old item to 11
- * minutes), so that it is known from the item alone, in the scan.  Each
- * item is touched once; a sort would have written every head once more
- * into an array as large as the heads, fresh memory the kernel must zero.
- */
-#define LRU_RUNS    4096
-
-static unsigned
-age_rank(const struct recovery *rc, rel_time_t time)
-{
-    uint32_t age = time < rc->p->now ? rc->p->now - time : 0;
-    unsigned b, e;
-
-    if (age < 256) {
-        b = age;
-    } else {
-        /* age >> e in [128, 256): steps of 1/128 of the age */
-        e = (unsigned)(31 - __builtin_clz(age)) - 7;
-        b = 256 + (e - 1) * 128 + ((age >> e) - 128);
-    }
-    return LRU_RUNS - 1 - b;        /* b < 3328: 0 is the oldest */
-}
-
-/* A head that is in the hash table (ITEM_LINKED), into its runs. */
-static void
-run_head(struct worker *w, const struct head *h)
-{
-    if (link_recovered(w->runs, h->it, age_rank(w->rc, h->time)) != 0) {
-        w->oom = true;
-    }
-    w->linked++;
-}
-
-/* The scan's link of a head (ring_push()): table, then runs. */
-static void
-link_head(struct worker *w, const struct head *h)
-{
-    item_flags_set(h->it, ITEM_LINKED);
-    assoc_insert_shared(h->it, h->hv);
-    run_head(w, h);
-}
-
-/* The heads the link phase put in the table, each thread's into its own
- * runs (one thread: no other runs yet), then every thread's runs joined. */
-static int
-link_lrus(struct recovery *rc)
-{
-    struct lru_runs *sets[MAX_THREADS];
-    bool oom = false;
-
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        struct worker *w = &rc->w[i];
-        const struct head *h = w->heads.v;
-        size_t n = w->heads.n;
-
-        for (size_t j = 0; j < n; j++) {
-            if (j + AHEAD < n) {
-                __builtin_prefetch(h[j + AHEAD].it, 1);
-            }
-            if (item_flags(h[j].it) & ITEM_LINKED) {
-                run_head(w, &h[j]);
-            }
-        }
-        sets[i] = w->runs;
-        w->runs = NULL;
-        oom |= w->oom;
-    }
-    lru_runs_join(sets, rc->nthreads);
-    return oom ? -1 : 0;
-}
-
-/* Runs for every worker; joined by link_lrus(), or here after a failure. */
-static int
-runs_new(struct recovery *rc)
-{
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        rc->w[i].runs = lru_runs_new(LRU_RUNS);
-        if (rc->w[i].runs == NULL) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static void
-runs_free(struct recovery *rc)
-{
-    struct lru_runs *sets[MAX_THREADS];
-    unsigned n = 0;
-
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        if (rc->w[i].runs != NULL) {
-            sets[n++] = rc->w[i].runs;
-            rc->w[i].runs = NULL;
-        }
-    }
-    if (n > 0) {
-        lru_runs_join(sets, n);     /* nothing is served after a failure */
-    }
-}
-
 /* ---- the whole run ------------------------------------------------------ */
 
 /* One thread per CPU this process may run on (taskset, cgroups). */
@@ -881,7 +481,7 @@ phases(struct recovery *rc, struct cache_recovery *out)
     uint64_t nheads = 0;
     uint64_t t0 = clock_mono_us(), t1;
 
-    if (claim_pages(rc) != 0 || runs_new(rc) != 0) {
+    if (claim_pages(rc) != 0 || recover_link_runs_new(rc) != 0) {
         return -1;
     }
     /* The table must be sized before the scan links into it: for at
@@ -889,7 +489,7 @@ phases(struct recovery *rc, struct cache_recovery *out)
     for (size_t i = 0; i < rc->npages; i++) {
         nheads += slabs_perslab(rc->pages[i].clsid);
     }
-    if (presize_hash(rc, nheads) != 0) {
+    if (recover_link_presize(rc, nheads) != 0) {
         return -1;
     }
     run_threads(rc, scan_thread);
@@ -904,7 +504,7 @@ phases(struct recovery *rc, struct cache_recovery *out)
     t1 = clock_mono_us();
     out->scan_seconds = t1 - t0;
     t0 = t1;
-    run_threads(rc, link_thread);
+    run_threads(rc, recover_link_thread);
     t1 = clock_mono_us();
     out->link_seconds = t1 - t0;
     t0 = t1;
@@ -914,7 +514,7 @@ phases(struct recovery *rc, struct cache_recovery *out)
     t1 = clock_mono_us();
     out->free_seconds = t1 - t0;
     t0 = t1;
-    if (link_lrus(rc) != 0) {
+    if (recover_link_lrus(rc) != 0) {
         return -1;
     }
     out->lru_seconds = clock_mono_us() - t0;
@@ -960,7 +560,7 @@ recover_run(struct tier *t, const struct recover_params *p,
     if (ret != 0) {
         fprintf(stderr, "recovery: out of memory\n");
     }
-    runs_free(&rc);
+    recover_link_runs_free(&rc);
     for (unsigned i = 0; i < rc.nthreads; i++) {
         free(rc.w[i].heads.v);
         free(rc.w[i].pieces.v);

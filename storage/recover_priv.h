@@ -1,0 +1,117 @@
+/*
+ * recover_priv.h: the state of one recovery, shared by its two files and
+ * nothing else: recover.c runs the phases (claim, scan, pieces, chains,
+ * free) and recover_link.c puts the heads into the hash table and the LRU
+ * runs, in the scan and after it.  Every function here runs during
+ * recover_run(), before any other storage thread.
+ */
+#ifndef MCPM_STORAGE_RECOVER_PRIV_H
+#define MCPM_STORAGE_RECOVER_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/clock.h"
+#include "storage/item.h"
+#include "storage/recover.h"
+
+#define MAX_THREADS     16
+
+struct page_ref {
+    void       *page;
+    unsigned    clsid;
+};
+
+struct piece {
+    uint64_t            seq;
+    uint32_t            index;
+    unsigned            clsid;  /* of the page it sits in */
+    struct item_chunk  *ch;
+};
+
+/* A growable array of fixed-size elements. */
+struct vec {
+    void       *v;
+    size_t      n, cap, size;
+};
+
+/* A head the scan found, and what the later phases need of it. */
+struct head {
+    struct item        *it;
+    uint32_t            hv;         /* its key's hash */
+    rel_time_t          time;
+};
+
+/* Heads a scan thread holds back, their buckets prefetched, before it
+ * links them (a clean restart). */
+#define RING    16
+
+/* What one scan/link thread works on and finds. */
+struct worker {
+    struct recovery    *rc;
+    unsigned            id;
+    struct vec          heads;      /* struct head */
+    struct vec          pieces;     /* struct piece */
+    struct lru_runs    *runs;       /* the COLD lists it rebuilds */
+    struct head         ring[RING]; /* linked in the scan, RING behind */
+    uint64_t            nring;      /* heads through the ring so far */
+    uint64_t            linked;     /* in the hash table and the runs */
+    uint64_t            torn, expired, flushed, replaced;
+    bool                oom;
+};
+
+struct recovery {
+    const struct recover_params *p;
+    struct tier        *tier;
+    struct page_ref    *pages;
+    size_t              npages;
+    unsigned            largest;
+    unsigned            nthreads;
+    pthread_mutex_t     unlink;     /* a twin out of the scan's runs */
+    struct worker      *w;
+    struct piece       *pieces;     /* all of them, sorted */
+    unsigned            bucket_power;   /* the hash table's, once sized */
+    uint64_t           *seen;       /* after a crash: hashes inserted */
+    uint32_t            seen_mask;  /* bit of a hash in seen */
+    size_t              npieces;
+    size_t              scanned;    /* pages, for progress */
+};
+
+/* ---- recover.c -------------------------------------------------------- */
+
+/* Append elem; false when out of memory. */
+bool     recover_vec_push(struct vec *a, const void *elem);
+/* A chunk's commit sequence number. */
+uint64_t recover_seq_of(const void *chunk);
+/* A head's chunked value, let go: its pieces free for the free phase. */
+void     recover_release_chain(struct item *it);
+/* The checks a head must pass to be served (its chain rebuilt first if
+ * chunked): checksum after a crash, the value's \r\n, expiry, flush.
+ * False (and counted) drops it. */
+bool     recover_head_ok(struct worker *w, struct item *it, unsigned head_id);
+
+/* ---- recover_link.c --------------------------------------------------- */
+
+/* The hash table presized for n heads, and after a crash the bitmap of
+ * hashes seen; -1 when out of memory. */
+int      recover_link_presize(struct recovery *rc, uint64_t n);
+/* After a crash: set hv's bit in the bitmap; true if it was set already
+ * (a twin may be live).  After a clean stop always false. */
+bool     recover_link_seen(const struct recovery *rc, uint32_t hv);
+/* The scan's unchunked head that passed its checks: linked RING heads
+ * later, or kept if it may have a twin; drain at the end of the scan. */
+void     recover_link_push(struct worker *w, const struct head *h);
+void     recover_link_drain(struct worker *w);
+/* The link phase, one per worker thread: the kept heads of its range of
+ * buckets into the table. */
+void    *recover_link_thread(void *arg);
+/* Each worker's LRU runs; the kept heads that were linked into them and
+ * every worker's runs into the lists (-1 when out of memory); freed, and
+ * joined, after a failure. */
+int      recover_link_runs_new(struct recovery *rc);
+int      recover_link_lrus(struct recovery *rc);
+void     recover_link_runs_free(struct recovery *rc);
+
+#endif
