@@ -807,13 +807,19 @@ grow_check(struct grow *g, const char *what)
     free(live);
 }
 
-static void
-grow_run(uint32_t n, unsigned bulk, uint64_t want_power, const char *what)
+/* One run; true if the readers saw a move under way.  Only then (or on
+ * the last try) does it say whether they did: on a busy machine the
+ * moves of a small table can all fall between two of a reader's looks,
+ * and the run is tried again (every run's other checks count). */
+static bool
+grow_once(uint32_t n, unsigned bulk, uint64_t want_power, const char *what,
+          bool last)
 {
     struct grow g;
     pthread_t ins, rd[2];
     uint64_t p;
     char name[96];
+    bool overlapped;
     int i;
 
     grow_setup(&g, n);
@@ -835,8 +841,11 @@ grow_run(uint32_t n, unsigned bulk, uint64_t want_power, const char *what)
     ok(atomic_load(&g.misses) == 0 && atomic_load(&g.lookups) > 0, name);
     snprintf(name, sizeof(name), "%s: no deleted key found", what);
     is_int(atomic_load(&g.ghosts), 0, name);
-    snprintf(name, sizeof(name), "%s: lookups overlapped a move", what);
-    ok(atomic_load(&g.saw_expanding), name);
+    overlapped = atomic_load(&g.saw_expanding);
+    if (overlapped || last) {
+        snprintf(name, sizeof(name), "%s: lookups overlapped a move", what);
+        ok(overlapped, name);
+    }
     stats(&p, NULL, NULL);
     snprintf(name, sizeof(name), "%s: hash_power_level 12 -> %llu", what,
              (unsigned long long)want_power);
@@ -846,6 +855,17 @@ grow_run(uint32_t n, unsigned bulk, uint64_t want_power, const char *what)
     free_many(g.items, n);
     free(g.hvs);
     free(g.deleted);
+    return overlapped;
+}
+
+static void
+grow_run(uint32_t n, unsigned bulk, uint64_t want_power, const char *what)
+{
+    for (int i = 0; i < 5; i++) {
+        if (grow_once(n, bulk, want_power, what, i == 4)) {
+            return;
+        }
+    }
 }
 
 int
