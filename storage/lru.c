@@ -100,18 +100,43 @@ count_list(struct lru_list *l, int dir, size_t bytes)
                      __ATOMIC_RELAXED);
 }
 
+/* The chain first..last (linked by next and prev) onto the head of the
+ * list whose ends are *head and *tail: a list's, or a recovery run's. */
+static void
+chain_push(struct item **head, struct item **tail, struct item *first,
+           struct item *last)
+{
+    first->prev = NULL;
+    last->next = *head;
+    if (*head != NULL) {
+        (*head)->prev = last;
+    } else {
+        *tail = last;
+    }
+    *head = first;
+}
+
+/* it out of the list whose ends are *head and *tail. */
+static void
+chain_cut(struct item **head, struct item **tail, struct item *it)
+{
+    if (it->prev != NULL) {
+        it->prev->next = it->next;
+    } else {
+        *head = it->next;
+    }
+    if (it->next != NULL) {
+        it->next->prev = it->prev;
+    } else {
+        *tail = it->prev;
+    }
+    it->next = it->prev = NULL;
+}
+
 static void
 push_head(struct lru_list *l, struct item *it)
 {
-    it->prev = NULL;
-    it->next = l->head;
-    if (l->head != NULL) {
-        l->head->prev = it;
-    }
-    l->head = it;
-    if (l->tail == NULL) {
-        l->tail = it;
-    }
+    chain_push(&l->head, &l->tail, it, it);
     if (!lru_is_cursor(it)) {
         count_list(l, 1, item_ntotal(it));
     }
@@ -120,17 +145,7 @@ push_head(struct lru_list *l, struct item *it)
 static void
 take_out(struct lru_list *l, struct item *it)
 {
-    if (it->prev != NULL) {
-        it->prev->next = it->next;
-    } else {
-        l->head = it->next;
-    }
-    if (it->next != NULL) {
-        it->next->prev = it->prev;
-    } else {
-        l->tail = it->prev;
-    }
-    it->next = it->prev = NULL;
+    chain_cut(&l->head, &l->tail, it);
     if (!lru_is_cursor(it)) {
         count_list(l, -1, item_ntotal(it));
     }
@@ -515,14 +530,7 @@ lru_runs_add(struct lru_runs *r, struct item *it, unsigned rank)
         }
     }
     run = &r->tc[tc][rank];
-    it->prev = NULL;
-    it->next = run->head;
-    if (run->head != NULL) {
-        run->head->prev = it;
-    } else {
-        run->tail = it;
-    }
-    run->head = it;
+    chain_push(&run->head, &run->tail, it, it);
     r->items[tc]++;
     r->bytes[tc] += item_ntotal(it);
     return 0;
@@ -533,25 +541,19 @@ lru_runs_remove(struct lru_runs **sets, unsigned nsets, struct item *it,
                 unsigned rank)
 {
     unsigned tc = lru_tc(it);
+    /* An item inside a run needs no run's ends: only one at an end of
+     * its run does, and that run is found by them. */
+    struct lru_run inside = { NULL, NULL }, *run = &inside;
 
-    for (unsigned k = 0; k < nsets; k++) {
-        struct lru_run *run = sets[k]->tc[tc] != NULL
-                              ? &sets[k]->tc[tc][rank] : NULL;
+    for (unsigned k = 0; k < nsets && run == &inside; k++) {
+        struct lru_run *r = sets[k]->tc[tc] != NULL
+                            ? &sets[k]->tc[tc][rank] : NULL;
 
-        if (run != NULL && run->head == it) {
-            run->head = it->next;
-        }
-        if (run != NULL && run->tail == it) {
-            run->tail = it->prev;
+        if (r != NULL && (r->head == it || r->tail == it)) {
+            run = r;
         }
     }
-    if (it->prev != NULL) {
-        it->prev->next = it->next;
-    }
-    if (it->next != NULL) {
-        it->next->prev = it->prev;
-    }
-    it->prev = it->next = NULL;
+    chain_cut(&run->head, &run->tail, it);
     /* The joins add the sets' counts up: any set can give one back. */
     sets[0]->items[tc]--;
     sets[0]->bytes[tc] -= item_ntotal(it);
@@ -577,13 +579,7 @@ join_class(struct lru_runs **sets, unsigned nsets, unsigned tc)
             run = &sets[k]->tc[tc][i];
             assert(l == NULL || l == list_of(run->tail));
             l = list_of(run->tail);
-            run->tail->next = l->head;
-            if (l->head != NULL) {
-                l->head->prev = run->tail;
-            } else {
-                l->tail = run->tail;
-            }
-            l->head = run->head;
+            chain_push(&l->head, &l->tail, run->head, run->tail);
         }
     }
     if (l == NULL) {

@@ -177,12 +177,11 @@ mine(const struct worker *w, uint32_t hv)
 }
 
 /*
- * Every head, its bucket and the first item chained there are cache
- * misses (and, over a file of gigabytes, TLB misses): a software pipeline
- * keeps them in flight.  At step i head i and its bucket are prefetched
- * (the scan kept its hash); head i - 2d (a chunked one checked first,
- * now that its pieces are known) goes into the table.  d spans AHEAD of
- * this thread's heads.
+ * Every head and its bucket are cache misses (and, over a file of
+ * gigabytes, TLB misses): a software pipeline keeps them in flight.  At
+ * step i head i and its bucket are prefetched (the scan kept its hash);
+ * head i - d (a chunked one checked first, now that its pieces are
+ * known) goes into the table.  d spans AHEAD of this thread's heads.
  */
 #define AHEAD   32
 
@@ -191,13 +190,13 @@ link_span(struct worker *w, const struct head *heads, size_t n)
 {
     size_t d = AHEAD * w->rc->nthreads;
 
-    for (size_t i = 0; i < n + 2 * d; i++) {
+    for (size_t i = 0; i < n + d; i++) {
         if (i < n && mine(w, heads[i].hv)) {
             __builtin_prefetch(heads[i].it, 1);
             __builtin_prefetch(assoc_bucket_hint(heads[i].hv), 1);
         }
-        if (i >= 2 * d && i - 2 * d < n && mine(w, heads[i - 2 * d].hv)) {
-            const struct head *h = &heads[i - 2 * d];
+        if (i >= d && i - d < n && mine(w, heads[i - d].hv)) {
+            const struct head *h = &heads[i - d];
 
             if (!(item_flags(h->it) & ITEM_CHUNKED) ||
                 recover_head_ok(w, h->it, head_class(h->it))) {

@@ -14,6 +14,7 @@ import base64
 import random
 import re
 import signal
+import threading
 import time
 
 import pytest
@@ -628,8 +629,6 @@ def test_replaces_racing_a_clean_stop_leave_one_copy(server_factory,
     (which does not look for a second copy of a key) finds every key once:
     once in the table and once in the LRU (metadump walks the lists), with
     a value one of the writers sent."""
-    import threading
-
     flags = ("-e", memfile, "-m", "64", "-t", "4")
     s = server_factory(*flags)
     keys = [b"race%d" % i for i in range(200)]
