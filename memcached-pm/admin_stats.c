@@ -262,7 +262,7 @@ stats_general(struct conn *c)
 /* ---- stats settings ------------------------------------------------- */
 
 /* Walk settings.h's table: each row's value, shown its way. */
-#define SHOW_I(name, v) stat_u64(c, #name, (uint64_t)(v));
+#define SHOW_I(name, v) stat_fmt(c, #name, "%lld", (long long)(v));
 #define SHOW_U(name, v) stat_u64(c, #name, (uint64_t)(v));
 #define SHOW_SZ(name, v) stat_u64(c, #name, (uint64_t)(v));
 #define SHOW_YESNO(name, v) stat_str(c, #name, (v) ? "yes" : "no");

@@ -564,9 +564,9 @@ find_sub(const char *name, bool *on)
     return NULL;
 }
 
-/* One -o item, "name" or "name=value". */
+/* One -o item, "name" or "name=value"; *row and *value say which. */
 static int
-subopt_one(char *item)
+subopt_one(char *item, const struct row **row, char **value)
 {
     char *val = strchr(item, '=');
     const struct row *r;
@@ -575,7 +575,8 @@ subopt_one(char *item)
     if (val != NULL) {
         *val++ = '\0';
     }
-    r = find_sub(item, &on);
+    *row = r = find_sub(item, &on);
+    *value = val;
     if (r == NULL) {
         fprintf(stderr, "Illegal suboption \"%s%s%s\"\n", item,
                 val ? "=" : "", val ? val : "");
@@ -591,17 +592,40 @@ subopt_one(char *item)
     return apply(r, item, val, on);
 }
 
+static bool
+is_cpu_list(const struct row *r)
+{
+    return r != NULL && r->kind == K_FN &&
+           (r->fn == placement_opt_worker_cpus ||
+            r->fn == placement_opt_bg_cpus);
+}
+
 /* The list is cut up in place, in argv, as memcached does: -o values
- * (memory_file=...) keep pointing into it for the life of the process. */
+ * (memory_file=...) keep pointing into it for the life of the process.
+ * A CPU list has commas of its own (worker_cpus=0-3,8): an item that
+ * starts with a digit after one is the rest of it, joined back. */
 static int
 opt_extended(const char *list)
 {
-    char *items = (char *)(uintptr_t)list, *save = NULL;
+    char *items = (char *)(uintptr_t)list, *save = NULL, *val = NULL;
+    const struct row *r = NULL;
 
     for (char *it = strtok_r(items, ",", &save); it != NULL;
          it = strtok_r(NULL, ",", &save)) {
-        if (subopt_one(it) != 0) {
-            return -1;
+        if (is_cpu_list(r) && val != NULL && *it >= '0' && *it <= '9') {
+            for (char *p = it - 1; p > val && (*p == '\0' || *p == ',');
+                 p--) {
+                *p = ',';
+            }
+            if (r->fn(val) != 0) {
+                return -EX_USAGE;
+            }
+            continue;
+        }
+        int rc = subopt_one(it, &r, &val);
+
+        if (rc != 0) {
+            return rc;
         }
     }
     return 0;

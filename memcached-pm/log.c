@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include "memcached-pm/log.h"
+#include "storage/affinity.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -141,6 +142,7 @@ log_start(void)
     lg.running = true;
     pthread_mutex_unlock(&lg.lock);
     pthread_setname_np(lg.thread, "mc-stderr");
+    affinity_apply(lg.thread, AFFINITY_BG, 0);
     return 0;
 }
 

@@ -32,6 +32,7 @@
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
 #include "proto/compose.h"
+#include "storage/affinity.h"
 
 #define WATCHER_MAX    20              /* memcached's WATCHER_LIMIT */
 #define TEXT_MAX       512             /* key, or a raw command line */
@@ -727,6 +728,7 @@ logger_start(void)
         return -1;
     }
     pthread_setname_np(lg.thread, "mc-log");
+    affinity_apply(lg.thread, AFFINITY_BG, 0);
     lg.running = true;
     return 0;
 }

@@ -42,6 +42,7 @@
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
 #include "memcached-pm/worker.h"
+#include "memcached-pm/placement.h"
 #include "proto/response.h"
 #include "storage/cache.h"
 #include "storage/clock.h"
@@ -653,6 +654,9 @@ start(void)
         fprintf(stderr, "warning: -k invalid, mlockall() failed: %s\n",
                 strerror(errno));
     }
+    if (placement_start(settings.memory_file) != 0) {
+        return EXIT_FAILURE;
+    }
     clock_init();
     if (stats_init((unsigned)settings.num_threads) != 0 ||
         cache_init(&settings.cache, (unsigned)settings.num_threads) != 0) {
@@ -672,6 +676,7 @@ start(void)
     if (worker_start_all((unsigned)settings.num_threads) != 0) {
         return EXIT_FAILURE;
     }
+    placement_serving();
     write_pidfile();
     return 0;
 }

@@ -46,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "memcached-pm/placement.h"
 #include "storage/options.h"
 #include "storage/prefetch.h"
 
@@ -257,6 +258,18 @@
       NULL, NONE, NULL)                                                     \
     X(memory_file_flush, STR, V(settings_flush_name()), 0, NULL, NULL,      \
       NONE, NULL)                                                           \
+    X(worker_cpus, STR, V(placement_worker_cpus()), 0, NULL, "worker_cpus", \
+      FN(placement_opt_worker_cpus), "pin worker threads round robin to "   \
+      "these CPUs (Linux cpu-list syntax: 0-3,8)")                          \
+    X(bg_cpus, STR, V(placement_bg_cpus()), 0, NULL, "bg_cpus",             \
+      FN(placement_opt_bg_cpus), "run the background threads (LRU "         \
+      "maintainer, crawler, page mover, hash expander, loggers, listener) " \
+      "on these CPUs")                                                      \
+    X(numa_node, I, V(placement_numa_node()), 0, NULL, "numa_node",         \
+      FN(placement_opt_numa_node), "bind memory, and threads without a "    \
+      "list, to NUMA node <n>, or to the memory file's node (file)")        \
+    X(memory_file_numa_node, I, V(placement_memory_file_node()), 0, NULL,   \
+      NULL, NONE, NULL)                                                     \
     X(_, HIDE, V(0), 0, NULL, "memory_file_durability",                     \
       FN(opt_durability), "what a stored item survives: process (a "        \
       "crash; no flushes), power (a power cut; flushes) or auto (default: " \

@@ -22,6 +22,7 @@
 #include "memcached-pm/udp.h"
 #include "storage/cache.h"
 #include "storage/clock.h"
+#include "storage/affinity.h"
 
 /* An accepted fd waiting for its worker. */
 struct pending {
@@ -234,6 +235,7 @@ worker_start_all(unsigned n)
             return -1;
         }
         pthread_setname_np(workers[i].thread, "mc-worker");
+        affinity_apply(workers[i].thread, AFFINITY_WORKER, i);
     }
     return 0;
 }

@@ -31,6 +31,7 @@
 #include "storage/item.h"
 #include "storage/locks.h"
 #include "storage/quiesce.h"
+#include "storage/affinity.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -374,6 +375,7 @@ assoc_thread_start(void)
         return -1;
     }
     pthread_setname_np(expander, "mc-assocmaint");
+    affinity_apply(expander, AFFINITY_BG, 0);
     thread_running = true;
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "storage/locks.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
+#include "storage/affinity.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -255,6 +256,7 @@ crawler_enable(bool on)
         cr.on = rc == 0;
         if (cr.on) {
             pthread_setname_np(cr.thread, "mc-itemcrawler");
+            affinity_apply(cr.thread, AFFINITY_BG, 0);
         }
     }
     pthread_mutex_unlock(&cr.lock);

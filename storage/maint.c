@@ -9,6 +9,7 @@
 #include "storage/evict.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
+#include "storage/affinity.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -230,6 +231,7 @@ maint_start(void)
         return -1;
     }
     pthread_setname_np(mt.thread, "mc-lrumaint");
+    affinity_apply(mt.thread, AFFINITY_BG, 0);
     mt.running = true;
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "storage/lru.h"
 #include "storage/place.h"
 #include "storage/slabs.h"
+#include "storage/affinity.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -156,6 +157,7 @@ mover_start(const struct cache_options *opts)
         return -1;
     }
     pthread_setname_np(mv.thread, "mc-slabmaint");
+    affinity_apply(mv.thread, AFFINITY_BG, 0);
     mv.running = true;
     return 0;
 }

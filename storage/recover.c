@@ -38,6 +38,7 @@
 #include "storage/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
+#include "storage/affinity.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -85,6 +86,9 @@ run_threads(struct recovery *rc, void *(*fn)(void *))
 
     for (unsigned i = 1; i < rc->nthreads; i++) {
         started[i] = pthread_create(&tid[i], NULL, fn, &rc->w[i]) == 0;
+        if (started[i]) {
+            affinity_apply(tid[i], AFFINITY_RECOVERY, i);
+        }
     }
     fn(&rc->w[0]);
     for (unsigned i = 1; i < rc->nthreads; i++) {

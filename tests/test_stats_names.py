@@ -49,13 +49,15 @@ track_sizes inline_ascii_response slab_automove_freeratio ssl_enabled
 ssl_chain_cert ssl_key ssl_verify_mode ssl_keyformat ssl_ciphers
 ssl_ca_cert ssl_wbuf_size ssl_session_cache ssl_kernel_tls
 ssl_min_version num_napi_ids memory_file memory_kind client_flags_size
-tier_policy memory_file_size memory_file_durability memory_file_flush""".split()
+tier_policy memory_file_size memory_file_durability memory_file_flush
+worker_cpus bg_cpus numa_node memory_file_numa_node""".split()
 
 # memcached-pm's own settings: its lookups and its tiers.  memcached's
 # extstore lines (ext_*) are out of scope: there is no extstore here.
 OWN_SETTINGS = ["prefetch_batch", "memory_kind", "tier_policy",
                 "memory_file_size", "memory_file_durability",
-                "memory_file_flush"]
+                "memory_file_flush", "worker_cpus", "bg_cpus", "numa_node",
+                "memory_file_numa_node"]
 
 # memcached 1.6.18 against 1.6.45: the page mover's out-of-memory count
 # was slab_reassign_evictions_nomem, after the chunk rescues, where 1.6.45
