@@ -25,7 +25,6 @@
 #define RBUF_SIZE      16384          /* memcached's READ_BUFFER_SIZE */
 #define RBUF_MAX       (2 * 1024 * 1024)  /* longest multiget line */
 #define OBUF_SIZE      (16384 - 2 * sizeof(size_t))
-#define VALUE_COPY_MAX 1024           /* longest value copied, not referenced */
 #define OBUF_KEEP      4              /* arena blocks kept when idle */
 #define IOV_KEEP       1024           /* iovec entries kept when idle */
 #define IOV_BATCH      (IOV_MAX < 1024 ? IOV_MAX : 1024)
@@ -479,7 +478,7 @@ refs_push(struct conn *c, struct item *it)
 static bool
 value_copied(const struct conn *c, struct item *it)
 {
-    return conn_value_len(c, it) <= VALUE_COPY_MAX && !c->noreply &&
+    return conn_value_len(c, it) <= CONN_VALUE_COPY_MAX && !c->noreply &&
            !(item_flags(it) & ITEM_CHUNKED);
 }
 

@@ -309,6 +309,10 @@ conn_log_reply(const struct conn *c, const char *line, size_t n)
 char *conn_out_reserve(struct conn *c, size_t n);
 void conn_out_commit(struct conn *c, size_t used);
 
+/* The longest value (with its "\r\n") copied into the arena rather
+ * than sent from the item by reference. */
+#define CONN_VALUE_COPY_MAX 1024
+
 /* Queue an item's value bytes (conn_value_len() of them: "<data>\r\n" on
  * text, "<data>" on binary); takes over the caller's reference.  Values
  * up to 1 KB are copied and the reference released at once; longer ones

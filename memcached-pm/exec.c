@@ -28,10 +28,12 @@ exec_miss(struct thread_stats *ts, bool touch, enum cache_status st)
     }
 }
 
-void
-exec_hit(struct thread_stats *ts, bool touch, const struct item *it)
+/* A hit on an item of class clsid, in LRU lru, in the file or not. */
+static void
+count_hit(struct thread_stats *ts, bool touch, unsigned clsid,
+          enum item_lru lru, bool in_pmem)
 {
-    struct slab_stats *ss = &ts->slab[item_clsid(it)];
+    struct slab_stats *ss = &ts->slab[clsid];
 
     if (touch) {
         STAT_INCR(ts->cmd_touch);
@@ -40,17 +42,29 @@ exec_hit(struct thread_stats *ts, bool touch, const struct item *it)
         STAT_INCR(ts->cmd_get);
         STAT_INCR(ss->get_hits);
     }
-    if (item_in_pmem(it)) {
+    if (in_pmem) {
         STAT_INCR(ts->hits_pmem);
     } else {
         STAT_INCR(ts->hits_dram);
     }
-    switch (item_lru(it)) {
+    switch (lru) {
     case ITEM_LRU_HOT: STAT_INCR(ss->hits_to_hot); break;
     case ITEM_LRU_WARM: STAT_INCR(ss->hits_to_warm); break;
     case ITEM_LRU_COLD: STAT_INCR(ss->hits_to_cold); break;
     case ITEM_LRU_TEMP: STAT_INCR(ss->hits_to_temp); break;
     }
+}
+
+void
+exec_hit(struct thread_stats *ts, bool touch, const struct item *it)
+{
+    count_hit(ts, touch, item_clsid(it), item_lru(it), item_in_pmem(it));
+}
+
+void
+exec_hit_view(struct thread_stats *ts, const struct cache_view *v)
+{
+    count_hit(ts, false, v->clsid, (enum item_lru)v->lru, v->in_pmem);
 }
 
 struct item *

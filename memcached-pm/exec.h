@@ -28,6 +28,9 @@
  * it. */
 void exec_hit(struct thread_stats *ts, bool touch, const struct item *it);
 
+/* The same for a get's hit served by cache_peek(). */
+void exec_hit_view(struct thread_stats *ts, const struct cache_view *v);
+
 /* Count a read's miss, with its cause (expired, flushed). */
 void exec_miss(struct thread_stats *ts, bool touch, enum cache_status st);
 

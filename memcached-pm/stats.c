@@ -18,10 +18,13 @@ static pthread_mutex_t base_lock = PTHREAD_MUTEX_INITIALIZER;
 int
 stats_init(unsigned nworkers)
 {
-    stats.threads = calloc(nworkers, sizeof(*stats.threads));
+    size_t bytes = nworkers * sizeof(*stats.threads);
+
+    stats.threads = aligned_alloc(_Alignof(struct thread_stats), bytes);
     if (stats.threads == NULL) {
         return -1;
     }
+    memset(stats.threads, 0, bytes);
     stats.nthreads = nworkers;
     return 0;
 }

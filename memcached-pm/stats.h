@@ -161,10 +161,12 @@ struct slab_stats {
     CLASS_STATS(STATS_CLASS_FIELD)
 };
 
+/* Each worker's block starts on a cache line of its own: no two workers
+ * write one line. */
 struct thread_stats {
     STATS_GENERAL(STATS_THREAD_FIELD)
     struct slab_stats slab[CACHE_MAX_CLASSES];
-};
+} __attribute__((aligned(64)));
 
 /* Single-writer increment of a per-thread counter. */
 #define STAT_ADD(field, n) \

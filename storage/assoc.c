@@ -181,6 +181,61 @@ assoc_find(const char *key, size_t nkey, uint32_t hv)
     return NULL;
 }
 
+/* Items a lock-free lookup looks at before it takes the lock instead. */
+#define PEEK_CHAIN_MAX 8
+
+static inline bool
+peek_key_is(const struct item *it, const char *key, size_t nkey,
+            uint32_t hv, uint32_t seq, bool *ok)
+{
+    uint8_t n = __atomic_load_n(&it->nkey, __ATOMIC_RELAXED);
+    uint16_t f = item_flags(it);
+    const char *k = it->data + ((f & ITEM_CAS) ? 8 : 0);
+
+    if (!(*ok = locks_seq_same(hv, seq)) || n != nkey) {
+        return false;
+    }
+    for (size_t i = 0; i < nkey; i++) {
+        if (__atomic_load_n(&k[i], __ATOMIC_RELAXED) != key[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+struct item *
+assoc_peek(const char *key, size_t nkey, uint32_t hv, uint32_t seq, bool *ok)
+{
+    unsigned power = atomic_load_explicit(&hashpower, memory_order_acquire);
+    struct item **table = atomic_load_explicit(&primary,
+                                               memory_order_acquire);
+    struct item *it;
+
+    *ok = false;
+    if (atomic_load_explicit(&expanding, memory_order_acquire)) {
+        return NULL;
+    }
+    it = __atomic_load_n(&table[hv & hashmask(power)], __ATOMIC_RELAXED);
+    for (unsigned hops = 0; locks_seq_same(hv, seq); hops++) {
+        if (it == NULL) {
+            *ok = true;
+            return NULL;
+        }
+        if (hops == PEEK_CHAIN_MAX) {
+            return NULL;
+        }
+        if (peek_key_is(it, key, nkey, hv, seq, ok)) {
+            return it;
+        }
+        if (!*ok) {
+            return NULL;
+        }
+        it = __atomic_load_n(&it->h_next, __ATOMIC_RELAXED);
+        *ok = false;
+    }
+    return NULL;
+}
+
 void
 assoc_insert(struct item *it, uint32_t hv)
 {

@@ -26,6 +26,18 @@ void assoc_destroy(void);
 
 struct item *assoc_find(const char *key, size_t nkey, uint32_t hv);
 void assoc_insert(struct item *it, uint32_t hv);       /* key not present */
+
+/*
+ * assoc_find() without the lock, inside a read section (quiesce.h), for
+ * a reader that took the stripe's count `seq` (locks.h) before: each
+ * item is looked at only after the count said the pointer to it was
+ * good, and its key only after the count said its length was.  *ok false:
+ * the count moved, the table is growing or the chain is long; take the
+ * lock.  *ok true: the item found (its fields not yet checked), or NULL
+ * for a key that was not there.
+ */
+struct item *assoc_peek(const char *key, size_t nkey, uint32_t hv,
+                        uint32_t seq, bool *ok);
 /* assoc_insert() by several threads at once, with no lock, while the
  * table neither grows nor is read nor loses an item (recovery): a
  * compare-and-swap on the bucket.  Whoever reads the table next must

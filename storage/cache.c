@@ -170,12 +170,14 @@ cache_release(struct item *it)
 
 /* ---- linking ---------------------------------------------------------- */
 
-/* The cas unique a new value gets: the client's (meta E) or the next;
- * 0 with CAS off. */
+/* The cas unique a new value of a key gets: the client's (meta E) or the
+ * next above the one of the value it replaces (`old`, or NULL); 0 with
+ * CAS off. */
 static uint64_t
-cas_for(uint64_t wanted)
+cas_for(uint64_t wanted, const struct item *old)
 {
-    return ca->opts->use_cas ? cas_take(wanted) : 0;
+    return ca->opts->use_cas
+           ? cas_take(wanted, old != NULL ? item_cas(old) : 0) : 0;
 }
 
 /* Link `it` in place of `old` (may be NULL) with cas_for(wanted), stored
@@ -184,10 +186,10 @@ cas_for(uint64_t wanted)
 static void
 link_new(struct item *old, struct item *it, uint32_t hv, uint64_t wanted)
 {
-    item_set_cas(it, cas_for(wanted));
+    item_set_cas(it, cas_for(wanted, old));
     item_time_store(it, clock_now());
     link_replace(old, it, hv, link_first_list(it));
-    __atomic_add_fetch(&ca->total_items, 1, __ATOMIC_RELAXED);
+    cache_count_stored();
 }
 
 /* A new unlinked item holding `len` bytes of `val` (no "\r\n" in val). */
@@ -519,7 +521,7 @@ mdelete_stale(struct item *it, const struct cache_mdelete *a)
     }
     item_flags_set(it, ITEM_STALE);
     item_flags_clear(it, ITEM_TOKEN_SENT);
-    item_set_cas(it, cas_for(a->new_cas));
+    item_set_cas(it, cas_for(a->new_cas, it));
 }
 
 enum cache_status
@@ -664,7 +666,7 @@ write_number(struct item *it, uint64_t v, uint32_t hv, struct cache_mdelta *a)
     if (fits && policy_durable(it) == NULL) {
         memset(item_value(it) + len, ' ', it->nbytes - 2 - (size_t)len);
         memcpy(item_value(it), num, (size_t)len);
-        item_set_cas(it, cas_for(0));
+        item_set_cas(it, cas_for(0, it));
         delta_finish(it, a);
         return CACHE_OK;
     }

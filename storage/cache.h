@@ -80,6 +80,40 @@ void cache_group_leave(void);       /* before the thread exits */
 struct item *cache_get(const char *key, size_t nkey, uint32_t hv,
                        enum cache_status *st);
 
+/*
+ * A lookup that writes nothing other threads read (cache_peek.c;
+ * doc/SHARED_WRITES.md): no lock, no reference, no LRU bump.  It reads
+ * the item while watching its stripe's sequence count, so a change made
+ * meanwhile is noticed and the lookup thrown away.
+ *
+ * CACHE_PEEK_HIT: *v points at the item's key and value; copy what is
+ * needed, then cache_peek_end(v), which says whether the copy is good
+ * (false: throw it away and use cache_get()).  CACHE_PEEK_MISS: the key
+ * is not there (a plain miss, never an expired or flushed one).
+ * CACHE_PEEK_LOCK: use cache_get(): a change was under way, the table is
+ * growing, or the hit needs what only the lock allows (an expired or
+ * flushed item to unlink, an LRU bump or a move between tiers to make, a
+ * chunked value or one longer than vmax, watch fetchers to tell).
+ */
+enum cache_peek { CACHE_PEEK_LOCK, CACHE_PEEK_MISS, CACHE_PEEK_HIT };
+
+struct cache_view {
+    const char *key;
+    const char *value;          /* vlen bytes, then "\r\n" */
+    uint64_t    cas;
+    uint32_t    client_flags;
+    uint32_t    vlen;
+    uint8_t     nkey;
+    uint8_t     clsid;          /* slab class, for the hit's counters */
+    uint8_t     lru;            /* enum item_lru */
+    bool        in_pmem;
+    uint32_t    hv, seq;        /* cache_peek_end()'s */
+};
+
+enum cache_peek cache_peek(const char *key, size_t nkey, uint32_t hv,
+                           uint32_t vmax, struct cache_view *v);
+bool cache_peek_end(const struct cache_view *v);
+
 /* cache_get() that also sets a new exptime on a hit (touch, gat). */
 struct item *cache_touch(const char *key, size_t nkey, uint32_t hv,
                          rel_time_t exptime, enum cache_status *st);

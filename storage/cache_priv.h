@@ -11,15 +11,28 @@
 #include "storage/metrics.h"
 #include "storage/options.h"
 #include "storage/sblock.h"
+#include "storage/tslot.h"
 
 struct cache_priv {
     struct cache_options *opts;     /* the daemon's; runtime fields move */
-    uint64_t              total_items;      /* items stored since start */
+    struct {
+        uint64_t n;
+        char     pad[64 - sizeof(uint64_t)];
+    } stored[TSLOT_MAX];            /* items stored since start, per
+                                       thread slot: summed for stats */
     struct sblock         sb;       /* the memory file's (sb.tier NULL:
                                        no file) */
     struct cache_recovery recovery; /* what start-up read back */
 };
 
 extern struct cache_priv cache_priv;
+
+/* One more item stored (total_items), counted in the thread's slot. */
+static inline void
+cache_count_stored(void)
+{
+    __atomic_add_fetch(&cache_priv.stored[tslot_mine()].n, 1,
+                       __ATOMIC_RELAXED);
+}
 
 #endif

@@ -33,7 +33,10 @@ cache_stats(struct cache_stats *out)
     maint_stats(out);
     assoc_stats(&out->hash_power_level, &out->hash_bytes,
                 &out->hash_is_expanding);
-    out->total_items = __atomic_load_n(&ca->total_items, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < TSLOT_MAX; i++) {
+        out->total_items += __atomic_load_n(&ca->stored[i].n,
+                                            __ATOMIC_RELAXED);
+    }
 }
 
 void
@@ -44,7 +47,9 @@ cache_stats_reset(void)
     mover_stats_reset();
     crawler_stats_reset();
     maint_stats_reset();
-    __atomic_store_n(&ca->total_items, 0, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < TSLOT_MAX; i++) {
+        __atomic_store_n(&ca->stored[i].n, 0, __ATOMIC_RELAXED);
+    }
 }
 
 unsigned

@@ -4,7 +4,13 @@
 #include "storage/cas.h"
 #include "storage/sblock.h"
 
+/* Uniques a thread takes from the shared counter at once. */
+#define CAS_BATCH 16
+
 static struct sblock_counter cas;
+
+/* The calling thread's block: next to hand out, and one past its end. */
+static _Thread_local uint64_t mine_next, mine_end;
 
 void
 cas_init(void)
@@ -12,25 +18,39 @@ cas_init(void)
     /* 1.6.45 starts the counter at 1: the first item gets cas 2. */
     cas.last = 1;
     cas.sb = NULL;
+    mine_next = mine_end = 0;
 }
 
 void
 cas_use_sblock(struct sblock *sb)
 {
     sblock_counter_attach(&cas, sb);
+    mine_next = mine_end = 0;
 }
 
 uint64_t
 cas_next(void)
 {
-    return sblock_counter_next(&cas);
+    return cas_next_above(0);
 }
 
 uint64_t
-cas_take(uint64_t wanted)
+cas_next_above(uint64_t floor)
+{
+    if (mine_next == mine_end || mine_next <= floor) {
+        /* A new block starts above every unique handed out so far, so
+         * above floor too. */
+        mine_end = sblock_counter_take(&cas, CAS_BATCH) + 1;
+        mine_next = mine_end - CAS_BATCH;
+    }
+    return mine_next++;
+}
+
+uint64_t
+cas_take(uint64_t wanted, uint64_t floor)
 {
     if (wanted == 0) {
-        return cas_next();
+        return cas_next_above(floor);
     }
     sblock_counter_cover(&cas, wanted);
     return wanted;

@@ -2,12 +2,18 @@
  * cas.h: CAS uniques.
  *
  * One counter for the whole cache, as memcached's: the first item stored
- * gets 2.  With a memory file no unique leaves here before the
- * superblock's high-water mark covers it (sblock_reserve_seq()), so a
- * restart, clean or not, never hands one out again.
+ * gets 2.  Each thread takes 16 uniques from it at a time and hands them
+ * out itself, so that stores on different workers do not all write the
+ * counter's cache line (doc/SHARED_WRITES.md).  A unique is never handed
+ * out twice, and a key's new unique is always above the one it replaces
+ * (meta's I mode compares them); uniques of different keys stored on
+ * different workers interleave within a block.  With a memory file no
+ * unique leaves here before the superblock's high-water mark covers it
+ * (sblock_reserve_seq()), so a restart, clean or not, never hands one
+ * out again.
  *
- * Thread-safe: an atomic add, and the reserve takes the superblock's lock
- * only when the mark must move.
+ * Thread-safe: an atomic add per block, and the reserve takes the
+ * superblock's lock only when the mark must move.
  */
 #ifndef MCPM_STORAGE_CAS_H
 #define MCPM_STORAGE_CAS_H
@@ -23,11 +29,13 @@ void cas_init(void);
  * above the mark it holds now.  Before serving. */
 void cas_use_sblock(struct sblock *sb);
 
-/* The next unique. */
+/* The next unique of this thread, and the next above `floor` (the unique
+ * of the value being replaced). */
 uint64_t cas_next(void);
+uint64_t cas_next_above(uint64_t floor);
 
 /* The unique a new value gets: `wanted` when the client chose it (meta E;
- * reserved all the same), else the next. */
-uint64_t cas_take(uint64_t wanted);
+ * reserved all the same), else the next above floor. */
+uint64_t cas_take(uint64_t wanted, uint64_t floor);
 
 #endif

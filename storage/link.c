@@ -197,13 +197,20 @@ link_set_flush(rel_time_t when)
 bool
 link_is_dead(const struct item *it, rel_time_t now, bool *flushed)
 {
+    return link_dead_at(it->exptime, item_time(it), now, flushed);
+}
+
+bool
+link_dead_at(rel_time_t exptime, rel_time_t time, rel_time_t now,
+             bool *flushed)
+{
     rel_time_t ft = __atomic_load_n(&ln.flush_time, __ATOMIC_RELAXED);
 
     *flushed = false;
-    if (it->exptime != 0 && it->exptime <= now) {
+    if (exptime != 0 && exptime <= now) {
         return true;
     }
-    if (ft != 0 && ft <= now && item_time(it) <= ft) {
+    if (ft != 0 && ft <= now && time <= ft) {
         *flushed = true;
         return true;
     }

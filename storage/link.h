@@ -82,6 +82,10 @@ void link_swap(struct item *old, struct item *n, uint32_t hv,
 /* Expired (exptime reached) or flushed at `now`; *flushed says which. */
 bool link_is_dead(const struct item *it, rel_time_t now, bool *flushed);
 
+/* The same for an item whose exptime and time are these. */
+bool link_dead_at(rel_time_t exptime, rel_time_t time, rel_time_t now,
+                  bool *flushed);
+
 /* flush_all: items with time <= when read as dead once when <= now. */
 void link_set_flush(rel_time_t when);
 

@@ -6,6 +6,12 @@
  * them, so one stripe covers whole buckets, in the old and the new table
  * alike during a resize.
  *
+ * Each stripe is a mutex and a sequence count on a cache line of its own
+ * (no stripe shares a line with another).  Whoever takes the mutex makes
+ * the count odd, and even again before letting go: a reader that takes
+ * no lock (locks.h: locks_seq_begin) sees the count unchanged across its
+ * reads only if no holder of the stripe ran in between.
+ *
  * The array is set up once before any worker runs and torn down after they
  * stop; `locks` and `mask` are not changed in between, so reading them
  * needs no synchronisation.
@@ -14,11 +20,17 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define LOCKS_POWER_MIN 1
 #define LOCKS_POWER_MAX 24
 
-static pthread_mutex_t *locks;
+struct stripe {
+    pthread_mutex_t m;
+    uint32_t        seq;        /* odd while held */
+} __attribute__((aligned(64)));
+
+static struct stripe *locks;
 static uint32_t mask;
 static unsigned power;
 
@@ -50,7 +62,7 @@ free_locks(size_t n)
     size_t i;
 
     for (i = 0; i < n; i++) {
-        pthread_mutex_destroy(&locks[i]);
+        pthread_mutex_destroy(&locks[i].m);
     }
     free(locks);
     locks = NULL;
@@ -67,12 +79,14 @@ locks_init(unsigned pow)
         return -1;
     }
     n = (size_t)1 << pow;
-    locks = calloc(n, sizeof(*locks));
-    if (locks == NULL) {
+    if (posix_memalign((void **)&locks, sizeof(*locks),
+                       n * sizeof(*locks)) != 0) {
+        locks = NULL;
         return -1;
     }
+    memset(locks, 0, n * sizeof(*locks));
     for (i = 0; i < n; i++) {
-        if (pthread_mutex_init(&locks[i], NULL) != 0) {
+        if (pthread_mutex_init(&locks[i].m, NULL) != 0) {
             free_locks(i);
             return -1;
         }
@@ -96,10 +110,28 @@ locks_power(void)
     return power;
 }
 
+/* The holder's changes come after the count turned odd, for a reader
+ * that compares the count after its reads (locks_seq_same). */
+static inline void
+seq_enter(struct stripe *s)
+{
+    __atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static inline void
+seq_leave(struct stripe *s)
+{
+    __atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
+}
+
 void
 locks_lock(uint32_t hv)
 {
-    pthread_mutex_lock(&locks[hv & mask]);
+    struct stripe *s = &locks[hv & mask];
+
+    pthread_mutex_lock(&s->m);
+    seq_enter(s);
 }
 
 void
@@ -111,13 +143,35 @@ locks_prefetch(uint32_t hv)
 void
 locks_unlock(uint32_t hv)
 {
-    pthread_mutex_unlock(&locks[hv & mask]);
+    struct stripe *s = &locks[hv & mask];
+
+    seq_leave(s);
+    pthread_mutex_unlock(&s->m);
 }
 
 bool
 locks_trylock(uint32_t hv)
 {
-    return pthread_mutex_trylock(&locks[hv & mask]) == 0;
+    struct stripe *s = &locks[hv & mask];
+
+    if (pthread_mutex_trylock(&s->m) != 0) {
+        return false;
+    }
+    seq_enter(s);
+    return true;
+}
+
+uint32_t
+locks_seq_begin(uint32_t hv)
+{
+    return __atomic_load_n(&locks[hv & mask].seq, __ATOMIC_ACQUIRE);
+}
+
+bool
+locks_seq_same(uint32_t hv, uint32_t seq)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&locks[hv & mask].seq, __ATOMIC_RELAXED) == seq;
 }
 
 /*
@@ -130,7 +184,7 @@ locks_lock_all(void)
     uint32_t i;
 
     for (i = 0; i <= mask; i++) {
-        pthread_mutex_lock(&locks[i]);
+        locks_lock(i);
     }
 }
 
@@ -140,6 +194,6 @@ locks_unlock_all(void)
     uint32_t i;
 
     for (i = 0; i <= mask; i++) {
-        pthread_mutex_unlock(&locks[i]);
+        locks_unlock(i);
     }
 }

@@ -31,6 +31,17 @@ bool locks_trylock(uint32_t hv);
 /* Ask for lock(hv)'s cache line ahead of taking it (prefetch walks). */
 void locks_prefetch(uint32_t hv);
 
+/*
+ * Reading without the lock (a seqlock's reader): take the stripe's count
+ * before the reads, and after them ask whether it is unchanged.  An odd
+ * count means a holder is at work: the reads cannot be trusted.  Reads
+ * between the two may see memory being changed; they must be bounded and
+ * their results thrown away unless locks_seq_same() says true (and memory
+ * freed meanwhile must stay mapped: quiesce.h).
+ */
+uint32_t locks_seq_begin(uint32_t hv);
+bool locks_seq_same(uint32_t hv, uint32_t seq);
+
 /* Take or drop every stripe, in index order: the hash table swap. */
 void locks_lock_all(void);
 void locks_unlock_all(void);

@@ -284,12 +284,24 @@ hit_flat(struct item *it)
 {
     rel_time_t now = clock_now();
 
-    item_flags_set(it, ITEM_FETCHED);
+    if (!(item_flags(it) & ITEM_FETCHED)) {
+        item_flags_set(it, ITEM_FETCHED);
+    }
     if (item_time(it) + UPDATE_INTERVAL < now &&
         (item_flags(it) & ITEM_LINKED)) {
         item_time_store(it, now);
         lru_move(it, item_lru(it));
     }
+}
+
+bool
+lru_hit_writes(uint16_t flags, rel_time_t time, rel_time_t now)
+{
+    if (!lru.opts->lru_segmented) {
+        return !(flags & ITEM_FETCHED) ||
+               (time + UPDATE_INTERVAL < now && (flags & ITEM_LINKED));
+    }
+    return !(flags & ITEM_ACTIVE);
 }
 
 void

@@ -117,6 +117,10 @@ lru_is_cursor(const struct item *it)
  */
 void lru_hit(struct item *it);
 
+/* Whether lru_hit() on an item whose flags and time are these would
+ * write anything (a lock-free reader leaves those hits to the lock). */
+bool lru_hit_writes(uint16_t flags, rel_time_t time, rel_time_t now);
+
 /* ---- the crawler's cursor ---------------------------------------------- */
 
 /* Put the cursor at the tail of a list. */

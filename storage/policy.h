@@ -65,12 +65,12 @@ enum policy_hit {
     POLICY_COPY             /* copy it into DRAM, the original stays */
 };
 
-/* A hit on `it`; `again`: it had been fetched before.  Inline: a GET
- * asks it on every hit. */
+/* A hit on an item in `tier` (policy_on_hit: on `it`); `again`: it had
+ * been fetched before.  Inline: a GET asks it on every hit. */
 static inline enum policy_hit
-policy_on_hit(const struct item *it, bool again)
+policy_on_hit_in(unsigned tier, bool again)
 {
-    if (!again || it->tier != TIER_PMEM) {
+    if (!again || tier != TIER_PMEM) {
         return POLICY_STAY;
     }
     switch (policy_state.mode) {
@@ -78,6 +78,12 @@ policy_on_hit(const struct item *it, bool again)
     case CACHE_TIER_CACHE: return POLICY_COPY;
     default: return POLICY_STAY;
     }
+}
+
+static inline enum policy_hit
+policy_on_hit(const struct item *it, bool again)
+{
+    return policy_on_hit_in(it->tier, again);
 }
 
 /* How tier class tc makes room for a new chunk: evict its COLD tail, or

@@ -6,23 +6,19 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-#define SLOTS 64
+#include "storage/tslot.h"
+
+#define SLOTS TSLOT_MAX
 
 static struct {
     _Atomic unsigned n;
     char pad[64 - sizeof(unsigned)];
 } active[SLOTS];
 
-static _Atomic unsigned slot_next;
-static _Thread_local int slot_mine = -1;
-
 static unsigned
 my_slot(void)
 {
-    if (slot_mine < 0) {
-        slot_mine = (int)(atomic_fetch_add(&slot_next, 1) % SLOTS);
-    }
-    return (unsigned)slot_mine;
+    return tslot_mine();
 }
 
 void

@@ -143,14 +143,21 @@ sblock_counter_cover(struct sblock_counter *c, uint64_t v)
     }
 }
 
+/* The next n values, covered: returns the last of them. */
+static inline uint64_t
+sblock_counter_take(struct sblock_counter *c, uint64_t n)
+{
+    uint64_t v = __atomic_add_fetch(&c->last, n, __ATOMIC_RELAXED);
+
+    sblock_counter_cover(c, v);
+    return v;
+}
+
 /* The next value. */
 static inline uint64_t
 sblock_counter_next(struct sblock_counter *c)
 {
-    uint64_t v = __atomic_add_fetch(&c->last, 1, __ATOMIC_RELAXED);
-
-    sblock_counter_cover(c, v);
-    return v;
+    return sblock_counter_take(c, 1);
 }
 
 #endif

@@ -817,6 +817,10 @@ slabs_move_visit(char *page, unsigned i,
 void
 slabs_move_end(char *page)
 {
+    /* The page is about to be cut into another class's chunks: a
+     * lock-free reader (cache_peek.c, prefetch.c) that reached one of its
+     * items before they were all unlinked must be done reading first. */
+    quiesce_wait();
     pthread_mutex_lock(&sl.lock);
     finish(page);
     pthread_mutex_unlock(&sl.lock);

@@ -269,3 +269,47 @@ def test_hot_key_replaced_and_deleted_under_readers(server_factory):
     st = s.stats()
     assert st["curr_items"] == "0"
     assert int(st["get_hits"]) > ROUNDS
+
+
+def test_hot_counter_incremented_under_readers(server_factory):
+    """incr rewrites a short value in place, under the lock: a reader
+    without the lock never sees a torn number, nor one older than the
+    last incr acknowledged, nor one going backwards."""
+    s = server_factory("-t", "4")
+    acked = [0]
+    stop = threading.Event()
+    bad = []
+
+    with s.conn() as c:
+        c.call(b"set n 0 0 1\r\n0\r\n", b"STORED\r\n")
+
+    def writer():
+        with s.conn() as c:
+            for k in range(1, 3001):
+                c.call(b"incr n 1\r\n", b"%d\r\n" % k)
+                acked[0] = k
+        stop.set()
+
+    def reader():
+        last = 0
+        with s.conn() as c:
+            while not stop.is_set():
+                floor = acked[0]
+                c.send(b"get n\r\n")
+                line = c.readline()
+                assert line.startswith(b"VALUE n 0 "), line
+                data = c.read_exact(int(line.split()[3]) + 2)
+                assert c.readline() == b"END\r\n"
+                if not data.endswith(b"\r\n") or not data[:-2].isdigit():
+                    bad.append("torn value %r" % data)
+                    continue
+                v = int(data[:-2])
+                if v < floor or v < last:
+                    bad.append("read %d after %d acknowledged (last %d)"
+                               % (v, floor, last))
+                last = v
+
+    run_threads([writer] + [reader] * READERS)
+    assert not bad, bad[:5]
+    with s.conn() as c:
+        c.call(b"get n\r\n", b"VALUE n 0 4\r\n3000\r\nEND\r\n")

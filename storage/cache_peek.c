@@ -1,0 +1,141 @@
+/*
+ * cache_peek.c: the lookup without a lock (cache.h cache_peek).
+ *
+ * A GET on a key every worker reads took the key's stripe mutex and
+ * wrote the item's reference count: two cache lines that then bounced
+ * between the cores on every request.  Here the reader writes neither.
+ * It reads the stripe's sequence count (locks.h), walks the chain
+ * (assoc_peek), reads the item's header, checks the count again, and
+ * only then trusts the header; after copying the value it checks once
+ * more.  Every holder of the stripe's lock makes the count odd while it
+ * works, so any change to the chain or to an item on it between the
+ * first read and the last check is seen, and the copy thrown away.
+ *
+ * Why the reads are safe even when they race a change: the reader is in
+ * a read section (quiesce.h), so no page it may be reading is given back
+ * or cut up for another class until it leaves (slabs.c waits), and each
+ * read is bounded by a header that the count vouched for: an item freed
+ * and reused meanwhile is reused by its own class, in the same chunk.
+ *
+ * What the lock path does and this does not: the LRU bump (so a hit that
+ * would change the item's flags or time takes the lock; a hot item is
+ * active already and needs none), unlinking an expired or flushed item,
+ * moving an item between tiers, chunked values, watch's fetch log.
+ */
+#include "storage/cache.h"
+#include "storage/assoc.h"
+#include "storage/clock.h"
+#include "storage/item.h"
+#include "storage/link.h"
+#include "storage/locks.h"
+#include "storage/lru.h"
+#include "storage/observe.h"
+#include "storage/policy.h"
+#include "storage/quiesce.h"
+
+#include <string.h>
+
+/* The header fields a hit needs, read before the count vouches for them. */
+struct header {
+    rel_time_t time;
+    rel_time_t exptime;
+    uint32_t   nbytes;
+    uint16_t   flags;
+    uint8_t    clsid;
+    uint8_t    nkey;
+    uint8_t    tier;
+};
+
+static void
+read_header(const struct item *it, struct header *h)
+{
+    h->flags = item_flags(it);
+    h->time = item_time(it);
+    h->exptime = __atomic_load_n(&it->exptime, __ATOMIC_RELAXED);
+    h->nbytes = __atomic_load_n(&it->nbytes, __ATOMIC_RELAXED);
+    h->clsid = __atomic_load_n(&it->clsid, __ATOMIC_RELAXED);
+    h->nkey = __atomic_load_n(&it->nkey, __ATOMIC_RELAXED);
+    h->tier = __atomic_load_n(&it->tier, __ATOMIC_RELAXED);
+}
+
+/* Whether a hit on an item with this header can be served without the
+ * lock. */
+static bool
+servable(const struct header *h, uint32_t vmax, rel_time_t now)
+{
+    bool flushed;
+
+    return (h->flags & ITEM_LINKED) && !(h->flags & ITEM_CHUNKED) &&
+           h->nbytes >= 2 && h->nbytes - 2 <= vmax &&
+           !link_dead_at(h->exptime, h->time, now, &flushed) &&
+           !lru_hit_writes(h->flags, h->time, now) &&
+           policy_on_hit_in(h->tier, (h->flags & ITEM_FETCHED) != 0) ==
+           POLICY_STAY;
+}
+
+static void
+fill_view(const struct item *it, const struct header *h,
+          struct cache_view *v)
+{
+    size_t cas_len = (h->flags & ITEM_CAS) ? sizeof(uint64_t) : 0;
+    const char *flags_at = it->data + cas_len + h->nkey + 1;
+
+    v->cas = 0;
+    if (cas_len != 0) {
+        memcpy(&v->cas, it->data, sizeof(v->cas));
+    }
+    v->key = it->data + cas_len;
+    v->nkey = h->nkey;
+    v->client_flags = 0;
+    if (h->flags & ITEM_CFLAGS) {
+        memcpy(&v->client_flags, flags_at, sizeof(v->client_flags));
+        flags_at += sizeof(uint32_t);
+    }
+    v->value = flags_at;
+    v->vlen = h->nbytes - 2;
+    v->clsid = h->clsid & ITEM_CLSID_MASK;
+    v->lru = (uint8_t)(h->clsid >> ITEM_LRU_SHIFT);
+    v->in_pmem = h->tier == TIER_PMEM;
+}
+
+enum cache_peek
+cache_peek(const char *key, size_t nkey, uint32_t hv, uint32_t vmax,
+           struct cache_view *v)
+{
+    struct header h;
+    struct item *it;
+    bool ok;
+
+    if (observing(OBSERVE_FETCH)) {
+        return CACHE_PEEK_LOCK;
+    }
+    v->hv = hv;
+    v->seq = locks_seq_begin(hv);
+    if (v->seq & 1) {
+        return CACHE_PEEK_LOCK;
+    }
+    quiesce_enter();
+    it = assoc_peek(key, nkey, hv, v->seq, &ok);
+    if (ok && it == NULL) {
+        quiesce_exit();
+        return CACHE_PEEK_MISS;
+    }
+    if (ok) {
+        read_header(it, &h);
+        if (locks_seq_same(hv, v->seq) && servable(&h, vmax, clock_now())) {
+            fill_view(it, &h, v);
+            return CACHE_PEEK_HIT;          /* cache_peek_end() leaves */
+        }
+    }
+    quiesce_exit();
+    return CACHE_PEEK_LOCK;
+}
+
+bool
+cache_peek_end(const struct cache_view *v)
+{
+    bool same = locks_seq_same(v->hv, v->seq);
+
+    quiesce_exit();
+    return same;
+}
