@@ -209,12 +209,15 @@ throughput() {
             read -r u1 s1 < <(ticks "$pid")
             kern=$(awk -v u="$((u1 - u0))" -v s="$((s1 - s0))" \
                    'BEGIN { printf "%.0f", (u + s > 0 ? 100 * s / (u + s) : 0) }')
-            read -r ops p99 err reqs < <(json "$f" ops_per_sec \
-                                          latency_us.p99 errors requests)
+            read -r ops p99 err reqs p50 p999 < <(json "$f" ops_per_sec \
+                latency_us.p99 errors requests latency_us.p50 \
+                latency_us.p999)
             cpr=$(awk -v d="$((c1 - c0))" -v n="$reqs" \
                   'BEGIN { printf "%.0f", (n > 0 ? d / n : 0) }')
             echo "$ops" >>"$TMP/ops-$side"
             echo "$p99" >>"$TMP/p99-$side"
+            echo "$p50" >>"$TMP/p50-$side"
+            echo "$p999" >>"$TMP/p999-$side"
             echo "$cpr" >>"$TMP/cpu-$side"
             echo "$kern" >>"$TMP/kern-$side"
             printf '%-14s %5d %12.0f %10.1f %12d %6d %8d\n' \
@@ -239,6 +242,10 @@ summary() {
         "$A_NAME" "$ma" "$qa" "$ca" "$(median <"$TMP/kern-A")"
     printf 'median  %-12s %.0f ops/s p99 %.1f us cpu %.0f ns/req kernel %s%%\n' \
         "$B_NAME" "$mb" "$qb" "$cb" "$(median <"$TMP/kern-B")"
+    printf 'latency %-12s p50 %.1f us p99 %.1f us p99.9 %.1f us\n' \
+        "$A_NAME" "$(median <"$TMP/p50-A")" "$qa" "$(median <"$TMP/p999-A")"
+    printf 'latency %-12s p50 %.1f us p99 %.1f us p99.9 %.1f us\n' \
+        "$B_NAME" "$(median <"$TMP/p50-B")" "$qb" "$(median <"$TMP/p999-B")"
     awk -v a="$ma" -v b="$mb" -v qa="$qa" -v qb="$qb" -v ca="$ca" \
         -v cb="$cb" -v na="$A_NAME" -v nb="$B_NAME" 'BEGIN {
         printf "ratio   %s / %s: ops/s %.3f  p99 %.3f  cpu/req %.3f\n",
