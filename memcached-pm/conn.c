@@ -517,6 +517,27 @@ commit_with_value(struct conn *c, size_t used, struct item *it)
     return 0;
 }
 
+int
+conn_out_view(struct conn *c, const struct cache_view *v, size_t line_max,
+              bool with_value,
+              size_t (*line)(char *p, const struct cache_view *v, void *arg),
+              void *arg)
+{
+    size_t vlen = !with_value ? 0
+                  : v->vlen + (c->proto == CONN_BINARY ? 0 : 2);
+    char *p = conn_out_reserve(c, line_max + vlen);
+    size_t n = 0;
+
+    if (p != NULL && (n = line(p, v, arg)) != 0) {
+        memcpy(p + n, v->value, vlen);
+    }
+    if (!cache_peek_end(v) || n == 0) {
+        return -1;
+    }
+    conn_out_commit(c, n + vlen);
+    return 0;
+}
+
 char *
 conn_out_reserve_value(struct conn *c, size_t line_max, struct item *it)
 {

@@ -327,6 +327,20 @@ char *conn_out_reserve_value(struct conn *c, size_t line_max,
                              struct item *it);
 int conn_out_line_value(struct conn *c, size_t used, struct item *it);
 
+/*
+ * A hit from cache_peek(): reserve line_max bytes and the value, let
+ * line() write what goes before the value (its length back; 0: it cannot,
+ * nothing is queued), copy the value behind it when with_value
+ * ("<data>\r\n" on text, "<data>" on binary), and keep it all only if
+ * cache_peek_end() says the item did not change.  0, or -1 with nothing
+ * queued (then answer through the lock path).
+ */
+int conn_out_view(struct conn *c, const struct cache_view *v,
+                  size_t line_max, bool with_value,
+                  size_t (*line)(char *p, const struct cache_view *v,
+                                 void *arg),
+                  void *arg);
+
 /* Queue one binary reply packet to the request being answered
  * (c->bin_opcode, c->bin_opaque): its header, then the extras, key and
  * value given, copied.  0, or -1 as conn_out(). */

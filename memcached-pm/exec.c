@@ -61,10 +61,27 @@ exec_hit(struct thread_stats *ts, bool touch, const struct item *it)
     count_hit(ts, touch, item_clsid(it), item_lru(it), item_in_pmem(it));
 }
 
-void
-exec_hit_view(struct thread_stats *ts, const struct cache_view *v)
+int
+exec_get_peek(struct thread_stats *ts, const char *key, size_t nkey,
+              uint32_t hv, uint32_t vmax,
+              int (*send)(const struct cache_view *v, void *arg), void *arg)
 {
-    count_hit(ts, false, v->clsid, (enum item_lru)v->lru, v->in_pmem);
+    struct cache_view v;
+
+    switch (cache_peek(key, nkey, hv, vmax, &v)) {
+    case CACHE_PEEK_MISS:
+        exec_miss(ts, false, CACHE_MISS);
+        return 0;
+    case CACHE_PEEK_HIT:
+        if (send(&v, arg) != 0) {
+            return -1;
+        }
+        count_hit(ts, false, v.clsid, (enum item_lru)v.lru, v.in_pmem);
+        STAT_INCR(ts->lockfree_hits);
+        return 1;
+    default:
+        return -1;
+    }
 }
 
 struct item *

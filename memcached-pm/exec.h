@@ -28,8 +28,18 @@
  * it. */
 void exec_hit(struct thread_stats *ts, bool touch, const struct item *it);
 
-/* The same for a get's hit served by cache_peek(). */
-void exec_hit_view(struct thread_stats *ts, const struct cache_view *v);
+/*
+ * A plain get (or mg) through cache_peek() (doc/SHARED_WRITES.md), for
+ * values of at most vmax bytes: on a hit, send(v, arg) queues the reply
+ * (conn_out_view(): 0) or cannot (-1), and in both cases has ended the
+ * peek (cache_peek_end(); conn_out_view() does).  The hit or the miss is
+ * counted here.  1: a hit sent, 0: a miss, -1: nothing done, answer
+ * through the lock path.
+ */
+int exec_get_peek(struct thread_stats *ts, const char *key, size_t nkey,
+                  uint32_t hv, uint32_t vmax,
+                  int (*send)(const struct cache_view *v, void *arg),
+                  void *arg);
 
 /* Count a read's miss, with its cause (expired, flushed). */
 void exec_miss(struct thread_stats *ts, bool touch, enum cache_status st);

@@ -64,53 +64,41 @@ out_value(struct conn *c, struct item *it, bool with_cas)
     return conn_out_line_value(c, n, it);
 }
 
-/*
- * A plain get without the lock (cache_peek(); doc/SHARED_WRITES.md): the
- * line and a short value are copied into the arena and committed only if
- * the item did not change meanwhile.  1: sent, 0: a miss, -1: the lock
- * path must answer (nothing was queued).
- */
-static int
-get_peek(struct conn *c, const struct prefetch_key *key, bool with_cas)
-{
-    struct cache_view v;
-    size_t n = 0;
-    char *p;
+struct view_out {
+    struct conn *c;
+    bool with_cas;
+};
 
-    switch (cache_peek(key->key, key->nkey, key->hv, CONN_VALUE_COPY_MAX - 2,
-                       &v)) {
-    case CACHE_PEEK_MISS:
-        exec_miss(c->stats, false, CACHE_MISS);
-        return 0;
-    case CACHE_PEEK_LOCK:
-        return -1;
-    default:
-        break;
-    }
-    p = conn_out_reserve(c, VALUE_LINE_MAX + v.vlen + 2);
-    if (p != NULL) {
-        n = compose_value(p, VALUE_LINE_MAX, v.key, v.nkey, v.client_flags,
-                          v.vlen, with_cas, v.cas);
-        memcpy(p + n, v.value, v.vlen + 2);
-    }
-    if (!cache_peek_end(&v) || p == NULL) {
-        return -1;
-    }
-    conn_out_commit(c, n + v.vlen + 2);
-    exec_hit_view(c->stats, &v);
-    return 1;
+static size_t
+value_line(char *p, const struct cache_view *v, void *arg)
+{
+    const struct view_out *o = arg;
+
+    return compose_value(p, VALUE_LINE_MAX, v->key, v->nkey,
+                         v->client_flags, v->vlen, o->with_cas, v->cas);
+}
+
+/* out_value() for a hit read without the lock (exec_get_peek()). */
+static int
+out_view(const struct cache_view *v, void *arg)
+{
+    struct view_out *o = arg;
+
+    return conn_out_view(o->c, v, VALUE_LINE_MAX, true, value_line, o);
 }
 
 static int
 get_one(struct conn *c, const struct prefetch_key *key, bool touch,
         rel_time_t exptime, bool with_cas)
 {
+    struct view_out o = { c, with_cas };
     struct item *it;
     int peeked;
 
     /* -vv logs each value sent, from the item: that path keeps the lock. */
     if (!touch && settings.verbose <= 1 &&
-        (peeked = get_peek(c, key, with_cas)) >= 0) {
+        (peeked = exec_get_peek(c->stats, key->key, key->nkey, key->hv,
+                                CONN_VALUE_COPY_MAX - 2, out_view, &o)) >= 0) {
         if (settings.detail_enabled) {
             detail_record(key->key, key->nkey, DETAIL_GET, peeked == 1);
         }

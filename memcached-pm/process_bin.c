@@ -89,19 +89,60 @@ out_item(struct conn *c, struct item *it, bool with_key, bool with_value)
 
 /* ---- retrieval -------------------------------------------------------- */
 
-/* GET, GETK, GAT, GATK, TOUCH and their quiet forms. */
+struct view_out {
+    struct conn *c;
+    bool with_key;
+};
+
+/* out_item()'s header, extras and key for a hit read without the lock. */
+static size_t
+view_head(char *p, const struct cache_view *v, void *arg)
+{
+    const struct view_out *o = arg;
+    uint16_t nkey = o->with_key ? v->nkey : 0;
+
+    bin_compose_header(p, o->c->bin_opcode, BIN_SUCCESS, o->c->bin_opaque,
+                       v->cas, 4, nkey, 4 + (uint32_t)nkey + v->vlen);
+    bin_put32(p + BIN_HEADER_LEN, v->client_flags);
+    memcpy(p + BIN_HEADER_LEN + 4, v->key, nkey);
+    return BIN_HEADER_LEN + 4 + nkey;
+}
+
+static int
+out_view(const struct cache_view *v, void *arg)
+{
+    struct view_out *o = arg;
+
+    return conn_out_view(o->c, v, VALUE_HEAD_MAX, true, view_head, o);
+}
+
+/* GET, GETK, GAT, GATK, TOUCH and their quiet forms.  A GET or GETK is
+ * first tried without the lock (exec_get_peek()); -vv logs each reply
+ * header, which that path does not. */
 static enum process_result
 bin_get(struct conn *c, const struct bin_request *r)
 {
     const char *key = r->key.p;
     size_t nkey = r->key.len;
     bool touch = r->cmd != BIN_CMD_GET;
-    struct item *it = exec_get(c->stats, key, nkey,
-                               lookahead_hash(c, key, nkey), touch,
-                               touch ? clock_realtime(r->exptime) : 0);
+    uint32_t hv = lookahead_hash(c, key, nkey);
+    struct view_out o = { c, r->with_key };
+    struct item *it = NULL;
+    int peeked = -1;
 
+    if (!touch && settings.verbose <= 1) {
+        peeked = exec_get_peek(c->stats, key, nkey, hv,
+                               CONN_VALUE_COPY_MAX - 2, out_view, &o);
+    }
+    if (peeked < 0) {
+        it = exec_get(c->stats, key, nkey, hv, touch,
+                      touch ? clock_realtime(r->exptime) : 0);
+    }
     if (settings.detail_enabled) {
-        detail_record(key, nkey, DETAIL_GET, it != NULL);
+        detail_record(key, nkey, DETAIL_GET, it != NULL || peeked == 1);
+    }
+    if (peeked == 1) {
+        return PROCESS_OK;
     }
     if (it != NULL) {
         if (out_item(c, it, r->with_key, r->cmd != BIN_CMD_TOUCH) != 0) {

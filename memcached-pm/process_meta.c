@@ -130,16 +130,73 @@ mget_result(const struct meta *m, const struct cache_mget *a,
     r->token_sent = a->token_sent;
 }
 
+/* An mg read without the lock (exec_get_peek()): what it asks of the
+ * item is read-only.  T touches, N vivifies, R may hand out a win token:
+ * those take the lock, and so does a stale item (its first reader wins). */
+struct mg_view {
+    const struct meta *m;
+    bool value;
+    struct conn *c;
+};
+
+static bool
+mg_peekable(const struct meta *m)
+{
+    return !meta_has(m, 'T') && !meta_has(m, 'N') && !meta_has(m, 'R');
+}
+
+static size_t
+mg_line(char *p, const struct cache_view *v, void *arg)
+{
+    const struct mg_view *o = arg;
+    struct meta_result r = {
+        .hit = true, .key_binary = v->key_binary, .cas = v->cas,
+        .client_flags = v->client_flags, .ttl = ttl_left(v->exptime),
+        .vlen = v->vlen, .fetched = v->fetched,
+        .last_access = clock_now() - v->atime, .token_sent = v->token_sent,
+    };
+
+    return meta_compose(p, META_LINE_MAX, REQ_MG, o->value ? "VA" : "HD",
+                        o->m, &r);
+}
+
+static int
+mg_out(const struct cache_view *v, void *arg)
+{
+    struct mg_view *o = arg;
+
+    if (v->stale) {
+        cache_peek_end(v);
+        return -1;
+    }
+    o->value = meta_has(o->m, 'v') &&
+               !(meta_has(o->m, 'C') && v->cas == o->m->cas_compare);
+    return conn_out_view(o->c, v, META_LINE_MAX, o->value, mg_line, o);
+}
+
 static enum process_result
 meta_get(struct conn *c, const struct meta *m)
 {
     uint32_t hv = lookahead_hash(c, m->key.p, m->key.len);
     struct meta_result r = { 0 };
+    struct mg_view o = { m, false, c };
     struct cache_mget a;
     enum cache_status st;
     struct item *it;
+    int peeked = -1;
     bool value;
 
+    if (mg_peekable(m)) {
+        peeked = exec_get_peek(c->stats, m->key.p, m->key.len, hv,
+                               CONN_VALUE_COPY_MAX - 2, mg_out, &o);
+    }
+    if (peeked == 1) {
+        return PROCESS_OK;
+    }
+    if (peeked == 0) {
+        out_line(c, REQ_MG, "EN", m, &r, meta_has(m, 'q'));
+        return PROCESS_OK;
+    }
     mget_args(m, &a);
     it = exec_mget(c->stats, m->key.p, m->key.len, hv, &a, &st);
     if (it == NULL) {

@@ -120,6 +120,7 @@
     X(conn_yields,                THREAD,  ALWAYS)                          \
     X(prefetch_batches,           THREAD,  ALWAYS)                          \
     X(prefetch_keys,              THREAD,  ALWAYS)                          \
+    X(lockfree_hits,              THREAD,  ALWAYS)                          \
     CACHE_STATS_SERVER(X)                                                   \
     X(log_worker_dropped,         LOG,     ALWAYS)                          \
     X(log_worker_written,         LOG,     ALWAYS)                          \

@@ -107,6 +107,13 @@ struct cache_view {
     uint8_t     clsid;          /* slab class, for the hit's counters */
     uint8_t     lru;            /* enum item_lru */
     bool        in_pmem;
+    /* for mg's flags */
+    bool        fetched;        /* h: fetched before */
+    bool        stale;          /* X (a stale item's hit may win: lock) */
+    bool        token_sent;     /* Z */
+    bool        key_binary;     /* b: the key came base64-encoded */
+    rel_time_t  atime;          /* l: last access */
+    rel_time_t  exptime;        /* t */
     uint32_t    hv, seq;        /* cache_peek_end()'s */
 };
 

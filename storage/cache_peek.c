@@ -96,6 +96,12 @@ fill_view(const struct item *it, const struct header *h,
     v->clsid = h->clsid & ITEM_CLSID_MASK;
     v->lru = (uint8_t)(h->clsid >> ITEM_LRU_SHIFT);
     v->in_pmem = h->tier == TIER_PMEM;
+    v->fetched = (h->flags & ITEM_FETCHED) != 0;
+    v->stale = (h->flags & ITEM_STALE) != 0;
+    v->token_sent = (h->flags & ITEM_TOKEN_SENT) != 0;
+    v->key_binary = (h->flags & ITEM_KEY_BINARY) != 0;
+    v->atime = h->time;
+    v->exptime = h->exptime;
 }
 
 enum cache_peek

@@ -313,3 +313,35 @@ def test_hot_counter_incremented_under_readers(server_factory):
     assert not bad, bad[:5]
     with s.conn() as c:
         c.call(b"get n\r\n", b"VALUE n 0 4\r\n3000\r\nEND\r\n")
+
+
+def test_replies_without_the_lock_match_the_lock_path(server_factory):
+    """The first two hits on an item take the lock (they mark it fetched,
+    then active); later ones are read without it.  Both give the same
+    bytes, for get, gets, mg with its read-only flags, and binary GETK."""
+    s = server_factory()
+    getk = (b"\x80\x0c\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01"
+            b"\x00\x00\x00\x07" + b"\x00" * 8 + b"k")
+    with s.conn() as c, s.conn() as b:
+        c.call(b"set k 5 0 2\r\nhi\r\n", b"STORED\r\n")
+        cas = int(c.req(b"gets k\r\n").split()[4])
+        assert c.read_exact(9) == b"hi\r\nEND\r\n"
+        for _ in range(3):
+            c.call(b"get k\r\n", b"VALUE k 5 2\r\nhi\r\nEND\r\n")
+            c.call(b"gets k\r\n", b"VALUE k 5 2 %d\r\nhi\r\nEND\r\n" % cas)
+            c.call(b"mg k s v f t c k h Oabc\r\n",
+                   b"VA 2 s2 f5 t-1 c%d kk h1 Oabc\r\nhi\r\n" % cas)
+            c.call(b"mg k v C%d\r\n" % cas, b"HD\r\n")
+            c.call(b"mg k v q\r\nmn\r\n", b"VA 2\r\nhi\r\nMN\r\n")
+            c.call(b"mg nope v\r\n", b"EN\r\n")
+            b.send(getk)
+            head = b.read_exact(24)
+            assert head[:12] == (b"\x81\x0c\x00\x01\x04\x00\x00\x00"
+                                 b"\x00\x00\x00\x07")
+            assert int.from_bytes(head[16:24], "big") == cas
+            assert b.read_exact(7) == b"\x00\x00\x00\x05khi"
+    st = s.stats()
+    assert (st["get_hits"], st["get_misses"]) == ("19", "3")
+    # the gets of the first round marked k active: every later hit was
+    # read without the lock
+    assert st["lockfree_hits"] == "17"

@@ -17,7 +17,7 @@ cas_misses cas_hits cas_badval touch_hits touch_misses store_too_large
 store_no_memory auth_cmds auth_errors bytes_read bytes_written
 limit_maxbytes accepting_conns listen_disabled_num
 time_in_listen_disabled_us threads conn_yields
-prefetch_batches prefetch_keys
+prefetch_batches prefetch_keys lockfree_hits
 hash_power_level hash_bytes hash_is_expanding slab_reassign_rescues
 slab_reassign_chunk_rescues slab_reassign_inline_reclaim
 slab_reassign_busy_items slab_reassign_busy_deletes
@@ -32,7 +32,7 @@ moves_to_warm moves_within_lru direct_reclaims lru_bumps_dropped""".split()
 
 # memcached-pm's own lines: the batched lookups (doc/PERFORMANCE.md); and
 # with a memory file, what recovery did (recovery_*, doc/PERSISTENCE.md).
-OWN = ["prefetch_batches", "prefetch_keys"]
+OWN = ["prefetch_batches", "prefetch_keys", "lockfree_hits"]
 
 SETTINGS = """maxbytes maxconns tcpport udpport inter verbosity oldest evictions
 domain_socket umask shutdown_command growth_factor chunk_size num_threads
