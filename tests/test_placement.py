@@ -345,3 +345,30 @@ def test_replies_without_the_lock_match_the_lock_path(server_factory):
     # the gets of the first round marked k active: every later hit was
     # read without the lock
     assert st["lockfree_hits"] == "17"
+
+
+def test_cas_uniques_from_per_worker_blocks(server_factory):
+    """Each worker hands out CAS uniques from blocks of its own: a key's
+    new unique is still above the one it replaces, whichever worker
+    stores it, and no unique is handed out twice."""
+    s = server_factory("-t", "4")
+    conns = [s.conn() for _ in range(4)]       # one per worker, in turn
+    try:
+        seen, last = set(), 0
+        for i in range(400):
+            c = conns[i % 4]
+            c.call(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
+            cas = int(c.req(b"gets k\r\n").split()[4])
+            assert c.read_exact(8) == b"x\r\nEND\r\n"
+            assert cas > last, "unique %d after %d" % (cas, last)
+            last = cas
+            conns[(i + 1) % 4].call(b"set o%d 0 0 1\r\ny\r\n" % i,
+                                    b"STORED\r\n")
+            other = int(conns[(i + 1) % 4].req(b"gets o%d\r\n" % i)
+                        .split()[4])
+            assert conns[(i + 1) % 4].read_exact(8) == b"y\r\nEND\r\n"
+            assert cas not in seen and other not in seen and cas != other
+            seen.update((cas, other))
+    finally:
+        for c in conns:
+            c.close()
