@@ -153,6 +153,7 @@
     X(dropped_flushed,        GAUGE,   COUNT)                               \
     X(dropped_replaced,       GAUGE,   COUNT) /* an older live copy */      \
     X(checksummed,            GAUGE,   COUNT) /* the checksum pass ran */   \
+    X(threads,                GAUGE,   COUNT) /* scan and link threads */   \
     X(seconds,                GAUGE,   US)    /* all of it, of which: */    \
     X(scan_seconds,           GAUGE,   US)    /* pages read, pieces sorted */\
     X(link_seconds,           GAUGE,   US)    /* heads checked, hashed */   \

@@ -549,6 +549,7 @@ recover_run(struct tier *t, const struct recover_params *p,
 
     memset(out, 0, sizeof(*out));
     out->checksummed = p->check_crc;
+    out->threads = rc.nthreads;
     rc.w = calloc(rc.nthreads, sizeof(*rc.w));
     if (rc.w == NULL) {
         fprintf(stderr, "recovery: out of memory\n");

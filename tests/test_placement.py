@@ -180,10 +180,10 @@ def test_numa_node_of_a_memory_file_on_tmpfs(server_factory, memfile):
     assert (st["numa_node"], st["memory_file_numa_node"]) == ("-1", "-1")
 
 
-def test_restart_with_lists_recovers(server_factory, memfile):
-    cpus = allowed_cpus()
-    flags = ("-e", memfile, "-t", "2", "-o",
-             "worker_cpus=%s,bg_cpus=%d" % (cpu_text(cpus), cpus[-1]))
+def restart_with(server_factory, memfile, placement):
+    """Fill a memory file, restart on it with -o `placement`: the new
+    server."""
+    flags = ("-e", memfile, "-t", "2", "-o", placement)
     s = server_factory(*flags)
     with s.conn() as c:
         for i in range(1000):
@@ -194,7 +194,29 @@ def test_restart_with_lists_recovers(server_factory, memfile):
     assert s.stats()["curr_items"] == "1000"
     with s.conn() as c:
         c.call(b"get k999\r\n", b"VALUE k999 0 3\r\n999\r\nEND\r\n")
-    assert workers_of(s.pid) == [{cpus[0]}, {cpus[1 % len(cpus)]}]
+    return s
+
+
+def test_recovery_spreads_over_both_lists(server_factory, memfile):
+    # recovery runs before any worker serves: one thread per CPU of the
+    # two lists together
+    cpus = allowed_cpus()
+    s = restart_with(server_factory, memfile, "worker_cpus=%s,bg_cpus=%d"
+                     % (cpu_text(cpus[:1]), cpus[-1]))
+    assert s.stats()["recovery_threads"] == str(len({cpus[0], cpus[-1]}))
+    assert workers_of(s.pid) == [{cpus[0]}, {cpus[0]}]
+
+
+def test_recovery_on_one_cpu_list(server_factory, memfile):
+    cpus = allowed_cpus()
+    s = restart_with(server_factory, memfile,
+                     "worker_cpus=%d,bg_cpus=%d" % (cpus[-1], cpus[-1]))
+    assert s.stats()["recovery_threads"] == "1"
+
+
+def test_recovery_unpinned_uses_every_cpu(server_factory, memfile):
+    s = restart_with(server_factory, memfile, "lru_crawler")
+    assert s.stats()["recovery_threads"] == str(len(allowed_cpus()))
 
 
 # ---- the read path under a hot key replaced and deleted ----------------
