@@ -205,7 +205,8 @@ main(void)
             printf("# reader %d: %s\n", i, r[i].why);
         }
     }
-    printf("# %llu copies served without the lock\n", (unsigned long long)peeked);
+    printf("# %llu copies served without the lock\n",
+           (unsigned long long)peeked);
     ok(peeked > 1000, "readers were served without the lock");
     is_int(bad, 0, "every copy accepted was whole and current");
     ok(strcmp(test_val("count"), "200000") == 0, "every incr counted");
