@@ -992,10 +992,16 @@ parse_meta(struct conn *c, struct req *r, const struct line *l, size_t *used)
 static bool
 next_line(struct buf *b, struct line *l)
 {
-    const char *p = b->data + b->off;
     size_t have = b->len - b->off;
-    const char *nl = memchr(p, '\n', have);
+    const char *p, *nl;
 
+    /* Nothing buffered yet (a wake-up with no datagram): no buffer at
+     * all, perhaps, and memchr() must not see its NULL. */
+    if (have == 0) {
+        return false;
+    }
+    p = b->data + b->off;
+    nl = memchr(p, '\n', have);
     if (nl == NULL) {
         return false;
     }
