@@ -62,37 +62,61 @@ reassign_reply(enum cache_status st)
     }
 }
 
+/* Copy a token into a C string for strtod; false when it does not fit. */
+static bool
+token_double(const struct token *t, double *out)
+{
+    char tmp[32], *end;
+
+    if (t->len == 0 || t->len >= sizeof(tmp)) {
+        return false;
+    }
+    memcpy(tmp, t->p, t->len);
+    tmp[t->len] = '\0';
+    *out = strtod(tmp, &end);
+    return *end == '\0';
+}
+
+/* slabs automove <0|1|2>, or ratio, freeratio or window and a value, as
+ * memcached 1.6.45 answers them: a level that is not a number is a
+ * CLIENT_ERROR, one out of range an ERROR, and tokens after the level
+ * are ignored.  Ratios and windows out of the range the page mover can
+ * use are refused (ERROR) where memcached would take them. */
 static enum process_result
 slabs_automove(struct conn *c, struct request *req)
 {
     struct cache_options *o = &settings.cache;
     const struct token *a = &req->tokens[2];
-    int32_t level;
+    uint32_t level;
     double f;
-    char tmp[32];
 
-    if (req->ntokens == 3) {
-        if (!token_i32(a, &level) || level < 0 || level > 2) {
+    if (token_eq(a, "ratio") || token_eq(a, "freeratio")) {
+        bool ratio = token_eq(a, "ratio");
+
+        if (req->ntokens < 4 || !token_double(&req->tokens[3], &f) ||
+            f < (ratio ? 0.01 : 0) || f > 1) {
             return reply(c, RSP_ERROR);
         }
-        o->slab_automove = level;
+        *(ratio ? &o->automove_ratio : &o->automove_freeratio) = f;
         return reply(c, RSP_OK);
     }
-    if (req->ntokens != 4 || req->tokens[3].len >= sizeof(tmp)) {
+    if (token_eq(a, "window")) {
+        if (req->ntokens < 4 || !token_u32(&req->tokens[3], &level)) {
+            return reply(c, RSP_CLIENT_ERROR_FORMAT);
+        }
+        if (level < 3 || level > 1800) {
+            return reply(c, RSP_ERROR);
+        }
+        o->automove_window = level;
+        return reply(c, RSP_OK);
+    }
+    if (!token_u32(a, &level)) {
+        return reply(c, RSP_CLIENT_ERROR_FORMAT);
+    }
+    if (level > 2) {
         return reply(c, RSP_ERROR);
     }
-    memcpy(tmp, req->tokens[3].p, req->tokens[3].len);
-    tmp[req->tokens[3].len] = '\0';
-    f = strtod(tmp, NULL);
-    if (token_eq(a, "ratio") && f > 0 && f <= 1) {
-        o->automove_ratio = f;
-    } else if (token_eq(a, "freeratio") && f >= 0 && f <= 1) {
-        o->automove_freeratio = f;
-    } else if (token_eq(a, "window") && f >= 3 && f <= 1800) {
-        o->automove_window = (unsigned)f;
-    } else {
-        return reply(c, RSP_ERROR);
-    }
+    o->slab_automove = (int)level;
     return reply(c, RSP_OK);
 }
 
@@ -117,20 +141,6 @@ admin_slabs(struct conn *c, struct request *req)
     return reply(c, RSP_ERROR);
 }
 
-/* Copy a token into a C string for strtod; false when it does not fit. */
-static bool
-token_double(const struct token *t, double *out)
-{
-    char tmp[32], *end;
-
-    if (t->len == 0 || t->len >= sizeof(tmp)) {
-        return false;
-    }
-    memcpy(tmp, t->p, t->len);
-    tmp[t->len] = '\0';
-    *out = strtod(tmp, &end);
-    return *end == '\0';
-}
 
 static enum process_result
 lru_tune(struct conn *c, struct request *req)

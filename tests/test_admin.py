@@ -115,6 +115,22 @@ def test_slabs_automove(own):
     own.call(b"slabs automove 3\r\n", b"ERROR\r\n")
     own.call(b"slabs automove\r\n", b"ERROR\r\n")
     assert own.stats("settings")["slab_automove"] == "1"
+    # a level that is not a number is a client error, as in memcached
+    for bad in (b"invalid", b"-1", b"1x"):
+        own.call(b"slabs automove %s\r\n" % bad,
+                 b"CLIENT_ERROR bad command line format\r\n")
+    # what follows the level is ignored
+    own.call(b"slabs automove 0 2\r\n", OK)
+    assert own.stats("settings")["slab_automove"] == "0"
+
+
+@pytest.mark.v1645      # 1.6.18 has no window
+def test_slabs_automove_window(own):
+    own.call(b"slabs automove window 10\r\n", OK)
+    assert own.stats("settings")["slab_automove_window"] == "10"
+    for bad in (b"window x\r\n", b"window\r\n"):
+        own.call(b"slabs automove " + bad,
+                 b"CLIENT_ERROR bad command line format\r\n")
 
 
 def test_lru_tune(own):
