@@ -393,8 +393,9 @@ meta_delete(struct conn *c, const struct meta *m)
     a.new_cas = meta_has(m, 'E') ? m->cas_new : 0;
     a.invalidate = meta_has(m, 'I');
     a.touch = a.invalidate && meta_has(m, 'T');
-    a.exptime = a.touch ? reltime(m->ttl) : 0;
+    a.exptime = meta_has(m, 'T') ? reltime(m->ttl) : 0;
     a.tombstone = meta_has(m, 'x');
+    a.client_flags = m->client_flags;
     st = exec_delete(c->stats, m->key.p, m->key.len, hv, &a,
                      EXEC_DEL_META);
     switch (st) {

@@ -480,22 +480,29 @@ stale_copy(struct item *it, const struct cache_mdelete *a)
     return n;
 }
 
-/* md x: an empty value, same client flags and exptime. */
+/* md x: an empty value with the request's client flags and exptime (as
+ * memcached 1.6.45 makes it), stale already for md x I. */
 static struct item *
 tombstone(struct item *it, const struct cache_mdelete *a)
 {
-    (void)a;
-    return small_item(item_key(it), item_nkey(it), item_client_flags(it),
-                      it->exptime, "", 0);
+    struct item *n = small_item(item_key(it), item_nkey(it),
+                                a->client_flags, a->exptime, "", 0);
+
+    if (n != NULL && a->invalidate) {
+        item_flags_set(n, ITEM_STALE);
+    }
+    return n;
 }
 
-/* A new item made from `it` takes its place, keeping the access time
- * make() gave it; our reference keeps `it` whole while the allocation
- * may evict.  CACHE_DELETED, or CACHE_NO_MEMORY. */
+/* A new item made from `it` takes its place with cas unique `cas` (0:
+ * the next), keeping the access time make() gave it; our reference keeps
+ * `it` whole while the allocation may evict.  CACHE_DELETED, or
+ * CACHE_NO_MEMORY. */
 static enum cache_status
 mdelete_replace(struct item *it, const struct cache_mdelete *a, uint32_t hv,
                 struct item *(*make)(struct item *it,
-                                     const struct cache_mdelete *a))
+                                     const struct cache_mdelete *a),
+                uint64_t cas)
 {
     struct item *n;
 
@@ -504,7 +511,7 @@ mdelete_replace(struct item *it, const struct cache_mdelete *a, uint32_t hv,
     if (n != NULL) {
         rel_time_t t = item_time(n);
 
-        link_new(it, n, hv, a->new_cas);
+        link_new(it, n, hv, cas);
         item_time_store(n, t);
         item_release(n);
     }
@@ -543,12 +550,16 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
         a->clsid = item_clsid(it);
         a->vlen = item_vlen(it);
         st = CACHE_DELETED;
-        if (a->invalidate && policy_durable(it) != NULL) {
-            st = mdelete_replace(it, a, hv, stale_copy);
+        if (a->tombstone) {
+            /* x keeps the old unique unless E says otherwise; x I gives
+             * the stale tombstone a new one, as I alone does */
+            st = mdelete_replace(it, a, hv, tombstone,
+                                 a->new_cas != 0 || a->invalidate
+                                 ? a->new_cas : item_cas(it));
+        } else if (a->invalidate && policy_durable(it) != NULL) {
+            st = mdelete_replace(it, a, hv, stale_copy, a->new_cas);
         } else if (a->invalidate) {
             mdelete_stale(it, a);
-        } else if (a->tombstone) {
-            st = mdelete_replace(it, a, hv, tombstone);
         } else {
             link_unlink(it, hv);
         }

@@ -238,10 +238,13 @@ struct cache_mdelete {
     uint64_t    new_cas;        /* E, with I or x; 0: next */
     bool        invalidate;     /* I: keep the item, mark it stale, give it
                                    a new cas, clear its token-sent mark */
-    bool        touch;          /* T, only with I */
-    rel_time_t  exptime;
-    bool        tombstone;      /* x: replace the value by an empty one,
-                                   keeping client flags and exptime */
+    bool        touch;          /* T with I: the stale item's exptime */
+    rel_time_t  exptime;        /* T (0 without), also the tombstone's */
+    bool        tombstone;      /* x: replace the item by one with an
+                                   empty value, client_flags, exptime and
+                                   the old cas (or E); with I that one is
+                                   then marked stale, with a new cas */
+    uint32_t    client_flags;   /* F, for x */
     /* out */
     unsigned    clsid;
     uint32_t    vlen;           /* the value bytes of the item found */

@@ -343,13 +343,17 @@ test_md(void)
     c = (uint64_t)peek("t", 'c');
     is_int(cache_mdelete("t", 1, test_hv("t"), &d), CACHE_DELETED, "md x");
     is_int(peek("t", 'l'), 0, "empty value");
-    is_int(peek("t", 'f'), 42, "client flags kept");
-    is_int(peek("t", 'e'), now + 50, "exptime kept");
-    ok((uint64_t)peek("t", 'c') > c, "new cas");
+    is_int(peek("t", 'f'), 0, "client flags from F (none: 0)");
+    is_int(peek("t", 'e'), 0, "exptime from T (none: never)");
+    is_int((uint64_t)peek("t", 'c'), c, "the old cas");
     ok(d.clsid != 0, "clsid out");
     d.new_cas = 55555;
+    d.client_flags = 7;
+    d.exptime = now + 9;
     cache_mdelete("t", 1, test_hv("t"), &d);
     is_int(peek("t", 'c'), 55555, "md x E");
+    is_int(peek("t", 'f'), 7, "md x F");
+    is_int(peek("t", 'e'), now + 9, "md x T");
 
     memset(&d, 0, sizeof(d));
     d.compare = true;

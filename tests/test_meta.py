@@ -488,6 +488,34 @@ def test_md_tombstone_and_E(conn):
     ])
 
 
+@pytest.mark.v1645
+def test_md_tombstone_takes_the_request_flags_and_keeps_the_cas(conn):
+    # memcached 1.6.45 stores an empty item with md's F and T (0 without
+    # them) under the old cas unique (or E)
+    conn.call(b"ms t 2 F5 T100\r\nhi\r\n", b"HD\r\n")
+    cas = cas_of(conn, "t")
+    run(conn, [
+        ("md t x\r\n", "HD\r\n"),
+        ("mg t s v f t c\r\n", "VA 0 s0 f0 t-1 c%d\r\n\r\n" % cas),
+        ("md t x F7 T50 E77\r\n", "HD\r\n"),
+        ("mg t f t c\r\n", "HD f7 t50 c77\r\n"),
+    ])
+
+
+@pytest.mark.v1645
+def test_md_tombstone_and_invalidate(conn):
+    # md x I removes the value and marks the empty item stale, with a new
+    # cas unique: the next fetch wins the right to recache it
+    conn.call(b"ms xi 2\r\nhi\r\n", b"HD\r\n")
+    cas = cas_of(conn, "xi")
+    run(conn, [
+        ("md xi x I\r\n", "HD\r\n"),
+        ("mg xi t v\r\n", "VA 0 t-1 X W\r\n\r\n"),
+        ("mg xi t v\r\n", "VA 0 t-1 Z X\r\n\r\n"),
+    ])
+    assert cas_of(conn, "xi") > cas
+
+
 # --------------------------------------------------------------------------
 # ma
 # --------------------------------------------------------------------------
