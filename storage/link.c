@@ -217,6 +217,22 @@ link_dead_at(rel_time_t exptime, rel_time_t time, rel_time_t now,
     return false;
 }
 
+/* A flushed item leaves: counted as memcached counts the dead items its
+ * LRU maintainer takes off a tail (reclaimed, and expired_unfetched when
+ * nobody read it).  Item lock held. */
+static void
+flush_one(unsigned tc, struct item *it, uint32_t hv)
+{
+    if (!(item_flags(it) & ITEM_LINKED)) {
+        return;
+    }
+    LRU_COUNT(tc, reclaimed, 1);
+    if (!(item_flags(it) & ITEM_FETCHED)) {
+        LRU_COUNT(tc, expired_unfetched, 1);
+    }
+    link_unlink(it, hv);
+}
+
 /* The item lock of a list item was busy: wait for it the right way round
  * (item lock first), then unlink the item if it is still linked.  Returns
  * with the list lock held again. */
@@ -226,7 +242,7 @@ flush_busy(unsigned tc, enum item_lru l, struct item *it, uint32_t hv)
     item_ref_incr(it);
     lru_unlock(tc, l);
     locks_lock(hv);
-    link_unlink(it, hv);
+    flush_one(tc, it, hv);
     locks_unlock(hv);
     item_release(it);
     lru_lock(tc, l);
@@ -260,6 +276,10 @@ flush_list(unsigned tc, enum item_lru l, rel_time_t when)
             continue;
         }
         item_ref_incr(it);
+        LRU_COUNT(tc, reclaimed, 1);
+        if (!(item_flags(it) & ITEM_FETCHED)) {
+            LRU_COUNT(tc, expired_unfetched, 1);
+        }
         do_link_unlink(it, hv);
         item_release(it);
         locks_unlock(hv);

@@ -167,6 +167,29 @@ def test_cas_hits_and_flush_counters(conn):
     assert after["curr_items"] == "0" or int(after["curr_items"]) <= 1
 
 
+def test_flushed_items_are_reclaimed(server_factory):
+    """Items flush_all makes dead are counted as memcached counts them
+    once they leave: reclaimed, and expired_unfetched for those nobody
+    read (memcached's LRU maintainer takes them off within a second)."""
+    s = server_factory()
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
+        c.call(b"get a\r\n", b"VALUE a 0 1\r\n1\r\nEND\r\n")
+        c.call(b"set b 0 0 1\r\n1\r\nset d 0 0 1\r\n1\r\n",
+               b"STORED\r\nSTORED\r\n")
+        c.call(b"flush_all\r\n", b"OK\r\n")
+        c.call(b"set c 0 0 1\r\n1\r\n", b"STORED\r\n")
+    deadline = time.monotonic() + 5
+    while s.stats()["reclaimed"] != "3" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    st = s.stats()
+    assert (st["reclaimed"], st["expired_unfetched"], st["curr_items"]) == \
+        ("3", "2", "1")
+    items = s.stats("items")
+    assert (items["items:1:reclaimed"], items["items:1:expired_unfetched"]) \
+        == ("3", "2")
+
+
 def test_connection_counters(mc):
     before = mc.stats()
     conns = [mc.conn() for _ in range(3)]
