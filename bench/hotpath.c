@@ -232,6 +232,42 @@ store_keys(unsigned n)
     return 0;
 }
 
+/* One mode on the stored keys at each thread count up to maxt: a row
+ * each.  -1 for an unknown mode. */
+static int
+run_mode(const char *name, unsigned nkeys_now, unsigned maxt, double seconds)
+{
+    double one = 0;
+
+    for (mode = MODE_REF; mode <= MODE_PRIVATE; mode++) {
+        if (strcmp(name, mode_names[mode]) == 0) {
+            break;
+        }
+    }
+    if (mode > MODE_PRIVATE) {
+        fprintf(stderr, "hotpath: unknown mode %s\n", name);
+        return -1;
+    }
+    for (unsigned t = 1; t <= maxt; t *= 2) {
+        double mops = measure(t, seconds);
+        char locked[16] = "-", speedup[16] = "-";
+
+        if (mode == MODE_PEEK) {
+            snprintf(locked, sizeof(locked), "%.1f%%",
+                     100.0 * (double)locked_total / (mops * 1e6 * seconds));
+        }
+        if (t == 1) {
+            one = mops;
+        } else {
+            snprintf(speedup, sizeof(speedup), "%.2fx", mops / one);
+        }
+        printf("%-8s %7u %7u %10.2f %8s %8s\n", name, nkeys_now, t, mops,
+               speedup, locked);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -289,36 +325,8 @@ main(int argc, char **argv)
         snprintf(modes, sizeof(modes), "%s", modelist);
         for (char *ms = strtok_r(modes, ",", &save); ms != NULL;
              ms = strtok_r(NULL, ",", &save)) {
-            double one = 0;
-
-            for (mode = MODE_REF; mode <= MODE_PRIVATE; mode++) {
-                if (strcmp(ms, mode_names[mode]) == 0) {
-                    break;
-                }
-            }
-            if (mode > MODE_PRIVATE) {
-                fprintf(stderr, "hotpath: unknown mode %s\n", ms);
+            if (run_mode(ms, n, maxt, seconds) != 0) {
                 return 1;
-            }
-            for (unsigned t = 1; t <= maxt; t *= 2) {
-                double mops = measure(t, seconds);
-
-                char locked[16] = "-";
-
-                if (mode == MODE_PEEK) {
-                    snprintf(locked, sizeof(locked), "%.1f%%",
-                             100.0 * (double)locked_total /
-                             (mops * 1e6 * seconds));
-                }
-                if (t == 1) {
-                    one = mops;
-                    printf("%-8s %7u %7u %10.2f %8s %8s\n", ms, n, t, mops,
-                           "-", locked);
-                } else {
-                    printf("%-8s %7u %7u %10.2f %7.2fx %8s\n", ms, n, t,
-                           mops, mops / one, locked);
-                }
-                fflush(stdout);
             }
         }
     }

@@ -29,12 +29,6 @@ cas_use_sblock(struct sblock *sb)
 }
 
 uint64_t
-cas_next(void)
-{
-    return cas_next_above(0);
-}
-
-uint64_t
 cas_next_above(uint64_t floor)
 {
     if (mine_next == mine_end || mine_next <= floor) {

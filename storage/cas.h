@@ -29,9 +29,8 @@ void cas_init(void);
  * above the mark it holds now.  Before serving. */
 void cas_use_sblock(struct sblock *sb);
 
-/* The next unique of this thread, and the next above `floor` (the unique
- * of the value being replaced). */
-uint64_t cas_next(void);
+/* The next unique of this thread above `floor` (the unique of the value
+ * being replaced, or 0). */
 uint64_t cas_next_above(uint64_t floor);
 
 /* The unique a new value gets: `wanted` when the client chose it (meta E;
