@@ -224,7 +224,7 @@ store_keys(unsigned n)
         struct key *k = &keys[i];
 
         k->n = (size_t)snprintf(k->s, sizeof(k->s), "key:%u", i);
-        k->hv = hash_murmur3(k->s, k->n);
+        k->hv = hash_key(k->s, k->n);
         if (!store_key(k)) {
             return -1;
         }

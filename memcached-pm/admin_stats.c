@@ -22,6 +22,7 @@
 
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
+#include "storage/hash.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"

@@ -8,6 +8,7 @@
 
 #include "memcached-pm/cmdline.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <sysexits.h>
 
 #include "memcached-pm/settings.h"
+#include "storage/hash.h"
 
 #define MB (1024 * 1024)
 
@@ -179,13 +181,18 @@ opt_protocol(const char *val)
     return 0;
 }
 
+/* -N <n>: n NAPI ids (receive queues), each given a worker of its own
+ * (worker.c); memcached's atoi, so "x" is 0. */
 static int
 opt_napi(const char *val)
 {
-    (void)val;
-    fprintf(stderr, "-N (NAPI based thread selection) is not supported: "
-            "connections go to workers round robin\n");
-    return -1;
+    settings.num_napi_ids = atoi(val);
+    if (settings.num_napi_ids <= 0) {
+        fprintf(stderr, "Maximum number of NAPI IDs must be greater than "
+                "0\n");
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -231,16 +238,36 @@ opt_no_automove(const char *val)
     return val == NULL ? 0 : settings_bad_value("no_slab_automove", val);
 }
 
+static bool chunk_max_given;    /* -o slab_chunk_max was given */
+
+/* -o slab_chunk_max=<KB>, 1 to 1024, with memcached's messages. */
 static int
 opt_chunk_max(const char *val)
 {
-    uint64_t v;
+    long kb;
+    char *end;
 
-    if (!settings_parse_size(val, 1, &v) || v < 256 ||
-        v > settings.cache.page_size) {
-        return settings_bad_value("slab_chunk_max", val);
+    if (val == NULL) {
+        fprintf(stderr, "Missing slab_chunk_max argument\n");
+        return -1;
     }
-    settings.cache.slab_chunk_max = (size_t)v;
+    errno = 0;
+    kb = strtol(val, &end, 10);
+    if (end == val || (*end != '\0' && *end != ' ') || errno != 0 ||
+        kb != (int)kb) {
+        fprintf(stderr, "could not parse argument to slab_chunk_max\n");
+        return -1;
+    }
+    if (kb <= 0) {
+        fprintf(stderr, "slab_chunk_max must be >= 0\n");
+        return -1;
+    }
+    if (kb > 1024) {
+        fprintf(stderr, "slab_chunk_max must be specified in kilobytes.\n");
+        return -1;
+    }
+    settings.cache.slab_chunk_max = (size_t)kb * 1024;
+    chunk_max_given = true;
     return 0;
 }
 
@@ -283,13 +310,45 @@ opt_ssl_min_version(const char *val)
 static int
 opt_hash_algorithm(const char *val)
 {
-    /* Only murmur3 is built in; the others would change nothing a client
-     * sees, so refuse them clearly rather than pretend. */
-    if (val == NULL || strcmp(val, "murmur3") != 0) {
-        fprintf(stderr, "Unknown hash_algorithm option (murmur3 is the only "
-                "one memcached-pm provides)\n");
+    int alg = hash_by_name(val);
+
+    if (val == NULL) {
+        fprintf(stderr, "Missing hash_algorithm argument\n");
         return -1;
     }
+    if (alg < 0) {
+        fprintf(stderr, "Unknown hash_algorithm option (jenkins, murmur3, "
+                "xxh3)\n");
+        return -1;
+    }
+    settings.cache.hash_algorithm = (enum hash_algorithm)alg;
+    return 0;
+}
+
+/* -o tail_repair_time=<s>: 10 or more (0, its default, is off). */
+static int
+opt_tail_repair(const char *val)
+{
+    if (val == NULL) {
+        fprintf(stderr, "Missing numeric argument for tail_repair_time\n");
+        return -1;
+    }
+    if (atoi(val) < 10) {
+        fprintf(stderr, "Cannot set tail_repair_time to less than 10 "
+                "seconds\n");
+        return -1;
+    }
+    settings.cache.tail_repair_time = (unsigned)atoi(val);
+    return 0;
+}
+
+/* -o resp_obj_mem_limit: gone from memcached, accepted with its word. */
+static int
+opt_resp_obj_mem_limit(const char *val)
+{
+    (void)val;
+    fprintf(stderr, "DEPRECATED: resp_obj_mem_limit no longer used. See "
+            "read_buf_mem_limit,\n");
     return 0;
 }
 
@@ -358,7 +417,10 @@ opt_no_modern(const char *val)
 {
     struct cache_options *c = &settings.cache;
 
-    c->slab_chunk_max = c->page_size;
+    if (!chunk_max_given) {
+        c->slab_chunk_max = c->page_size;
+    }
+    c->hash_algorithm = HASH_JENKINS;
     c->slab_reassign = false;
     c->slab_automove = 0;
     settings.maxconns_fast = false;
@@ -798,6 +860,10 @@ cmdline_parse(int argc, char **argv)
         if (rc != 0) {
             return rc;
         }
+    }
+    if (settings.cache.item_size_max > settings.cache.page_size &&
+        !chunk_max_given) {
+        settings.cache.slab_chunk_max = settings.cache.page_size / 2;
     }
     if (optind < argc) {
         fprintf(stderr, "Unexpected argument: %s\n", argv[optind]);

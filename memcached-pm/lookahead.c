@@ -87,7 +87,7 @@ add_keys(const struct request *req, struct prefetch_key *pf, unsigned n,
     }
     pf[n].key = key.p;
     pf[n].nkey = key.len;
-    pf[n].hv = hash_murmur3(key.p, key.len);
+    pf[n].hv = hash_key(key.p, key.len);
     return n + 1;
 }
 
@@ -146,7 +146,7 @@ bin_add_key(const struct bin_request *r, struct prefetch_key *pf, unsigned n)
     }
     pf[n].key = r->key.p;
     pf[n].nkey = r->key.len;
-    pf[n].hv = hash_murmur3(r->key.p, r->key.len);
+    pf[n].hv = hash_key(r->key.p, r->key.len);
     return n + 1;
 }
 

@@ -95,7 +95,7 @@ lookahead_done(struct conn *c)
     c->la->memo.key = NULL;
 }
 
-/* hash_murmur3(key, nkey), or the look-ahead's hash of those very bytes
+/* hash_key(key, nkey), or the look-ahead's hash of those very bytes
  * when the running request was parsed by it. */
 static inline uint32_t
 lookahead_hash(const struct conn *c, const char *key, size_t nkey)
@@ -105,7 +105,7 @@ lookahead_hash(const struct conn *c, const char *key, size_t nkey)
     if (m->key == key && m->nkey == nkey) {
         return m->hv;
     }
-    return hash_murmur3(key, nkey);
+    return hash_key(key, nkey);
 }
 
 /* The running request's one key, when the look-ahead split and hashed
@@ -131,7 +131,7 @@ lookahead_keys(const struct conn *c, struct token *cursor,
         pf[n].key = key.p;
         pf[n].nkey = key.len;
         pf[n].hv = c != NULL ? lookahead_hash(c, key.p, key.len)
-                             : hash_murmur3(key.p, key.len);
+                             : hash_key(key.p, key.len);
         n++;
     }
     return n;

@@ -221,6 +221,15 @@ listen_one(const struct addrinfo *ai, bool tls)
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (settings.num_napi_ids > 0) {
+        int id;
+        socklen_t len = sizeof(id);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_NAPI_ID, &id, &len) != 0) {
+            fprintf(stderr, "-N <num_napi_ids> option not supported\n");
+            exit(EXIT_FAILURE);
+        }
+    }
     if (ai->ai_family == AF_INET6) {
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     }

@@ -271,21 +271,26 @@ settings_tiers(void)
 }
 
 /* The item size and slab rules, as memcached checks them once all
- * options are read (exit 64); slab_chunk_max shrinks to fit -I. */
+ * options are read (exit 64). */
 static int
 check_slabs(struct cache_options *c)
 {
+    if (settings.num_napi_ids > settings.num_threads) {
+        fprintf(stderr, "Number of napi_ids(%d) cannot be greater than "
+                "number of threads(%d)\n", settings.num_napi_ids,
+                settings.num_threads);
+        return -EX_USAGE;
+    }
     if (c->item_size_max > c->mem_limit / 2) {
         fprintf(stderr, "Cannot set item size limit higher than 1/2 of "
                 "memory max.\n");
         return -EX_USAGE;
     }
-    if (c->item_size_max < c->slab_chunk_max &&
-        c->slab_chunk_max != c->page_size) {
-        c->slab_chunk_max = c->item_size_max;
-    }
     if (c->slab_chunk_max > c->item_size_max) {
-        c->slab_chunk_max = c->item_size_max;
+        fprintf(stderr, "slab_chunk_max (bytes: %zu) cannot be larger than "
+                "-I (item_size_max %zu)\n", c->slab_chunk_max,
+                c->item_size_max);
+        return -EX_USAGE;
     }
     if (c->item_size_max % c->slab_chunk_max != 0) {
         fprintf(stderr, "-I (item_size_max: %zu) must be evenly divisible "

@@ -53,7 +53,6 @@
 #define MCPM_VERSION "1.6.45-pm-" PACKAGE_VERSION
 
 #define PCT_MSG "%s must be > 1 and < 80"
-#define NOT_SUPPORTED(off) "%s is not supported: only " off " is accepted"
 
 #define SETTINGS_OPTIONS(X)                                                 \
     X(maxbytes, SZ, C(mem_limit), 'm', "memory-limit=<num>", NULL,          \
@@ -150,15 +149,17 @@
       "lru_crawler_tocrawl", UINT(0, UINT_MAX, NULL),                       \
       "items the crawler looks at per run (0: all)")                        \
     X(tail_repair_time, U, C(tail_repair_time), 0, NULL,                    \
-      "tail_repair_time", UINT(0, 0, NOT_SUPPORTED("0 (off)")),             \
-      "0 only (off), as memcached 1.6 defaults")                            \
+      "tail_repair_time", FN(opt_tail_repair), "seconds an item held at "   \
+      "an LRU tail waits before it is unlinked (at least 10; default 0, "   \
+      "never)")                                                             \
     X(flush_enabled, YESNO, D(bool, flush_enabled, true), 'F',              \
       "disable-flush-all", NULL, OFF, "disable flush_all")                  \
     X(dump_enabled, YESNO, D(bool, dump_enabled, true), 'X',                \
       "disable-dumping", NULL, OFF,                                         \
       "disable stats cachedump and lru_crawler metadump")                   \
-    X(hash_algorithm, STR, D(const char *, hash_algorithm, "murmur3"), 0,   \
-      NULL, "hash_algorithm", FN(opt_hash_algorithm), "murmur3 only")       \
+    X(hash_algorithm, STR, V(hash_name(settings.cache.hash_algorithm)), 0,  \
+      NULL, "hash_algorithm", FN(opt_hash_algorithm), "the key hash: xxh3 " \
+      "(default), murmur3 or jenkins")                                      \
     X(lru_maintainer_thread, YESNO, D(bool, lru_maintainer, true), 0, NULL, \
       "lru_maintainer", FN(opt_lru_maintainer), "the LRU maintainer")       \
     X(_, HIDE, V(0), 0, NULL, "no_lru_maintainer",                          \
@@ -236,7 +237,9 @@
     X(_, HIDE, D(unsigned, ssl_handshake_timeout, 10), 0, NULL,             \
       "ssl_handshake_timeout", UINT(0, 3600, NULL), "seconds a TLS client " \
       "has to finish its handshake (default: 10, 0: no limit)")             \
-    X(num_napi_ids, STR, V("(null)"), 0, NULL, NULL, NONE, NULL)            \
+    X(num_napi_ids, I, D(int, num_napi_ids, 0), 'N', "napi_ids=<num>",      \
+      NULL, FN(opt_napi), "give each of <num> NAPI ids (NIC receive "       \
+      "queues) a worker of its own")                                        \
     X(memory_file, STR_PNULL, D(const char *, memory_file, NULL), 'e',      \
       "memory-file=<file>", "memory_file", STR,                             \
       "keep items in this (PMEM) file (-e: sized by -m)")                   \
@@ -287,6 +290,8 @@
       "buckets moved per step of a hash table growth")                      \
     X(_, HIDE, C(lock_power), 0, NULL, "item_lock_power",                   \
       UINT(1, 20, NULL), "2^n item locks (default: from -t)")               \
+    X(_, HIDE, V(0), 0, NULL, "resp_obj_mem_limit",                         \
+      FN(opt_resp_obj_mem_limit), "deprecated: accepted, ignored")          \
     X(_, HIDE, V(0), 0, NULL, "modern", NOOP,                               \
       "accepted, as memcached 1.6 (its defaults)")                          \
     X(_, HIDE, V(0), 0, NULL, "no_modern", FN(opt_no_modern),               \
@@ -309,7 +314,6 @@
       "preallocate item memory")                                            \
     X(_, HIDE, D(bool, watch_enabled, true), 'W', "disable-watch", NULL,    \
       OFF, "disable watch commands")                                        \
-    X(_, HIDE, V(0), 'N', NULL, NULL, FN(opt_napi), NULL)                   \
     X(_, HIDE, V(0), 'h', "help", NULL, ACT(opt_help),                      \
       "print this help and exit")                                           \
     X(_, HIDE, V(0), 'i', "license", NULL, ACT(opt_license),                \

@@ -131,8 +131,8 @@
     X(ssl_handshake_errors,       SERVER,  SSL)                             \
     X(ssl_proto_errors,           SERVER,  SSL)                             \
     X(time_since_server_cert_refresh, PROC, SSL)                            \
-    X(unexpected_napi_ids,        ZERO,    ALWAYS)                          \
-    X(round_robin_fallback,       ZERO,    ALWAYS)                          \
+    X(unexpected_napi_ids,        SERVER,  ALWAYS)                          \
+    X(round_robin_fallback,       SERVER,  ALWAYS)                          \
     CACHE_STATS_ITEMS(X)                                                    \
     X(hits_dram,                  THREAD,  NEVER)                           \
     X(hits_pmem,                  THREAD,  NEVER)

@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/machine.h"
 #include "memcached-pm/settings.h"
+#include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
 #include "storage/cache.h"
@@ -36,6 +38,8 @@ struct pending {
 static struct worker *workers;
 static unsigned nworkers;
 static unsigned next_worker;      /* listener thread only */
+static int *napi_of;              /* -N: worker i's NAPI id (listener) */
+static int napi_last = -1;        /* the last worker given an id */
 
 static void
 owner_of(struct worker *w, struct conn_owner *o)
@@ -221,6 +225,10 @@ worker_start_all(unsigned n)
     if (workers == NULL || lists == NULL) {
         return -1;
     }
+    if (settings.num_napi_ids > 0 &&
+        (napi_of = calloc(n, sizeof(*napi_of))) == NULL) {
+        return -1;
+    }
     nworkers = n;
     for (unsigned i = 0; i < n; i++) {
         if (worker_setup(&workers[i], i, &lists[i]) != 0) {
@@ -250,10 +258,45 @@ notify(struct worker *w)
     }
 }
 
+/* -N: the worker for the NAPI id (receive queue) fd arrived on, each new
+ * id taking the next worker, as memcached; round robin for a socket
+ * without one (loopback, a unix socket).  More ids than workers start
+ * the assignment over. */
+static struct worker *
+pick_worker(int fd)
+{
+    socklen_t len = sizeof(int);
+    int id = 0;
+
+    if (napi_of != NULL &&
+        (getsockopt(fd, SOL_SOCKET, SO_INCOMING_NAPI_ID, &id, &len) != 0 ||
+         id == 0)) {
+        SERVER_STAT_INCR(round_robin_fallback);
+    }
+    if (napi_of == NULL || id == 0) {
+        return &workers[next_worker++ % nworkers];
+    }
+    for (;;) {
+        for (unsigned i = 0; i < nworkers; i++) {
+            if (napi_last < (int)i) {
+                napi_of[i] = id;
+                napi_last = (int)i;
+                return &workers[i];
+            }
+            if (napi_of[i] == id) {
+                return &workers[i];
+            }
+        }
+        SERVER_STAT_INCR(unexpected_napi_ids);
+        memset(napi_of, 0, nworkers * sizeof(*napi_of));
+        napi_last = -1;
+    }
+}
+
 int
 worker_dispatch(int fd, bool is_unix, bool tls, const char *listen_addr)
 {
-    struct worker *w = &workers[next_worker++ % nworkers];
+    struct worker *w = pick_worker(fd);
     struct pending *p = calloc(1, sizeof(*p));
 
     if (p == NULL) {
@@ -306,7 +349,9 @@ worker_stop_all(void)
         worker_teardown(&workers[i]);
     }
     free(workers);
+    free(napi_of);
     workers = NULL;
+    napi_of = NULL;
     nworkers = 0;
     conn_lists_free();
 }

@@ -340,7 +340,7 @@ move_bucket(uint64_t b)
 
     for (it = old[b]; it != NULL; it = next) {
         next = it->h_next;
-        nb = hash_murmur3(key_of(it), it->nkey) & mask;
+        nb = hash_key(key_of(it), it->nkey) & mask;
         it->h_next = table[nb];
         table[nb] = it;
     }

@@ -426,7 +426,7 @@ store_miss(struct item *it, struct cache_mstore *a, bool cas_mode,
 enum cache_status
 cache_mstore(struct item *it, struct cache_mstore *a)
 {
-    uint32_t hv = hash_murmur3(item_key(it), item_nkey(it));
+    uint32_t hv = hash_key(item_key(it), item_nkey(it));
     bool cas_mode = a->op == CACHE_CAS ||
                     (a->compare && (a->op == CACHE_SET ||
                                     a->op == CACHE_REPLACE));

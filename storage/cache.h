@@ -4,7 +4,7 @@
  * metrics.h declare).
  *
  * Every call is thread-safe: it hashes nothing (the caller passes hv =
- * hash_murmur3(key, nkey), computed once per request so that prefetch can
+ * hash_key(key, nkey), computed once per request so that prefetch can
  * reuse it), takes the key's item lock, then the LRU and slab locks in that
  * order, and counts only what storage alone can know (evictions, reclaims,
  * expansions).  Request counters (get_hits, cmd_set, ...) are the caller's:

@@ -14,6 +14,7 @@
 #include "storage/cache_priv.h"
 #include "storage/cas.h"
 #include "storage/crawler.h"
+#include "storage/hash.h"
 #include "storage/evict.h"
 #include "storage/link.h"
 #include "storage/locks.h"
@@ -396,6 +397,7 @@ cache_init(struct cache_options *opts, unsigned nworkers)
 
     memset(ca, 0, sizeof(*ca));
     ca->opts = opts;
+    hash_use(opts->hash_algorithm);
     cas_init();
     policy_init(opts->tier_policy);
     if (locks_init(lp) != 0) {

@@ -28,6 +28,15 @@ evict_allowed(void)
 
 /* ---- the pull --------------------------------------------------------- */
 
+/* A held item at a tail whose last use is tail_repair_time ago. */
+static bool
+tail_stuck(const struct item *it)
+{
+    unsigned t = opts->tail_repair_time;
+
+    return t != 0 && item_time(it) + t < clock_now();
+}
+
 /* Unlink a dead item found at a tail (list locked, item locked). */
 static void
 reclaim(unsigned tc, struct item *it, uint32_t hv)
@@ -53,9 +62,17 @@ pull_item(unsigned tc, enum item_lru which, struct item *it,
         return false;
     }
     if (item_ref_incr(it) != 2) {
-        /* Someone holds it (a reply being written): skip. */
+        /* Someone holds it (a reply being written): skip, unless it has
+         * been held past -o tail_repair_time, when it is unlinked (its
+         * memory goes when the holder lets go). */
         LRU_COUNT(tc, lrutail_reflocked, 1);
-        item_ref_decr(it);
+        if (tail_stuck(it)) {
+            LRU_COUNT(tc, tailrepairs, 1);
+            do_link_unlink(it, hv);
+            item_release(it);
+        } else {
+            item_ref_decr(it);
+        }
         locks_unlock(hv);
         return false;
     }

@@ -45,7 +45,7 @@ link_destroy(void)
 uint32_t
 link_hv(const struct item *it)
 {
-    return hash_murmur3(item_key(it), item_nkey(it));
+    return hash_key(item_key(it), item_nkey(it));
 }
 
 static void

@@ -41,6 +41,13 @@ enum cache_durability {
     CACHE_DURABLE_POWER             /* a power cut: flush the medium */
 };
 
+/* The key hash (-o hash_algorithm); hash.h has them. */
+enum hash_algorithm {
+    HASH_XXH3,
+    HASH_MURMUR3,
+    HASH_JENKINS
+};
+
 #define CACHE_MB ((size_t)1 << 20)
 
 #define CACHE_OPTIONS(X)                                                    \
@@ -68,6 +75,7 @@ enum cache_durability {
     X(bool,        use_cas,            true)           /* not -C */         \
     X(bool,        evict,              true)           /* not -M */         \
     /* hash table and locks */                                              \
+    X(enum hash_algorithm, hash_algorithm, HASH_XXH3)                       \
     X(unsigned,    hashpower,          16)                                  \
     X(bool,        hash_expand,        true)                                \
     X(unsigned,    hash_bulk_move,     1)                                   \

@@ -328,7 +328,7 @@ int
 place_evacuate(struct item *it, const char *key, size_t nkey,
                bool rescue_it, bool force, struct cache_stats *mst)
 {
-    uint32_t hv = hash_murmur3(key, nkey);
+    uint32_t hv = hash_key(key, nkey);
     int busy = 1;
 
     if (!locks_trylock(hv)) {

@@ -49,7 +49,7 @@ struct item;
 struct prefetch_key {
     const char *key;
     size_t      nkey;
-    uint32_t    hv;             /* hash_murmur3(key, nkey) */
+    uint32_t    hv;             /* hash_key(key, nkey) */
     /* out: the item whose key matched as the walk passed, or NULL; a
      * hint (for tests), never a reference */
     const struct item *found;

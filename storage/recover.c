@@ -190,7 +190,7 @@ scan_head(struct worker *w, struct item *it, unsigned id)
     if (!(item_flags(it) & ITEM_CHUNKED) && !recover_head_ok(w, it, id)) {
         return;
     }
-    h.hv = hash_murmur3(item_key(it), it->nkey);
+    h.hv = hash_key(item_key(it), it->nkey);
     if (item_flags(it) & ITEM_CHUNKED) {
         (void)recover_link_seen(w->rc, h.hv);
         w->oom |= !recover_vec_push(&w->heads, &h);

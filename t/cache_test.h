@@ -29,7 +29,7 @@ test_cache_options(struct cache_options *o)
 static inline uint32_t
 test_hv(const char *k)
 {
-    return hash_murmur3(k, strlen(k));
+    return hash_key(k, strlen(k));
 }
 
 /* cache_get() of k, with a reference, or NULL. */

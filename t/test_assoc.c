@@ -64,13 +64,13 @@ ikey(const struct item *it)
 static uint32_t
 ihash(const struct item *it)
 {
-    return hash_murmur3(ikey(it), it->nkey);
+    return hash_key(ikey(it), it->nkey);
 }
 
 static struct item *
 find_locked(const char *key, size_t nkey)
 {
-    uint32_t hv = hash_murmur3(key, nkey);
+    uint32_t hv = hash_key(key, nkey);
     struct item *it;
 
     locks_lock(hv);
@@ -239,7 +239,7 @@ prefetch_agrees(struct item **v, uint32_t n, unsigned batch)
         k[2 * i + 1].nkey = strlen(absent[i]);
     }
     for (i = 0; i < total; i++) {
-        k[i].hv = hash_murmur3(k[i].key, k[i].nkey);
+        k[i].hv = hash_key(k[i].key, k[i].nkey);
     }
     for (i = 0; i < total; i += batch) {
         prefetch_walk(k + i, total - i < batch ? total - i : batch, true);
@@ -272,7 +272,7 @@ colliding(uint32_t b, uint32_t len, bool cas)
 
     for (uint32_t j = 0; got < len; j++) {
         snprintf(key, sizeof(key), "bucket%u:%u", b, j);
-        if ((hash_murmur3(key, strlen(key)) & 31) == b) {
+        if ((hash_key(key, strlen(key)) & 31) == b) {
             v[got] = make_item(key, got, cas && got % 2);
             got++;
         }
@@ -398,7 +398,7 @@ colliding_items(uint32_t n, uint32_t target)
     }
     while (i < n) {
         snprintf(key, sizeof(key), "chain:%u", seq++);
-        if ((hash_murmur3(key, strlen(key)) & 31) == target) {
+        if ((hash_key(key, strlen(key)) & 31) == target) {
             v[i] = make_item(key, i, i % 2);
             i++;
         }

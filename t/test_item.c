@@ -32,15 +32,15 @@ test_sizes(void)
     is_int(item_size(3, 0, 3, false), 57, "without cas");
     is_int(item_size(3, 5, 3, true), 69, "client flags add 4");
     is_int(item_size(1, 0, 1048516, true), 1048576, "largest value fits");
-    it = cache_alloc("k", 1, hash_murmur3("k", 1), 0, 0, 1048516, &st);
+    it = cache_alloc("k", 1, hash_key("k", 1), 0, 0, 1048516, &st);
     ok(it != NULL && st == CACHE_OK, "1048516 bytes for key k allocates");
     if (it != NULL) {
         is_int(item_ntotal(it), 1048576, "ntotal of it");
         cache_release(it);
     }
-    it = cache_alloc("k", 1, hash_murmur3("k", 1), 0, 0, 1048517, &st);
+    it = cache_alloc("k", 1, hash_key("k", 1), 0, 0, 1048517, &st);
     ok(it == NULL && st == CACHE_TOO_LARGE, "one more is too large");
-    it = cache_alloc("foo", 3, hash_murmur3("foo", 3), 9, 77, 3, &st);
+    it = cache_alloc("foo", 3, hash_key("foo", 3), 9, 77, 3, &st);
     is_mem(item_key(it), item_nkey(it), "foo", "key");
     is_int(item_client_flags(it), 9, "flags");
     is_int(item_exptime(it), 77, "exptime");
@@ -93,7 +93,7 @@ static void
 test_chunked(void)
 {
     uint32_t vlen = 1000000;
-    uint32_t hv = hash_murmur3("big", 3);
+    uint32_t hv = hash_key("big", 3);
     enum cache_status st;
     struct item *it = cache_alloc("big", 3, hv, 0, 0, vlen, &st);
     struct iovec iov[4];
@@ -140,7 +140,7 @@ test_chunked(void)
 static void
 test_refcounts(void)
 {
-    uint32_t hv = hash_murmur3("r", 1);
+    uint32_t hv = hash_key("r", 1);
     enum cache_status st;
     struct item *a, *b, *old;
     char buf[16];

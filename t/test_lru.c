@@ -47,7 +47,7 @@ put(unsigned i, uint32_t vlen, rel_time_t exp)
     struct item *it;
 
     snprintf(key, sizeof(key), "k%u", i);
-    it = cache_alloc(key, strlen(key), hash_murmur3(key, strlen(key)), 0,
+    it = cache_alloc(key, strlen(key), hash_key(key, strlen(key)), 0,
                      exp, vlen, &st);
     if (it == NULL) {
         return st;
@@ -69,7 +69,7 @@ get(unsigned i)
     int l;
 
     snprintf(key, sizeof(key), "k%u", i);
-    it = cache_get(key, strlen(key), hash_murmur3(key, strlen(key)), &st);
+    it = cache_get(key, strlen(key), hash_key(key, strlen(key)), &st);
     if (it == NULL) {
         return -1;
     }
@@ -116,7 +116,7 @@ test_segments(void)
     put(1001, 10, clock_now());         /* TEMP, and dead at once */
     {
         enum cache_status st;
-        struct item *it = cache_touch("k1000", 5, hash_murmur3("k1000", 5),
+        struct item *it = cache_touch("k1000", 5, hash_key("k1000", 5),
                                       clock_now(), &st);
 
         cache_release(it);              /* the TEMP tail is dead too */

@@ -67,7 +67,7 @@ static uint64_t
 put(const char *k, const char *v)
 {
     enum cache_status st;
-    uint32_t hv = hash_murmur3(k, strlen(k));
+    uint32_t hv = hash_key(k, strlen(k));
     struct item *it = cache_alloc(k, strlen(k), hv, 0, 0,
                                   (uint32_t)strlen(v), &st);
     uint64_t cas = 0;

@@ -139,7 +139,7 @@ store(unsigned i)
     struct item *it;
 
     snprintf(key, sizeof(key), "key%u", i);
-    it = cache_alloc(key, strlen(key), hash_murmur3(key, strlen(key)), 0,
+    it = cache_alloc(key, strlen(key), hash_key(key, strlen(key)), 0,
                      0, VLEN, &st);
     memcpy(item_value(it), value_for(i, val, VLEN), VLEN);
     memcpy(item_value(it) + VLEN, "\r\n", 2);
@@ -157,7 +157,7 @@ intact(unsigned i)
     int good;
 
     snprintf(key, sizeof(key), "key%u", i);
-    it = cache_get(key, strlen(key), hash_murmur3(key, strlen(key)), &st);
+    it = cache_get(key, strlen(key), hash_key(key, strlen(key)), &st);
     if (it == NULL) {
         return 0;
     }
@@ -192,7 +192,7 @@ test_reassign(void)
     /* Free room in the second page for the first page's items. */
     for (unsigned i = 0; i < 20; i++) {
         snprintf(key, sizeof(key), "key%u", i);
-        cache_delete(key, strlen(key), hash_murmur3(key, strlen(key)), 0,
+        cache_delete(key, strlen(key), hash_key(key, strlen(key)), 0,
                      NULL);
     }
     cache_slab_stats(cls, &a);
@@ -225,7 +225,7 @@ put_small(unsigned i, uint32_t vlen)
     struct item *it;
 
     snprintf(key, sizeof(key), "s%u", i);
-    it = cache_alloc(key, strlen(key), hash_murmur3(key, strlen(key)), 0,
+    it = cache_alloc(key, strlen(key), hash_key(key, strlen(key)), 0,
                      0, vlen, &st);
     if (it == NULL) {
         return st;
@@ -289,7 +289,7 @@ test_reassign_chunks(void)
         struct item *it;
 
         snprintf(key, sizeof(key), "big%u", i);
-        it = cache_alloc(key, 4, hash_murmur3(key, 4), 0, 0, 1000000, &st);
+        it = cache_alloc(key, 4, hash_key(key, 4), 0, 0, 1000000, &st);
         cache_store(it, CACHE_SET, 0);
         cache_release(it);
     }
@@ -307,7 +307,7 @@ test_reassign_chunks(void)
         struct item *it;
 
         snprintf(key, sizeof(key), "big%u", i);
-        it = cache_get(key, 4, hash_murmur3(key, 4), &st);
+        it = cache_get(key, 4, hash_key(key, 4), &st);
         if (it != NULL) {
             left++;
             cache_release(it);
@@ -340,7 +340,7 @@ test_reassign_busy(void)
     for (unsigned i = 0; i < per + 1; i++) {
         store(i);
     }
-    held = cache_get("key0", 4, hash_murmur3("key0", 4), &st);
+    held = cache_get("key0", 4, hash_key("key0", 4), &st);
     is_int(cache_slabs_reassign((int)cls, 1), CACHE_OK, "reassign queued");
     usleep(200000);
     cache_stats(&s);
@@ -389,7 +389,7 @@ test_automove(void)
     maint_juggle(1);
     /* Age class 1's COLD tail (the key stored first sits there) as much
      * as the clock allows: it starts at 2 and this test does not tick. */
-    tail = cache_get("s0", 2, hash_murmur3("s0", 2), &st);
+    tail = cache_get("s0", 2, hash_key("s0", 2), &st);
     ok(tail != NULL && item_lru(tail) == ITEM_LRU_COLD, "s0 in COLD");
     if (tail != NULL) {
         item_time_store(tail, 1);
