@@ -292,6 +292,15 @@ opt_read_buf_mem_limit(const char *val)
     return 0;
 }
 
+/* -e <file>: memory_file under memcached's restart rules. */
+static int
+opt_memory_file_e(const char *val)
+{
+    settings.memory_file = val;
+    settings.cache.memory_file_restart = true;
+    return 0;
+}
+
 /* -o ssl_min_version: memcached's 0-3, or the name it shows. */
 static int
 opt_ssl_min_version(const char *val)

@@ -43,6 +43,7 @@
 #include "memcached-pm/udp.h"
 #include "memcached-pm/worker.h"
 #include "memcached-pm/placement.h"
+#include "memcached-pm/restart.h"
 #include "proto/response.h"
 #include "storage/cache.h"
 #include "storage/clock.h"
@@ -667,8 +668,10 @@ start(void)
         return EXIT_FAILURE;
     }
     clock_init();
+    restart_meta_check();
     if (stats_init((unsigned)settings.num_threads) != 0 ||
-        cache_init(&settings.cache, (unsigned)settings.num_threads) != 0) {
+        cache_init(&settings.cache, (unsigned)settings.num_threads) != 0 ||
+        restart_meta_write(false) != 0) {
         return EXIT_FAILURE;
     }
     stats.server.accepting_conns = 1;
@@ -713,6 +716,7 @@ stop_all(bool graceful)
     udp_close();
     STEP("asking background threads to stop");
     cache_shutdown();
+    restart_meta_write(true);
     STEP("stopped assoc");
     STEP("stopped lru crawler");
     if (settings.lru_maintainer) {

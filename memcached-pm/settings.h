@@ -240,9 +240,12 @@
     X(num_napi_ids, I, D(int, num_napi_ids, 0), 'N', "napi_ids=<num>",      \
       NULL, FN(opt_napi), "give each of <num> NAPI ids (NIC receive "       \
       "queues) a worker of its own")                                        \
-    X(memory_file, STR_PNULL, D(const char *, memory_file, NULL), 'e',      \
-      "memory-file=<file>", "memory_file", STR,                             \
-      "keep items in this (PMEM) file (-e: sized by -m)")                   \
+    X(memory_file, STR_PNULL, D(const char *, memory_file, NULL), 0, NULL,  \
+      "memory_file", STR, "keep items in this (PMEM) file; one written "    \
+      "under other settings is refused")                                    \
+    X(_, HIDE, C(memory_file_restart), 'e', "memory-file=<file>", NULL,     \
+      FN(opt_memory_file_e), "keep items in this (PMEM) file, sized by "    \
+      "-m; one it cannot read is logged and started empty, as memcached")   \
     X(memory_kind, STR_PNULL, C(memory_kind), 0, NULL, "memory_kind", STR,  \
       "dax:<dir> or kmem: items in volatile PMEM through memkind")          \
     X(client_flags_size, U, V(4), 0, NULL, NULL, NONE, NULL)                \

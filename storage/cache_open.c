@@ -28,8 +28,11 @@
 #include "storage/sblock.h"
 #include "storage/slabs.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct cache_priv cache_priv;
 
@@ -82,6 +85,34 @@ flush_name(const struct tier *t)
 
 /* The PMEM tier over opts->memory_file: the superblock's reserve, then as
  * many pages as the file holds. */
+/* -e, memcached's restartable cache: a file to be made anew (no valid
+ * metadata), or of another size (memcached logs it as maxbytes), is
+ * removed first, as memcached truncates it. */
+static void
+restart_file(const struct cache_options *opts)
+{
+    struct stat st;
+
+    if (!opts->memory_file_restart || stat(opts->memory_file, &st) != 0) {
+        return;
+    }
+    if (!opts->memory_file_fresh &&
+        (size_t)st.st_size == opts->memory_file_size) {
+        return;
+    }
+    if (!opts->memory_file_fresh) {
+        fprintf(stderr, "[restart] restart incompatible due to setting for "
+                "[maxbytes] [old value: %lld]\n", (long long)st.st_size -
+                (long long)opts->page_size);
+        fprintf(stderr, "[restart] failed to validate metadata, starting "
+                "with a clean cache\n");
+    }
+    if (unlink(opts->memory_file) != 0) {
+        fprintf(stderr, "[restart] cannot remove %s: %s\n",
+                opts->memory_file, strerror(errno));
+    }
+}
+
 static struct tier *
 pmem_tier_open(const struct cache_options *opts)
 {
@@ -97,8 +128,10 @@ pmem_tier_open(const struct cache_options *opts)
         .durability = (enum tier_durability)opts->pmem_durability,
     };
     char err[512];
-    struct tier *t = tier_pmem_open(&po, err, sizeof(err));
+    struct tier *t;
 
+    restart_file(opts);
+    t = tier_pmem_open(&po, err, sizeof(err));
     if (t == NULL) {
         fprintf(stderr, "%s\n", err);
     } else if (opts->verbose > 0) {
@@ -223,10 +256,30 @@ pmem_new_file(const struct cache_options *opts, struct tier *t,
     return 0;
 }
 
+/* -e, memcached's restartable cache, on a file it cannot read: say why
+ * as memcached does, and start empty. */
+static void
+restart_clean(int st, const struct sblock_params *p)
+{
+    const char *key;
+    char old[32];
+
+    if (st == SBLOCK_INCOMPATIBLE &&
+        (key = sblock_mismatch(&ca->sb, p, old, sizeof(old))) != NULL) {
+        fprintf(stderr, "[restart] restart incompatible due to setting for "
+                "[%s] [old value: %s]\n", key, old);
+        fprintf(stderr, "[restart] failed to validate metadata, starting "
+                "with a clean cache\n");
+    } else {
+        fprintf(stderr, "[restart] corrupt metadata, starting with a clean "
+                "cache\n");
+    }
+}
+
 /*
  * Open the file's superblock: 1 when the file holds items to recover
  * (ca->sb loaded), 0 when it starts empty (new, or discarded as
- * memory_file_reinit asks), -1 to refuse it (another layout or settings,
+ * memory_file_reinit or -e asks), -1 to refuse it (another layout or settings,
  * or no valid superblock copy, without memory_file_reinit).
  */
 static int
@@ -245,6 +298,10 @@ pmem_superblock(const struct cache_options *opts, struct tier *t)
         return 1;
     }
     if (st == SBLOCK_INCOMPATIBLE || st == SBLOCK_CORRUPT) {
+        if (opts->memory_file_restart) {
+            restart_clean(st, &p);
+            return pmem_new_file(opts, t, &p);
+        }
         if (!opts->memory_file_reinit) {
             fprintf(stderr, "memory file %s: %s\n", opts->memory_file, err);
             return -1;

@@ -62,6 +62,11 @@ enum hash_algorithm {
                                                  persist once serving */    \
     X(bool,        memory_file_reinit, false) /* discard a file written   \
                                                  under other settings */    \
+    X(bool,        memory_file_restart, false) /* -e: as memcached, a file \
+                                                 it cannot read is logged  \
+                                                 and made anew */           \
+    X(bool,        memory_file_fresh,  false) /* -e found no metadata: the \
+                                                 file is made anew */       \
     X(const char *, memory_kind,       NULL)  /* "dax:<dir>" or "kmem":   \
                                                  a memkind heap for DRAM */ \
     X(bool,        prealloc,           false) /* -L */                      \

@@ -206,6 +206,53 @@ copy_check(const struct sblock_disk *d)
     return COPY_GOOD;
 }
 
+/* One layout field as compare() and sblock_mismatch() see it: our name
+ * for it, memcached's restart key, the file's value and the current. */
+struct field {
+    const char *name;
+    const char *key;
+    uint64_t    file, now;
+};
+
+#define NFIELDS 8
+
+/* The layout fields in the order they are checked. */
+static void
+fields(const struct sblock *f, const struct sblock *now,
+       struct field out[NFIELDS])
+{
+    struct field all[NFIELDS] = {
+        { "page size", "slab_page_size", f->page_size, now->page_size },
+        { "file size", "maxbytes", f->file_size, now->file_size },
+        { "reserve size", "slab_page_size", f->reserve, now->reserve },
+        { "slab_chunk_max", "slab_chunk_size_max", f->chunk_max,
+          now->chunk_max },
+        { "item size limit (-I)", "item_size_max", f->item_max,
+          now->item_max },
+        { "number of slab classes", "slab_config", f->nclasses,
+          now->nclasses },
+        { "crc of the slab class sizes", "slab_config", f->classes_crc,
+          now->classes_crc },
+        { "CAS setting (0 = -C)", "use_cas", f->use_cas, now->use_cas },
+    };
+
+    memcpy(out, all, sizeof(all));
+}
+
+/* The first layout field that differs, or NULL. */
+static const struct field *
+first_difference(const struct sblock *f, const struct sblock *now,
+                 struct field all[NFIELDS])
+{
+    fields(f, now, all);
+    for (int i = 0; i < NFIELDS; i++) {
+        if (all[i].file != all[i].now) {
+            return &all[i];
+        }
+    }
+    return NULL;
+}
+
 static int
 say_differs(char *err, size_t errlen, const char *field, uint64_t file,
             uint64_t now)
@@ -221,39 +268,34 @@ static int
 compare(const struct sblock *f, const struct sblock *now, char *err,
         size_t errlen)
 {
-    if (f->page_size != now->page_size) {
-        return say_differs(err, errlen, "page size", f->page_size,
-                           now->page_size);
+    struct field all[NFIELDS];
+    const struct field *d = first_difference(f, now, all);
+
+    return d == NULL ? SBLOCK_OK
+                     : say_differs(err, errlen, d->name, d->file, d->now);
+}
+
+const char *
+sblock_mismatch(const struct sblock *file, const struct sblock_params *p,
+                char *old, size_t oldlen)
+{
+    struct field all[NFIELDS];
+    const struct field *d;
+    struct sblock now;
+
+    memset(&now, 0, sizeof(now));
+    from_params(p, &now);
+    if ((d = first_difference(file, &now, all)) == NULL) {
+        return NULL;
     }
-    if (f->file_size != now->file_size) {
-        return say_differs(err, errlen, "file size", f->file_size,
-                           now->file_size);
+    if (strcmp(d->key, "use_cas") == 0) {
+        snprintf(old, oldlen, "%s", d->file ? "true" : "false");
+    } else if (strcmp(d->key, "maxbytes") == 0) {
+        snprintf(old, oldlen, "%" PRIu64, d->file - file->reserve);
+    } else {
+        snprintf(old, oldlen, "%" PRIu64, d->file);
     }
-    if (f->reserve != now->reserve) {
-        return say_differs(err, errlen, "reserve size", f->reserve,
-                           now->reserve);
-    }
-    if (f->chunk_max != now->chunk_max) {
-        return say_differs(err, errlen, "slab_chunk_max", f->chunk_max,
-                           now->chunk_max);
-    }
-    if (f->item_max != now->item_max) {
-        return say_differs(err, errlen, "item size limit (-I)", f->item_max,
-                           now->item_max);
-    }
-    if (f->nclasses != now->nclasses) {
-        return say_differs(err, errlen, "number of slab classes",
-                           f->nclasses, now->nclasses);
-    }
-    if (f->classes_crc != now->classes_crc) {
-        return say_differs(err, errlen, "crc of the slab class sizes",
-                           f->classes_crc, now->classes_crc);
-    }
-    if (f->use_cas != now->use_cas) {
-        return say_differs(err, errlen, "CAS setting (0 = -C)",
-                           f->use_cas, now->use_cas);
-    }
-    return SBLOCK_OK;
+    return d->key;
 }
 
 /* Pick the newest good copy; NULL and a status when there is none. */

@@ -93,6 +93,14 @@ int sblock_init_new(struct sblock *sb, struct tier *t, void *base,
 int sblock_load(struct tier *t, void *base, const struct sblock_params *p,
                 struct sblock *out, char *err, size_t errlen);
 
+/* After SBLOCK_INCOMPATIBLE: the first field of `file` that differs from
+ * `p` under memcached's restart name (maxbytes, item_size_max, ...), its
+ * value in the file written into old (maxbytes: the item bytes); NULL if
+ * none differs. */
+const char *sblock_mismatch(const struct sblock *file,
+                            const struct sblock_params *p, char *old,
+                            size_t oldlen);
+
 /*
  * Make the state fields of *sb durable: write them as generation + 1 into
  * the inactive copy and persist it through sb->tier.  When this returns

@@ -123,6 +123,23 @@ expect_incompatible(const struct sblock_params *p, const char *field)
     printf("# %s\n", err);
 }
 
+/* memcached's restart key for the first difference, and the old value. */
+static void
+expect_mismatch(const struct sblock_params *p, const char *key,
+                const char *old)
+{
+    struct sblock got;
+    char value[32] = "", name[128];
+    const char *k;
+
+    load(p, &got);
+    k = sblock_mismatch(&got, p, value, sizeof(value));
+    snprintf(name, sizeof(name), "mismatch: [%s] [old value: %s]", key, old);
+    ok(k != NULL && strcmp(k, key) == 0 && strcmp(value, old) == 0, name);
+}
+
+static char value_buf[32];
+
 static void
 test_incompatible(void)
 {
@@ -147,6 +164,23 @@ test_incompatible(void)
     expect_incompatible(&p, "slab class sizes");
     p = params; p.use_cas = false;
     expect_incompatible(&p, "CAS setting");
+    expect_mismatch(&p, "use_cas", "true");
+    p = params; p.item_max = 2 * PS;
+    expect_mismatch(&p, "item_size_max", "0");    /* params have none */
+    p = params; p.file_size += PS;
+    snprintf(value_buf, sizeof(value_buf), "%llu",
+             (unsigned long long)(params.file_size - params.reserve));
+    expect_mismatch(&p, "maxbytes", value_buf);
+    p = params; p.nclasses = 5;
+    expect_mismatch(&p, "slab_config", "6");
+    {
+        struct sblock got;
+        char v[32];
+
+        load(&params, &got);
+        ok(sblock_mismatch(&got, &params, v, sizeof(v)) == NULL,
+           "no mismatch under the same params");
+    }
 }
 
 static void

@@ -478,8 +478,9 @@ def memfile():
     so servers restarted on it within the test see their own file."""
     path = "/dev/shm/mcpm-pmem-test-%s.pm" % uuid.uuid4().hex
     yield path
-    if os.path.exists(path):
-        os.unlink(path)
+    for p in (path, path + ".meta", path + ".meta.tmp"):   # -e's metadata
+        if os.path.exists(p):
+            os.unlink(p)
 
 
 @pytest.fixture

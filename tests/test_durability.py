@@ -36,8 +36,9 @@ def diskfile(tmp_path):
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(here, "mcpm-disk-test-%s.pm" % uuid.uuid4().hex)
     yield path
-    if os.path.exists(path):
-        os.unlink(path)
+    for p in (path, path + ".meta", path + ".meta.tmp"):   # -e's metadata
+        if os.path.exists(p):
+            os.unlink(p)
 
 
 def counts(c):

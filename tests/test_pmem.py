@@ -67,9 +67,10 @@ def test_eviction_inside_the_file(server_factory, memfile):
 
 
 def test_file_of_another_size_is_refused(server_factory, run, memfile):
-    s = server_factory("-e", memfile, "-m", "16")
+    opt = "memory_file=" + memfile
+    s = server_factory("-o", opt, "-m", "16")
     s.assert_clean_stop()
-    r = run("-p", "0", "-e", memfile, "-m", "32")
+    r = run("-p", "0", "-o", opt, "-m", "32")
     assert r.returncode == 1
     err = r.stderr.decode()
     assert str(17 * MB) in err and str(33 * MB) in err, err
@@ -109,20 +110,120 @@ def test_dram_policy_with_a_file_is_refused(run, memfile):
 ])
 def test_restart_under_other_settings_is_refused(server_factory, run,
                                                  memfile, flags, field):
-    s = server_factory("-e", memfile, "-m", "8")
+    # -o memory_file keeps what it has: a file it cannot read is refused.
+    opt = "memory_file=" + memfile
+    s = server_factory("-o", opt, "-m", "8")
     with s.conn() as c:
         c.call(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
     s.assert_clean_stop()
-    r = run("-p", "0", "-e", memfile, "-m", "8", *flags)
+    r = run("-p", "0", "-o", opt, "-m", "8", *flags)
     assert r.returncode == 1
     err = r.stderr.decode()
     assert field in err and "-o memory_file_reinit" in err, err
     # Asked to, it discards the file and starts empty.
-    s = server_factory("-e", memfile, "-m", "8", *flags,
+    s = server_factory("-o", opt, "-m", "8", *flags,
                        "-o", "memory_file_reinit")
     with s.conn() as c:
         c.call(b"get k\r\n", b"END\r\n")
     assert "discarding its contents" in s.stderr()
+
+
+NO_META = ("[restart] no metadata save file, starting with a clean "
+           "cache\n")
+CLEAN = "[restart] failed to validate metadata, starting with a clean cache\n"
+
+
+def e_server_with_k(server_factory, memfile, *flags):
+    """A -e server on memfile holding k, stopped cleanly."""
+    s = server_factory("-e", memfile, "-m", "8", *flags)
+    with s.conn() as c:
+        c.call(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
+    s.assert_clean_stop()
+    return s
+
+
+@pytest.mark.parametrize("flags, key, old", [
+    (["-m", "16"], "maxbytes", "8388608"),
+    (["-I", "2m"], "item_size_max", "1048576"),
+    (["-n", "64"], "chunk_size", "48"),
+    (["-f", "1.5"], "slab_config", "1.25"),
+    (["-C"], "use_cas", "true"),
+    (["-o", "no_slab_reassign"], "slab_reassign", "true"),
+])
+def test_e_under_other_settings_starts_clean(server_factory, memfile,
+                                             flags, key, old):
+    # -e is memcached's restartable cache: a file written under other
+    # settings is logged, as memcached logs it, and the cache starts empty.
+    s = e_server_with_k(server_factory, memfile)
+    assert s.stderr().startswith(NO_META), s.stderr()
+    args = ["-e", memfile] + (flags if flags[0] == "-m"
+                              else ["-m", "8"] + flags)
+    s = server_factory(*args)
+    with s.conn() as c:
+        c.call(b"get k\r\n", b"END\r\n")
+        c.call(b"set k 0 0 1\r\ny\r\n", b"STORED\r\n")
+    assert s.stderr().startswith(
+        "[restart] restart incompatible due to setting for [%s] [old value: "
+        "%s]\n" % (key, old) + CLEAN), s.stderr()
+    s.assert_clean_stop()
+    # The metadata now names the new settings: the next start reuses it.
+    s = server_factory(*args)
+    with s.conn() as c:
+        c.call(b"get k\r\n", b"VALUE k 0 1\r\ny\r\nEND\r\n")
+    assert "[restart]" not in s.stderr(), s.stderr()
+
+
+def test_e_metadata_names_the_settings(server_factory, memfile):
+    s = server_factory("-e", memfile, "-m", "8", "-n", "64", "-f", "1.5")
+    # Written once the file is in use, so a crash leaves it behind.
+    with open(memfile + ".meta") as f:
+        assert f.read() == (
+            "Tmain\nKslab_config 1.50\nKmaxbytes 8388608\nKchunk_size 64\n"
+            "Kitem_size_max 1048576\nKslab_chunk_size_max 524288\n"
+            "Kslab_page_size 1048576\nKuse_cas true\nKslab_reassign true\n")
+    s.assert_clean_stop()
+    with open(memfile + ".meta") as f:
+        lines = f.read().splitlines()
+    assert [ln.split()[0] for ln in lines[9:]] == [
+        "Kcurrent_time", "Kprocess_started", "Kstop_time"], lines
+
+
+@pytest.mark.parametrize("meta, said", [
+    (None, NO_META),
+    ("", "[restart] corrupt metadata file\n" + CLEAN),
+    ("garbage\x00\xff\n", "[restart] corrupt metadata file\n" + CLEAN),
+    ("Tmain\nKmaxbytes\n", "[restart] invalid metadata line:\n\nKmaxbytes"
+     "\n\n" + CLEAN),
+    ("Tmain\nKmaxbytes 8388608\n", "[restart] missing some metadata "
+     "lines\n" + CLEAN),
+])
+def test_e_without_sound_metadata_starts_clean(server_factory, memfile,
+                                               meta, said):
+    # Removing <file>.meta is how memcached's operators ask for a cold
+    # start; an empty or garbled one is never taken as valid.
+    e_server_with_k(server_factory, memfile)
+    os.unlink(memfile + ".meta")
+    if meta is not None:
+        with open(memfile + ".meta", "w", encoding="latin-1") as f:
+            f.write(meta)
+    s = server_factory("-e", memfile, "-m", "8")
+    with s.conn() as c:
+        c.call(b"get k\r\n", b"END\r\n")
+    assert s.stderr().startswith(said), s.stderr()
+
+
+def test_e_keeps_items_across_a_crash(server_factory, memfile):
+    # memcached writes its metadata at a graceful stop only, so a crash
+    # costs it the cache; memcached-pm's is there from the start.
+    s = server_factory("-e", memfile, "-m", "8")
+    with s.conn() as c:
+        c.call(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
+    s.signal(9)
+    s.wait(10)
+    s = server_factory("-e", memfile, "-m", "8")
+    with s.conn() as c:
+        c.call(b"get k\r\n", b"VALUE k 0 1\r\nx\r\nEND\r\n")
+    assert "[restart]" not in s.stderr(), s.stderr()
 
 
 def gets_cas(c, key):
