@@ -19,6 +19,7 @@
 #include "memcached-pm/settings.h"
 #include "memcached-pm/tls.h"
 #include "proto/compose.h"
+#include "proto/meta.h"
 #include "proto/response.h"
 #include "proto/token.h"
 
@@ -244,8 +245,8 @@ crawl_reply(enum cache_status st)
     }
 }
 
-/* "key=<uri-encoded> exp= la= cas= fetch= cls= size=", memcached's
- * metadump line. */
+/* "key=<uri-encoded> exp= la= cas= fetch= cls= size= flags= ",
+ * memcached 1.6.45's metadump line (its trailing space too). */
 static int
 metadump_line(const struct cache_meta *m, void *ctx)
 {
@@ -255,14 +256,39 @@ metadump_line(const struct cache_meta *m, void *ctx)
     compose_uri(key, m->key, m->nkey);
     n = snprintf(line, sizeof(line),
                  "key=%s exp=%lld la=%lld cas=%llu fetch=%s cls=%u "
-                 "size=%zu\n", key, (long long)m->exptime,
+                 "size=%zu flags=%u \n", key, (long long)m->exptime,
                  (long long)m->atime, (unsigned long long)m->cas,
-                 m->fetched ? "yes" : "no", m->clsid, m->size);
+                 m->fetched ? "yes" : "no", m->clsid, m->size,
+                 m->client_flags);
     return conn_out(ctx, line, (size_t)n);
 }
 
+/* "mg <key>", or "mg <base64> b" for a binary key: mgdump's line, a
+ * request a client can send back as it is. */
+static int
+mgdump_line(const struct cache_meta *m, void *ctx)
+{
+    char line[PROTO_KEY_MAX * 2 + 16];
+    size_t n = 3;
+
+    memcpy(line, "mg ", 3);
+    if (m->key_binary) {
+        n += meta_base64_encode(m->key, m->nkey, line + n,
+                                sizeof(line) - n - 4);
+        memcpy(line + n, " b\r\n", 4);
+        n += 4;
+    } else {
+        memcpy(line + n, m->key, m->nkey);
+        n += m->nkey;
+        memcpy(line + n, "\r\n", 2);
+        n += 2;
+    }
+    return conn_out(ctx, line, n);
+}
+
+/* lru_crawler metadump, or mgdump (`mg`): "OK", the keys, "EN". */
 static enum process_result
-crawler_dump(struct conn *c, struct request *req)
+crawler_dump(struct conn *c, struct request *req, bool mg)
 {
     bool classes[CACHE_MAX_CLASSES];
     bool all = token_eq(&req->tokens[2], "all") ||
@@ -272,17 +298,21 @@ crawler_dump(struct conn *c, struct request *req)
         return reply(c, RSP_CLIENT_ERROR_CRAWLER_DISABLED);
     }
     if (!settings.dump_enabled) {
-        return reply(c, RSP_DUMP_DISABLED);
+        return reply(c, mg ? RSP_KEYDUMP_DISABLED : RSP_DUMP_DISABLED);
     }
     if (c->answered) {
         /* The dump must be the only reply in flight, as in memcached. */
-        return reply(c, RSP_DUMP_PIPELINED);
+        return reply(c, mg ? RSP_MGDUMP_PIPELINED : RSP_DUMP_PIPELINED);
     }
     if (!all && !crawl_classes(&req->tokens[2], classes)) {
         return reply(c, RSP_CRAWLER_BADCLASS);
     }
-    cache_metadump(all ? NULL : classes, metadump_line, c);
-    return reply(c, RSP_END);
+    if (mg) {
+        reply(c, RSP_OK);
+    }
+    cache_metadump(all ? NULL : classes, mg ? mgdump_line : metadump_line,
+                   c);
+    return reply(c, mg ? RSP_EN : RSP_END);
 }
 
 static enum process_result
@@ -319,8 +349,9 @@ admin_lru_crawler(struct conn *c, struct request *req)
         }
         return reply(c, crawl_reply(cache_crawl(classes)));
     }
-    if (req->ntokens == 3 && token_eq(sub, "metadump")) {
-        return crawler_dump(c, req);
+    if (req->ntokens == 3 && (token_eq(sub, "metadump") ||
+                              token_eq(sub, "mgdump"))) {
+        return crawler_dump(c, req, token_eq(sub, "mgdump"));
     }
     if (req->ntokens == 3 && token_eq(sub, "sleep")) {
         return crawler_number(c, req, true);

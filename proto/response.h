@@ -84,6 +84,10 @@
     ACTION(RSP_DUMP_DISABLED,   "ERROR metadump not allowed")             \
     ACTION(RSP_DUMP_PIPELINED,                                                \
            "ERROR cannot pipeline other commands before metadump")            \
+    ACTION(RSP_KEYDUMP_DISABLED, "ERROR key dump not allowed")                \
+    ACTION(RSP_MGDUMP_PIPELINED,                                              \
+           "ERROR cannot pipeline other commands before mgdump")              \
+    ACTION(RSP_EN,              "EN")                                         \
     ACTION(RSP_META_INVALID_FLAG, "CLIENT_ERROR invalid flag")                \
     ACTION(RSP_META_DUP_FLAG,   "CLIENT_ERROR duplicate flag")                \
     ACTION(RSP_META_BAD_FLAG,   "CLIENT_ERROR invalid or duplicate flag")     \

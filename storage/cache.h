@@ -356,6 +356,8 @@ struct cache_meta {
     bool        fetched;
     unsigned    clsid;
     size_t      size;           /* bytes the item takes */
+    uint32_t    client_flags;
+    bool        key_binary;     /* stored with meta's b flag */
 };
 
 /*

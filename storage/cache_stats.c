@@ -185,6 +185,8 @@ dump_one(struct item *it, void *arg)
     m.fetched = (item_flags(it) & ITEM_FETCHED) != 0;
     m.clsid = item_clsid(it);
     m.size = item_ntotal(it);
+    m.client_flags = item_client_flags(it);
+    m.key_binary = item_key_binary(it);
     return d->emit(&m, d->ctx);
 }
 

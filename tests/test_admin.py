@@ -208,8 +208,10 @@ def test_lru_crawler_crawl_reclaims(own):
     assert int(s["lru_crawler_starts"]) >= 1
 
 
+# 1.6.45 adds " flags=<client flags> " (with its trailing space).
 METADUMP = re.compile(rb"^key=(\S+) exp=(-1|\d+) la=(\d+) cas=(\d+) "
-                      rb"fetch=(yes|no) cls=(\d+) size=(\d+)$")
+                      rb"fetch=(yes|no) cls=(\d+) size=(\d+)"
+                      rb"(?: flags=(\d+) )?$")
 
 
 def test_lru_crawler_metadump(own):
@@ -234,6 +236,40 @@ def test_lru_crawler_metadump(own):
     assert a.group(6) == b"1"
     assert a.group(7) == b"%d" % (48 + 8 + 4 + 3)
     assert b.group(7) == b"%d" % (48 + 8 + 2 + 5)
+
+
+@pytest.mark.v1645
+def test_metadump_shows_client_flags(own):
+    own.call(b"set f 4294967295 0 1\r\n1\r\n", b"STORED\r\n")
+    own.send(b"lru_crawler metadump all\r\n")
+    line = own.read_until(b"END\r\n", timeout=10).split(b"\n")[0]
+    assert METADUMP.match(line).group(8) == b"4294967295", line
+    assert line.endswith(b" flags=4294967295 "), line
+
+
+@pytest.mark.v1645
+def test_lru_crawler_mgdump(own):
+    # 1.6.45: each live key as a request to send back ("mg <key>", or
+    # base64 and b for a binary key), between OK and EN.
+    own.call(b"set a 0 0 1\r\n1\r\nms AAEC 1 b\r\n2\r\n"
+             b"set gone 0 0 1\r\n3\r\ndelete gone\r\n",
+             b"STORED\r\nHD\r\nSTORED\r\nDELETED\r\n")
+    own.send(b"lru_crawler mgdump all\r\n")
+    block = own.read_until(b"EN\r\n", timeout=10)
+    assert block.startswith(b"OK\r\n"), block
+    assert sorted(block[4:-4].split(b"\r\n")[:-1]) == [
+        b"mg AAEC b", b"mg a"], block
+    own.call(b"lru_crawler mgdump 200\r\n", b"BADCLASS invalid class id\r\n")
+    own.call(b"stats sizes\r\nlru_crawler mgdump all\r\n",
+             b"STAT sizes_status disabled\r\nEND\r\nERROR cannot "
+             b"pipeline other commands before mgdump\r\n")
+
+
+@pytest.mark.v1645
+def test_mgdump_disabled_by_X(server_factory):
+    s = server_factory("-X")
+    with s.conn() as c:
+        c.call(b"lru_crawler mgdump all\r\n", b"ERROR key dump not allowed\r\n")
 
 
 def test_metadump_not_pipelined(own):

@@ -1,0 +1,300 @@
+"""memcached-pm against memcached, case by case (issue 19).
+
+Each case is a request sent on a fresh key to memcached-pm and, where
+Debian's memcached is installed, to it too, under the same flags; the
+replies must be the same bytes.  A case may also pin memcached-pm's exact
+reply (`expect`).  Where memcached 1.6.18 (Debian's) is older than the
+1.6.45 memcached-pm follows, the case says what 1.6.18 answers
+(`old`); where memcached-pm differs on purpose, the case says why
+(`differs`) and those reasons are the list the man page gives.
+
+CAS values and remaining TTLs depend on each server's history and clock,
+so they are compared as a shape (c#, t#), not as numbers.  The cases
+against memcached are marked `against_memcached` and skipped where it is
+absent, so the suite still runs without it.
+"""
+
+import os
+import re
+from dataclasses import dataclass
+
+import pytest
+
+from conftest import REFERENCE_BIN, Server
+
+HAVE_MEMCACHED = os.access(REFERENCE_BIN, os.X_OK)
+against_memcached = pytest.mark.skipif(
+    not HAVE_MEMCACHED, reason="Debian's memcached is not installed")
+
+END = b"mn\r\n"             # every case ends with a meta no-op ...
+MN = b"MN\r\n"              # ... so its replies end with MN
+
+
+@dataclass
+class Case:
+    name: str
+    req: bytes              # "{k}" is the case's own key
+    flags: tuple = ()
+    expect: bytes = None    # memcached-pm's exact reply, when pinned
+    old: bytes = None       # what memcached 1.6.18 answers instead
+    differs: str = None     # why memcached-pm answers otherwise
+    closes: bool = False    # the server closes the connection
+
+
+def c(name, req, **kw):
+    return Case(name, req, **kw)
+
+
+CASES = [
+    # ---- the examples the issue names --------------------------------
+    c("md x I leaves an empty stale value",
+      b"set {k} 5 0 2\r\nhi\r\nmd {k} x I\r\nmg {k} t v f\r\n",
+      expect=b"STORED\r\nHD\r\nVA 0 t-1 f0 X W\r\n\r\n",
+      old=b"STORED\r\nCLIENT_ERROR invalid or duplicate flag\r\n"
+      b"VA 2 t-1 f5\r\nhi\r\n"),
+    c("md x keeps the tombstone's client flags from F",
+      b"set {k} 5 0 2\r\nhi\r\nmd {k} x F7\r\nmg {k} v f\r\n",
+      expect=b"STORED\r\nHD\r\nVA 0 f7\r\n\r\n",
+      old=b"STORED\r\nCLIENT_ERROR invalid or duplicate flag\r\n"
+      b"VA 2 f5\r\nhi\r\n"),
+    c("slabs automove with a word",
+      b"slabs automove invalid\r\n",
+      expect=b"CLIENT_ERROR bad command line format\r\n"),
+    c("verbosity with a word", b"verbosity invalid\r\n",
+      expect=b"CLIENT_ERROR bad command line format\r\n"),
+    # ---- storage commands --------------------------------------------
+    c("set and get", b"set {k} 3 0 2\r\nhi\r\nget {k}\r\n",
+      expect=b"STORED\r\nVALUE {k} 3 2\r\nhi\r\nEND\r\n"),
+    c("add over a value", b"set {k} 0 0 1\r\na\r\nadd {k} 0 0 1\r\nb\r\n",
+      expect=b"STORED\r\nNOT_STORED\r\n"),
+    c("replace a miss", b"replace {k} 0 0 1\r\nb\r\n",
+      expect=b"NOT_STORED\r\n"),
+    c("append and prepend", b"set {k} 0 0 1\r\nb\r\nappend {k} 0 0 1\r\n"
+      b"c\r\nprepend {k} 0 0 1\r\na\r\nget {k}\r\n",
+      expect=b"STORED\r\nSTORED\r\nSTORED\r\nVALUE {k} 0 3\r\nabc\r\nEND\r\n"),
+    c("append to a miss", b"append {k} 0 0 1\r\nc\r\n",
+      expect=b"NOT_STORED\r\n"),
+    c("cas on a miss", b"cas {k} 0 0 1 1\r\nx\r\n", expect=b"NOT_FOUND\r\n"),
+    c("cas with a stale value", b"set {k} 0 0 1\r\nx\r\n"
+      b"cas {k} 0 0 1 999999999\r\ny\r\n", expect=b"STORED\r\nEXISTS\r\n"),
+    c("gets shows a cas", b"set {k} 0 0 1\r\nx\r\ngets {k}\r\n"),
+    c("negative length", b"set {k} 0 0 -1\r\n",
+      expect=b"CLIENT_ERROR bad command line format\r\n"),
+    # 1.6.45: a line of under 4 bytes (the "\r\n" left over) is a
+    # CLIENT_ERROR, where 1.6.18 said ERROR.
+    c("bad data chunk", b"set {k} 0 0 1\r\nxyz\r\n",
+      expect=b"CLIENT_ERROR bad data chunk\r\nCLIENT_ERROR bad command "
+      b"line format\r\n",
+      old=b"CLIENT_ERROR bad data chunk\r\nERROR\r\n"),
+    c("key of 251 bytes", b"get " + b"k" * 251 + b"\r\n",
+      expect=b"CLIENT_ERROR bad command line format\r\n"),
+    # 1.6.45 swallows the value of a storage command it refuses.
+    c("flags not a number", b"set {k} x 0 1\r\nx\r\n",
+      expect=b"CLIENT_ERROR bad command line format\r\n",
+      old=b"CLIENT_ERROR bad command line format\r\nERROR\r\n"),
+    c("noreply set then get", b"set {k} 0 0 1 noreply\r\nx\r\nget {k}\r\n",
+      expect=b"VALUE {k} 0 1\r\nx\r\nEND\r\n"),
+    c("too large", b"set {k} 0 0 2000000\r\n" + b"v" * 2000000 + b"\r\n"
+      b"get {k}\r\n",
+      expect=b"SERVER_ERROR object too large for cache\r\nEND\r\n"),
+    # ---- incr, decr, delete, touch -----------------------------------
+    c("incr and decr", b"set {k} 0 0 2\r\n10\r\nincr {k} 5\r\n"
+      b"decr {k} 100\r\nget {k}\r\n",
+      expect=b"STORED\r\n15\r\n0\r\nVALUE {k} 0 2\r\n0 \r\nEND\r\n"),
+    c("incr wraps at 2^64", b"set {k} 0 0 20\r\n18446744073709551615\r\n"
+      b"incr {k} 2\r\n", expect=b"STORED\r\n1\r\n"),
+    c("incr on text", b"set {k} 0 0 1\r\nx\r\nincr {k} 1\r\n",
+      expect=b"STORED\r\nCLIENT_ERROR cannot increment or decrement "
+      b"non-numeric value\r\n"),
+    c("incr by a word", b"incr {k} x\r\n",
+      expect=b"CLIENT_ERROR invalid numeric delta argument\r\n"),
+    c("incr a miss", b"incr {k} 1\r\n", expect=b"NOT_FOUND\r\n"),
+    c("delete a miss", b"delete {k}\r\n", expect=b"NOT_FOUND\r\n"),
+    c("delete with a time", b"delete {k} 10\r\n",
+      expect=b"CLIENT_ERROR bad command line format.  Usage: delete <key> "
+      b"[noreply]\r\n"),
+    c("delete with 0", b"set {k} 0 0 1\r\nx\r\ndelete {k} 0\r\n",
+      expect=b"STORED\r\nDELETED\r\n"),
+    c("touch and gat", b"set {k} 0 0 1\r\nx\r\ntouch {k} 100\r\n"
+      b"gat 200 {k}\r\n",
+      expect=b"STORED\r\nTOUCHED\r\nVALUE {k} 0 1\r\nx\r\nEND\r\n"),
+    c("touch a miss", b"touch {k} 1\r\n", expect=b"NOT_FOUND\r\n"),
+    c("gats", b"set {k} 0 0 1\r\nx\r\ngats 0 {k}\r\n"),
+    # ---- meta ----------------------------------------------------------
+    c("mg miss", b"mg {k} v\r\n", expect=b"EN\r\n"),
+    c("mg miss quiet", b"mg {k} v q\r\n", expect=b""),
+    c("mg hit with flags", b"set {k} 9 0 2\r\nhi\r\nmg {k} s v f k O55\r\n",
+      expect=b"STORED\r\nVA 2 s2 f9 k{k} O55\r\nhi\r\n"),
+    c("mg hit, no value", b"set {k} 9 0 2\r\nhi\r\nmg {k}\r\n",
+      expect=b"STORED\r\nHD\r\n"),
+    c("mg t of no expiry", b"set {k} 0 0 1\r\nx\r\nmg {k} t\r\n",
+      expect=b"STORED\r\nHD t-1\r\n"),
+    c("mg t of an expiry", b"set {k} 0 100 1\r\nx\r\nmg {k} t\r\n"),
+    c("mg c", b"set {k} 0 0 1\r\nx\r\nmg {k} c\r\n"),
+    c("mg h and l", b"set {k} 0 0 1\r\nx\r\nmg {k} h l\r\nmg {k} h l\r\n"),
+    c("mg base64 key", b"set {k} 0 0 1\r\nx\r\nmg a2V5Yg== b v\r\n"),
+    c("mg N vivifies", b"mg {k} N30 v c\r\nmg {k} v\r\n"),
+    c("mg unknown flag", b"mg {k} !\r\n"),
+    c("mg E on a hit", b"set {k} 0 0 1\r\nx\r\nmg {k} E777 c\r\n",
+      old=b"STORED\r\nCLIENT_ERROR invalid flag\r\n"),
+    c("mg duplicate flags", b"set {k} 0 0 1\r\nx\r\nmg {k} v v\r\n"),
+    c("ms", b"ms {k} 2 F5 T0\r\nhi\r\nmg {k} v f\r\n",
+      expect=b"HD\r\nVA 2 f5\r\nhi\r\n"),
+    c("ms bad data", b"ms {k} 2\r\nhiya\r\n",
+      old=b"CLIENT_ERROR bad data chunk\r\nERROR\r\n"),
+    c("ms mode E (add) over a value", b"ms {k} 1\r\nx\r\nms {k} 1 ME\r\n"
+      b"y\r\n", expect=b"HD\r\nNS\r\n"),
+    c("ms mode append to a miss", b"ms {k} 1 MA\r\ny\r\n",
+      expect=b"NS\r\n"),
+    c("ms mode append N vivifies", b"ms {k} 1 MA N0\r\ny\r\nmg {k} v\r\n",
+      expect=b"HD\r\nVA 1\r\ny\r\n", old=b"NS\r\nEN\r\n"),
+    c("ms bad mode", b"ms {k} 1 MZ\r\ny\r\n"),
+    c("ms C mismatch", b"ms {k} 1\r\nx\r\nms {k} 1 C1\r\ny\r\n",
+      expect=b"HD\r\nEX\r\n"),
+    c("ms C on a miss", b"ms {k} 1 C1\r\ny\r\n", expect=b"NF\r\n"),
+    c("ms I invalidates", b"ms {k} 1\r\nx\r\nms {k} 1 I\r\ny\r\n"
+      b"mg {k} v c\r\n"),
+    c("ms base64 key and k", b"ms a2V5Yw== 1 b k\r\nx\r\n"),
+    c("ms too large", b"ms {k} 2000000 T0\r\n", closes=True),
+    c("md", b"ms {k} 1\r\nx\r\nmd {k}\r\nmd {k}\r\n",
+      expect=b"HD\r\nHD\r\nNF\r\n"),
+    c("md q shows a miss", b"md {k} q\r\n", expect=b"NF\r\n"),
+    c("md q hides a hit", b"ms {k} 1 q\r\nx\r\nmd {k} q\r\n", expect=b""),
+    c("md I then mg", b"ms {k} 1\r\nx\r\nmd {k} I T30\r\nmg {k} v c\r\n"),
+    c("md C mismatch", b"ms {k} 1\r\nx\r\nmd {k} C1\r\n",
+      expect=b"HD\r\nEX\r\n"),
+    c("ma", b"ms {k} 1\r\n5\r\nma {k}\r\nma {k} v\r\nma {k} MD D2 v\r\n",
+      expect=b"HD\r\nHD\r\nVA 1\r\n7\r\nVA 1\r\n5\r\n"),
+    c("ma a miss", b"ma {k}\r\n", expect=b"NF\r\n"),
+    c("ma N vivifies with J", b"ma {k} N0 J13 v\r\n",
+      expect=b"VA 2\r\n13\r\n"),
+    c("ma non-numeric", b"ms {k} 1\r\nx\r\nma {k}\r\n"),
+    c("ma bad delta", b"ma {k} Dx\r\n"),
+    c("mn alone", b"", expect=b""),
+    c("me", b"ms {k} 1\r\nx\r\nme {k}\r\n"),
+    c("meta key too long", b"mg " + b"k" * 251 + b" v\r\n"),
+    c("meta with no key", b"mg\r\n",
+      expect=b"CLIENT_ERROR bad command line format\r\n", old=b"ERROR\r\n"),
+    # ---- admin ----------------------------------------------------------
+    c("empty line", b"\r\n",
+      expect=b"CLIENT_ERROR bad command line format\r\n", old=b"ERROR\r\n"),
+    c("unknown command", b"bogus\r\n", expect=b"ERROR\r\n"),
+    c("version", b"version\r\n", differs="VERSION 1.6.45-pm-<ours>: the "
+      "memcached release it follows, then its own"),
+    c("verbosity", b"verbosity 1\r\nverbosity 0 noreply\r\n",
+      expect=b"OK\r\n"),
+    c("flush_all noreply", b"flush_all noreply\r\n", expect=b""),
+    c("flush_all with a word", b"flush_all x\r\n"),
+    c("flush_all negative", b"flush_all -1\r\n"),
+    c("cache_memlimit", b"cache_memlimit 100\r\n", expect=b"OK\r\n"),
+    c("cache_memlimit with a word", b"cache_memlimit x\r\n"),
+    c("cache_memlimit too small", b"cache_memlimit 1\r\n"),
+    c("slabs automove 3", b"slabs automove 3\r\n"),
+    c("slabs automove 1", b"slabs automove 1\r\n", expect=b"OK\r\n"),
+    c("slabs reassign of a bad class", b"slabs reassign 99 1\r\n"),
+    c("slabs reassign with words", b"slabs reassign x y\r\n"),
+    c("slabs with nothing", b"slabs\r\n"),
+    c("lru mode", b"lru mode flat\r\nlru mode segmented\r\n"),
+    c("lru temp_ttl", b"lru temp_ttl 100\r\n"),
+    c("lru tune", b"lru tune 10 30 0.1 2.0\r\n"),
+    c("lru bogus", b"lru bogus\r\n"),
+    c("lru_crawler sleep", b"lru_crawler sleep 50\r\n"),
+    c("lru_crawler tocrawl", b"lru_crawler tocrawl 10\r\n"),
+    c("lru_crawler bogus", b"lru_crawler bogus\r\n"),
+    c("lru_crawler crawl of a bad class", b"lru_crawler crawl 99\r\n"),
+    c("lru_crawler mgdump of a bad class", b"lru_crawler mgdump 99\r\n",
+      expect=b"BADCLASS invalid class id\r\n", old=b"ERROR\r\n"),
+    c("lru_crawler metadump of a bad class",
+      b"lru_crawler metadump 99\r\n"),
+    c("stats bogus", b"stats bogus\r\n"),
+    c("stats detail on and off", b"stats detail on\r\nstats detail off\r\n"),
+    c("stats detail bogus", b"stats detail bogus\r\n"),
+    c("stats reset", b"stats reset\r\n", expect=b"RESET\r\n"),
+    c("stats cachedump of a bad class", b"stats cachedump 99 1\r\n"),
+    c("shutdown not enabled", b"shutdown\r\n",
+      expect=b"SERVER_ERROR: shutdown not enabled\r\n",
+      old=b"ERROR: shutdown not enabled\r\n"),
+    c("watch with a bad word", b"watch bogus\r\n"),
+    c("misplaced noreply", b"get noreply\r\n"),
+]
+
+
+def norm(data):
+    """CAS values and remaining TTLs as shapes: they depend on history."""
+    data = re.sub(rb"(?m)^(VALUE \S+ \d+ \d+) \d+", rb"\1 #", data)
+    data = re.sub(rb"(?<= )c\d+", b"c#", data)
+    data = re.sub(rb"(?<= )cas=\d+", b"cas=#", data)
+    return re.sub(rb"(?<= )t[1-9]\d*", b"t#", data)
+
+
+class Pair:
+    """A server per binary for each set of flags, shared by the cases."""
+
+    def __init__(self):
+        self.servers = {}
+
+    def get(self, binary, flags):
+        key = (binary, flags)
+        if key not in self.servers:
+            self.servers[key] = Server(binary, flags,
+                                       binary == REFERENCE_BIN).start()
+        return self.servers[key]
+
+    def stop(self):
+        for s in self.servers.values():
+            s.stop()
+
+
+@pytest.fixture(scope="module")
+def servers():
+    p = Pair()
+    yield p
+    p.stop()
+
+
+def ask(server, case, key):
+    """The case's request under `key`; its replies up to the closing MN
+    (or the close)."""
+    req = case.req.replace(b"{k}", key)
+    with server.conn() as conn:
+        conn.send(req + (b"" if case.closes else END))
+        if case.closes:
+            conn.wait_closed(5)
+            return conn.buf
+        reply = conn.read_until(MN)
+    return reply[:-len(MN)]
+
+
+def case_key(case):
+    return ("compat_%d" % CASES.index(case)).encode()
+
+
+PINNED = [case for case in CASES if case.expect is not None]
+
+
+@pytest.mark.parametrize("case", PINNED, ids=lambda c: c.name)
+def test_pinned_reply(servers, binary, reference, case):
+    """The reply the case pins (with --reference: what 1.6.18 answers)."""
+    key = case_key(case)
+    want = case.old if reference and case.old is not None else case.expect
+    got = ask(servers.get(binary, case.flags), case, key)
+    assert norm(got) == norm(want.replace(b"{k}", key))
+
+
+@pytest.mark.mcpm          # memcached-pm's side by side: not with --reference
+@against_memcached
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_same_as_memcached(servers, binary, case):
+    """Byte for byte what Debian's memcached answers (or, where 1.6.18 is
+    older, what the case says it answers; or a stated difference)."""
+    key = case_key(case)
+    ours = norm(ask(servers.get(binary, case.flags), case, key))
+    theirs = norm(ask(servers.get(REFERENCE_BIN, case.flags), case, key))
+    if case.differs:
+        assert ours != theirs, "now the same: drop `differs` (%s)" % (
+            case.differs)
+        return
+    if case.old is not None:
+        assert theirs == norm(case.old.replace(b"{k}", key))
+        return
+    assert ours == theirs
