@@ -214,6 +214,7 @@ proc_line(struct conn *c, const char *name, const struct general *gen)
 #define LINE_LOG(name) stat_u64(c, #name, gen->log.name);
 #define LINE_COUNTER(name) stat_u64(c, #name, gen->s.name);
 #define LINE_GAUGE(name) stat_u64(c, #name, gen->s.name);
+#define LINE_STATUS(name) stat_fmt(c, #name, "%s", "none");
 #define GENERAL_LINE(name, src, when)                                       \
     if (shown(SHOWN_##when)) {                                              \
         LINE_##src(name)                                                    \
@@ -311,6 +312,28 @@ slab_lines(struct conn *c, unsigned id, const struct slab_stats *ts)
 }
 
 /* One class of "stats items": false when it has no items. */
+/* memcached prints the segmented LRU's rows of "stats items" only with
+ * the LRU maintainer, and number_temp only with temp_lru too. */
+static bool
+item_row_shown(const char *name)
+{
+    static const char *const segmented[] = {
+        "number_hot", "number_warm", "number_cold", "number_temp",
+        "age_hot", "age_warm", "evicted_active", "moves_to_cold",
+        "moves_to_warm", "moves_within_lru", "direct_reclaims",
+    };
+
+    if (strcmp(name, "number_temp") == 0 && !settings.cache.temp_lru) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(segmented) / sizeof(*segmented); i++) {
+        if (strcmp(name, segmented[i]) == 0) {
+            return settings.lru_maintainer;
+        }
+    }
+    return true;
+}
+
 static bool
 item_lines(struct conn *c, unsigned id, const struct slab_stats *ts)
 {
@@ -321,15 +344,17 @@ item_lines(struct conn *c, unsigned id, const struct slab_stats *ts)
         return false;
     }
     snprintf(pfx, sizeof(pfx), "items:%u", id);
-    /* memcached prints number_temp only with temp_lru. */
 #define ITEM_LINE(name, kind, total)                                        \
-    if (strcmp(#name, "number_temp") != 0 || settings.cache.temp_lru) {     \
+    if (item_row_shown(#name)) {                                            \
         stat_pfx(c, pfx, #name, is.name);                                   \
     }
     CACHE_ITEM_STATS(ITEM_LINE)
 #undef ITEM_LINE
 #define ITEMS_SLABS(name)
-#define ITEMS_ITEMS(name) stat_pfx(c, pfx, #name, ts->name);
+#define ITEMS_ITEMS(name)                                                   \
+    if (settings.lru_maintainer) {                                          \
+        stat_pfx(c, pfx, #name, ts->name);                                  \
+    }
 #define ITEMS_CLASS_LINE(name, reply) ITEMS_##reply(name)
     CLASS_STATS(ITEMS_CLASS_LINE)
 #undef ITEMS_CLASS_LINE

@@ -24,39 +24,57 @@
 
 /* ---- options with rules of their own ---------------------------------- */
 
+/* -m <MB>, read as memcached reads it (atoi: "64m" is 64, "1g" is 1,
+ * "abc" is 0, which the item size check then refuses).  A negative value,
+ * which memcached wraps to an immense limit, is refused. */
 static int
 opt_memory(const char *val)
 {
-    uint64_t v;
+    long long mb = atoi(val);
 
-    if (!settings_parse_size(val, MB, &v) || v == 0 ||
-        v > ((uint64_t)1 << 46)) {
+    if (mb < 0 || (uint64_t)mb * MB > ((uint64_t)1 << 46)) {
         settings_bad_value("-m", val);
-        return -EX_USAGE;       /* memcached's item size check's code */
+        return -EX_USAGE;
     }
-    settings.cache.mem_limit = (size_t)v;
+    settings.cache.mem_limit = (size_t)mb * MB;
     return 0;
 }
 
+/* -I <bytes>[k|m], as memcached reads it: atoi of what comes before a
+ * k or m, so "2g" is 2 bytes; the limits are checked with -m's. */
 static int
 opt_item_size(const char *val)
 {
-    uint64_t v;
+    size_t len = strlen(val);
+    char unit = len > 0 ? val[len - 1] : '\0';
+    long long v = atoi(val);
 
-    if (!settings_parse_size(val, 1, &v)) {
-        settings_bad_value("-I", val);
-        return -EX_USAGE;
+    if (unit == 'k' || unit == 'K') {
+        v *= 1024;
+    } else if (unit == 'm' || unit == 'M') {
+        v *= MB;
     }
     if (v < 1024) {
         fprintf(stderr, "Item max size cannot be less than 1024 bytes.\n");
         return -EX_USAGE;
     }
-    if (v > 1024 * (uint64_t)MB) {
+    if (v > 1024 * (long long)MB) {
         fprintf(stderr, "Cannot set item size limit higher than a "
                 "gigabyte.\n");
         return -EX_USAGE;
     }
     settings.cache.item_size_max = (size_t)v;
+    return 0;
+}
+
+static int
+opt_conns(const char *val)
+{
+    settings.maxconns = atoi(val);
+    if (settings.maxconns <= 0) {
+        fprintf(stderr, "Maximum connections must be greater than 0\n");
+        return -1;
+    }
     return 0;
 }
 

@@ -35,18 +35,19 @@ count_hit(struct thread_stats *ts, bool touch, unsigned clsid,
 {
     struct slab_stats *ss = &ts->slab[clsid];
 
-    if (touch) {
-        STAT_INCR(ts->cmd_touch);
-        STAT_INCR(ss->touch_hits);
-    } else {
-        STAT_INCR(ts->cmd_get);
-        STAT_INCR(ss->get_hits);
-    }
     if (in_pmem) {
         STAT_INCR(ts->hits_pmem);
     } else {
         STAT_INCR(ts->hits_dram);
     }
+    if (touch) {
+        /* memcached counts a touch's hit apart from the LRU's hits. */
+        STAT_INCR(ts->cmd_touch);
+        STAT_INCR(ss->touch_hits);
+        return;
+    }
+    STAT_INCR(ts->cmd_get);
+    STAT_INCR(ss->get_hits);
     switch (lru) {
     case ITEM_LRU_HOT: STAT_INCR(ss->hits_to_hot); break;
     case ITEM_LRU_WARM: STAT_INCR(ss->hits_to_warm); break;

@@ -58,7 +58,7 @@
     X(maxbytes, SZ, C(mem_limit), 'm', "memory-limit=<num>", NULL,          \
       FN(opt_memory), "item memory in megabytes (default: 64)")             \
     X(maxconns, I, D(int, maxconns, 1024), 'c', "conn-limit=<num>", NULL,   \
-      INT(1, 1 << 24, NULL), "max simultaneous connections (default: 1024)") \
+      FN(opt_conns), "max simultaneous connections (default: 1024)")        \
     X(tcpport, I, D(int, port, 11211), 'p', "port=<num>", NULL,             \
       FN(opt_port), "TCP port to listen on (default: 11211)")               \
     X(udpport, I, D(int, udpport, 0), 'U', "udp-port=<num>", NULL,          \

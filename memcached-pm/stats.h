@@ -148,6 +148,7 @@
 #define STATS_OWNER_LOG(t, s)
 #define STATS_OWNER_COUNTER(t, s)
 #define STATS_OWNER_GAUGE(t, s)
+#define STATS_OWNER_STATUS(t, s)
 #define STATS_THREAD_FIELD(name, src, shown) \
     STATS_OWNER_##src(uint64_t name;, )
 #define STATS_SERVER_FIELD(name, src, shown) \

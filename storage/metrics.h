@@ -13,6 +13,8 @@
  *   TOTAL    (per class) a COUNTER also summed into "stats" under the
  *            name in the third column
  *   LAST     (per class) the last value of something; reset, not summed
+ *   STATUS   a word memcached prints where storage has none to report
+ *            ("none")
  *
  * Types only: every layer may include it.
  */
@@ -39,7 +41,7 @@
     X(slab_reassign_busy_items,       COUNTER, REASSIGN)                    \
     X(slab_reassign_busy_deletes,     COUNTER, REASSIGN)                    \
     X(slab_reassign_busy_nomem,       COUNTER, REASSIGN)                    \
-    X(slab_reassign_last_busy_status, COUNTER, REASSIGN)                    \
+    X(slab_reassign_last_busy_status, STATUS,  REASSIGN)                    \
     X(slab_reassign_running,          GAUGE,   REASSIGN)                    \
     X(slabs_moved,                    COUNTER, REASSIGN)                    \
     X(lru_crawler_running,            GAUGE,   CRAWLER)                     \
@@ -54,17 +56,17 @@
     X(slab_global_page_pool,  GAUGE,   ALWAYS)                              \
     X(expired_unfetched,      COUNTER, ALWAYS)                              \
     X(evicted_unfetched,      COUNTER, ALWAYS)                              \
-    X(evicted_active,         COUNTER, ALWAYS)                              \
+    X(evicted_active,         COUNTER, MAINTAINER)                          \
     X(evictions,              COUNTER, ALWAYS)                              \
     X(reclaimed,              COUNTER, ALWAYS)                              \
     X(crawler_reclaimed,      COUNTER, ALWAYS)                              \
     X(crawler_items_checked,  COUNTER, ALWAYS)                              \
     X(lrutail_reflocked,      COUNTER, ALWAYS)                              \
-    X(moves_to_cold,          COUNTER, ALWAYS)                              \
-    X(moves_to_warm,          COUNTER, ALWAYS)                              \
-    X(moves_within_lru,       COUNTER, ALWAYS)                              \
-    X(direct_reclaims,        COUNTER, ALWAYS)                              \
-    X(lru_bumps_dropped,      COUNTER, ALWAYS)
+    X(moves_to_cold,          COUNTER, MAINTAINER)                          \
+    X(moves_to_warm,          COUNTER, MAINTAINER)                          \
+    X(moves_within_lru,       COUNTER, MAINTAINER)                          \
+    X(direct_reclaims,        COUNTER, MAINTAINER)                          \
+    X(lru_bumps_dropped,      COUNTER, MAINTAINER)
 
 #define CACHE_STATS_MEMORY(X)                                               \
     X(limit_maxbytes,         GAUGE,   ALWAYS)                              \
@@ -211,6 +213,7 @@ cache_stats_add(struct cache_stats *out, const struct cache_stats *in)
 
 /* Zero what "stats reset" zeroes: the COUNTERs. */
 #define CACHE_RESET_GAUGE(f)
+#define CACHE_RESET_STATUS(f)
 #define CACHE_RESET_COUNTER(f) __atomic_store_n(&(f), 0, __ATOMIC_RELAXED);
 #define CACHE_RESET_TOTAL(f) CACHE_RESET_COUNTER(f)
 #define CACHE_RESET_LAST(f) CACHE_RESET_COUNTER(f)
