@@ -124,10 +124,14 @@ conn_sockaddr_name(const struct sockaddr *sa, const char *transport,
 const char *
 conn_state_name(const struct conn *c)
 {
-    if (c->is_udp) {
-        return "conn_read";     /* memcached's name for a UDP socket */
+    enum conn_state s = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
+
+    /* memcached's name for a UDP socket, and for a connection waiting
+     * for its next request (it passes conn_waiting on its way there). */
+    if (c->is_udp || s == CONN_READ) {
+        return "conn_read";
     }
-    return conn_state_label(__atomic_load_n(&c->state, __ATOMIC_RELAXED));
+    return conn_state_label(s);
 }
 
 const char *
