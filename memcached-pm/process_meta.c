@@ -115,7 +115,17 @@ mget_result(const struct meta *m, const struct cache_mget *a,
         exptime = a->exptime;
     }
     if (a->created) {
-        exptime = a->touch ? a->exptime : a->vivify_exptime;
+        /* A new item has no TTL until its N (or T) is reached: memcached
+         * sets them as it walks the flags, so t shows the last one set
+         * before it. */
+        exptime = 0;
+        for (unsigned i = 0; i < m->nflags && m->flags[i].c != 't'; i++) {
+            if (m->flags[i].c == 'N') {
+                exptime = a->vivify_exptime;
+            } else if (m->flags[i].c == 'T') {
+                exptime = a->exptime;
+            }
+        }
     }
     r->hit = true;
     r->key_binary = item_key_binary(it);

@@ -16,6 +16,7 @@ absent, so the suite still runs without it.
 
 import os
 import re
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -171,6 +172,18 @@ CASES = [
       expect=b"VA 2\r\n13\r\n"),
     c("ma non-numeric", b"ms {k} 1\r\nx\r\nma {k}\r\n"),
     c("ma bad delta", b"ma {k} Dx\r\n"),
+    c("mg t before N shows no TTL yet", b"mg {k} t N30\r\nmg {k} N30 t\r\n",
+      expect=b"HD t-1 W\r\nHD t# Z\r\n"),
+    c("mg N before t shows it", b"mg {k} N30 t\r\n", expect=b"HD t# W\r\n"),
+    c("ma N q vivifies silently", b"ma {k} N30 q\r\nmg {k} v\r\n",
+      expect=b"VA 1\r\n0\r\n", old=b"HD\r\nVA 1\r\n0\r\n"),
+    c("ms s shows the size", b"ms {k} 2 s\r\nhi\r\n", expect=b"HD s2\r\n",
+      old=b"HD\r\n"),
+    c("mg x is known", b"mg {k} x\r\n", expect=b"EN\r\n",
+      old=b"CLIENT_ERROR invalid flag\r\n"),
+    c("md E sets the tombstone's cas", b"ms {k} 1\r\nx\r\nmd {k} I E99\r\n"
+      b"mg {k} c\r\n", expect=b"HD\r\nHD\r\nHD c99 X W\r\n",
+      old=b"HD\r\nCLIENT_ERROR invalid or duplicate flag\r\nHD c#\r\n"),
     c("mn alone", b"", expect=b""),
     c("me", b"ms {k} 1\r\nx\r\nme {k}\r\n"),
     c("meta key too long", b"mg " + b"k" * 251 + b" v\r\n"),
@@ -218,7 +231,6 @@ CASES = [
     c("watch with a bad word", b"watch bogus\r\n"),
     c("misplaced noreply", b"get noreply\r\n"),
     # ---- stats groups, on servers of their own ---------------------------
-    c("stats conns", b"stats conns\r\n", own=True),
     c("stats sizes", b"stats sizes\r\n", own=True,
       expect=b"STAT sizes_status disabled\r\nEND\r\n"),
     c("stats detail dump", b"stats detail dump\r\n", own=True,
@@ -456,3 +468,32 @@ def test_growing_sets_at_the_default_memory_limit(binary, which):
             assert conn.readline().startswith(b"VALUE grow")
     finally:
         s.stop()
+
+
+def conns_block(binary):
+    """stats conns of a fresh server seen by one connection while another
+    sits idle after a get, once the start-up check's connection is gone;
+    fds and ports as shapes."""
+    s = Server(binary, (), binary == REFERENCE_BIN).start()
+    try:
+        with s.conn() as idle, s.conn() as asking:
+            idle.send(b"get x\r\n")
+            assert idle.readline() == b"END\r\n"
+            for _ in range(50):
+                block = asking.get_block(b"stats conns\r\n")
+                if len(set(re.findall(rb"STAT (\d+):", block))) == 3:
+                    break
+                time.sleep(0.1)
+            # the asking connection first, then the idle one, as fds go
+            return norm(block)
+    finally:
+        s.stop()
+
+
+@pytest.mark.mcpm
+@against_memcached
+def test_stats_conns_as_memcached(binary):
+    ours = conns_block(binary)
+    assert ours.count(b":state conn_read\r\n") == 1, ours
+    assert sorted(ours.split(b"\r\n")) == sorted(
+        conns_block(REFERENCE_BIN).split(b"\r\n"))
