@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct cache_options opts;
 
@@ -261,6 +262,40 @@ test_crawler_counts(void)
     cache_shutdown();
 }
 
+/* -o tail_repair_time: an item held at the COLD tail longer than that is
+ * unlinked when an eviction reaches it (counted in tailrepairs), while
+ * the holder's reference keeps its memory readable until released. */
+static void
+test_tail_repair(void)
+{
+    struct cache_item_stats is;
+    enum cache_status st;
+    struct item *held;
+    unsigned cls, n;
+
+    defaults(&opts);
+    opts.mem_limit = 2u << 20;
+    opts.tail_repair_time = 1;      /* the option says 10 s at least */
+    start();
+    cls = slabs_clsid(item_size(5, 0, 100000, true));
+    is_int(put(0, 100000, 0), CACHE_STORED, "tail repair: stored");
+    held = cache_get("k0", 2, hash_key("k0", 2), &st);
+    ok(held != NULL, "a reader holds k0");
+    sleep(3);
+    clock_tick();
+    for (n = 1; n < 60; n++) {
+        put(n, 100000, 0);
+    }
+    lru_item_stats(cls, &is);
+    ok(is.tailrepairs >= 1, "tailrepairs counted");
+    is_int(get(0), -1, "the held item was unlinked");
+    ok(held != NULL && item_value(held)[0] == 'v' &&
+       item_value(held)[99999] == 'v', "the holder still reads its value");
+    cache_release(held);
+    is_int(put(0, 100000, 0), CACHE_STORED, "the key can be stored again");
+    cache_shutdown();
+}
+
 int
 main(void)
 {
@@ -272,5 +307,6 @@ main(void)
     test_no_evict();
     test_flat();
     test_crawler_counts();
+    test_tail_repair();
     return done_testing();
 }
