@@ -81,8 +81,9 @@ token_double(const struct token *t, double *out)
 /* slabs automove <0|1|2>, or ratio, freeratio or window and a value, as
  * memcached 1.6.45 answers them: a level that is not a number is a
  * CLIENT_ERROR, one out of range an ERROR, and tokens after the level
- * are ignored.  Ratios and windows out of the range the page mover can
- * use are refused (ERROR) where memcached would take them. */
+ * are ignored; a window outside 3..1800 is memcached's CLIENT_ERROR.
+ * Ratios out of the range the page mover can use are refused (ERROR)
+ * where memcached would take them. */
 static enum process_result
 slabs_automove(struct conn *c, struct request *req)
 {
@@ -106,7 +107,7 @@ slabs_automove(struct conn *c, struct request *req)
             return reply(c, RSP_CLIENT_ERROR_FORMAT);
         }
         if (level < 3 || level > 1800) {
-            return reply(c, RSP_ERROR);
+            return reply(c, RSP_AUTOMOVE_WINDOW);
         }
         o->automove_window = level;
         return reply(c, RSP_OK);

@@ -85,6 +85,8 @@
     ACTION(RSP_DUMP_PIPELINED,                                                \
            "ERROR cannot pipeline other commands before metadump")            \
     ACTION(RSP_KEYDUMP_DISABLED, "ERROR key dump not allowed")                \
+    ACTION(RSP_AUTOMOVE_WINDOW,                                               \
+           "CLIENT_ERROR automove window too low or too high")                \
     ACTION(RSP_MGDUMP_PIPELINED,                                              \
            "ERROR cannot pipeline other commands before mgdump")              \
     ACTION(RSP_EN,              "EN")                                         \

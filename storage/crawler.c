@@ -277,10 +277,10 @@ crawler_request(const bool classes[CACHE_MAX_CLASSES])
 {
     enum cache_status st = CACHE_NOTSTARTED;
 
-    for (unsigned id = 0; id < CACHE_MAX_CLASSES; id++) {
-        if (classes[id] && (id == 0 || id > slabs_largest())) {
-            return CACHE_BADCLASS;
-        }
+    /* As memcached: any class id below the limit may be asked for, and
+     * an empty one is crawled at once; class 0 is the page pool. */
+    if (classes[0]) {
+        return CACHE_BADCLASS;
     }
     pthread_mutex_lock(&cr.lock);
     if (!cr.on) {
@@ -289,8 +289,8 @@ crawler_request(const bool classes[CACHE_MAX_CLASSES])
         st = CACHE_BUSY;
     } else {
         for (unsigned id = 1; id < CACHE_MAX_CLASSES; id++) {
-            cr.want[id] = classes[id] && lru_items_in_class(id) > 0;
-            st = cr.want[id] ? CACHE_OK : st;
+            cr.want[id] = classes[id] && id <= slabs_largest();
+            st = classes[id] ? CACHE_OK : st;
         }
         cr.pending = st == CACHE_OK;
         pthread_cond_signal(&cr.cond);
