@@ -16,6 +16,8 @@ absent, so the suite still runs without it.
 
 import os
 import re
+import socket
+import struct
 import time
 from dataclasses import dataclass
 
@@ -542,3 +544,110 @@ def test_stats_conns_as_memcached(binary):
     assert ours.count(b":state conn_read\r\n") == 1, ours
     assert sorted(ours.split(b"\r\n")) == sorted(
         conns_block(REFERENCE_BIN).split(b"\r\n"))
+
+
+# ---- the binary protocol, frame by frame ----------------------------------
+
+def bin_req(op, key=b"", val=b"", extra=b"", cas=0, vbucket=0):
+    return struct.pack(">BBHBBHIIQ", 0x80, op, len(key), len(extra), 0,
+                       vbucket, len(key) + len(extra) + len(val),
+                       0xdeadbeef, cas) + extra + key + val
+
+
+FL = struct.pack(">II", 5, 0)                   # flags 5, no expiry
+DELTA = struct.pack(">QQI", 1, 7, 0)            # +1, vivify at 7
+NO_VIVIFY = struct.pack(">QQI", 1, 0, 0xffffffff)
+
+# (name, frames, 1.6.18's frames where it is older, as parsed below)
+BIN_CASES = [
+    ("get miss", bin_req(0, b"b1")),
+    ("set and get", bin_req(1, b"b2", b"vv", FL) + bin_req(0, b"b2")),
+    ("getk", bin_req(1, b"b3", b"vv", FL) + bin_req(0x0c, b"b3")),
+    ("getq miss then noop", bin_req(9, b"b4") + bin_req(0x0a)),
+    ("getkq hit", bin_req(1, b"b5", b"x", FL) + bin_req(0x0d, b"b5") +
+     bin_req(0x0a)),
+    ("add over a value", bin_req(1, b"b6", b"x", FL) +
+     bin_req(2, b"b6", b"y", FL)),
+    ("replace a miss", bin_req(3, b"b7", b"y", FL)),
+    ("delete a miss", bin_req(4, b"b8")),
+    ("incr a miss, no vivify", bin_req(5, b"b9", extra=NO_VIVIFY)),
+    ("incr vivifies", bin_req(5, b"b10", extra=DELTA) + bin_req(0, b"b10")),
+    ("incr on text", bin_req(1, b"b11", b"x", FL) +
+     bin_req(5, b"b11", extra=DELTA)),
+    ("decr below 0", bin_req(1, b"b12", b"3", FL) +
+     bin_req(6, b"b12", extra=struct.pack(">QQI", 9, 0, 0))),
+    ("append", bin_req(1, b"b13", b"a", FL) + bin_req(0x0e, b"b13", b"b") +
+     bin_req(0, b"b13")),
+    ("prepend a miss", bin_req(0x0f, b"b14", b"b")),
+    ("touch", bin_req(1, b"b15", b"a", FL) +
+     bin_req(0x1c, b"b15", extra=struct.pack(">I", 10))),
+    ("gat", bin_req(1, b"b16", b"a", FL) +
+     bin_req(0x1d, b"b16", extra=struct.pack(">I", 10))),
+    ("gatq miss", bin_req(0x1e, b"b17", extra=struct.pack(">I", 10)) +
+     bin_req(0x0a)),
+    ("cas mismatch", bin_req(1, b"b19", b"a", FL) +
+     bin_req(1, b"b19", b"b", FL, cas=12345)),
+    ("cas on a miss", bin_req(1, b"b20", b"b", FL, cas=12345)),
+    ("noop", bin_req(0x0a)),
+    ("flush", bin_req(8)),
+    ("flush later", bin_req(8, extra=struct.pack(">I", 100))),
+    ("unknown opcode", bin_req(0x50)),
+    ("set without extras", bin_req(1, b"b21", b"v")),
+    ("get with extras", bin_req(0, b"b22", extra=b"abcd")),
+    ("key of 251 bytes", bin_req(0, b"k" * 251)),
+    ("too large", bin_req(1, b"b23", b"v" * 2000000, FL)),
+    ("sasl list without -S", bin_req(0x20)),
+    ("stat of a bad group", bin_req(0x10, b"bogus")),
+    ("quit", bin_req(7)),
+    ("quitq", bin_req(0x17)),
+    ("setq then get", bin_req(0x11, b"b24", b"v", FL) + bin_req(0, b"b24")),
+    ("deleteq of a hit", bin_req(1, b"b25", b"v", FL) +
+     bin_req(0x14, b"b25") + bin_req(0x0a)),
+    ("incrq", bin_req(0x15, b"b26", extra=DELTA) + bin_req(0x0a)),
+    ("a vbucket", bin_req(0, b"b28", vbucket=5)),
+]
+
+
+END_NOOP = struct.pack(">BBHBBHIIQ", 0x80, 0x0a, 0, 0, 0, 0, 0, 0x454e44,
+                       0)                    # a noop whose opaque is "END"
+
+
+def bin_frames(port, data):
+    """The reply frames up to the closing noop's: (magic, opcode, key
+    length, extras length, status, opaque, has a cas, body; version's and
+    stat's bodies left out), then "EOF" if the server closed first."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(data + END_NOOP)
+        buf, out = b"", []
+        while True:
+            while len(buf) >= 24 and len(buf) >= 24 + struct.unpack(
+                    ">I", buf[8:12])[0]:
+                m, op, kl, el, _, st, bl, opq, cas = struct.unpack(
+                    ">BBHBBHIIQ", buf[:24])
+                body, buf = buf[24:24 + bl], buf[24 + bl:]
+                if opq == 0x454e44:
+                    return out
+                out.append((m, op, kl, el, st, opq, cas != 0, body))
+            d = s.recv(65536)
+            if not d:
+                return out + ["EOF"]
+            buf += d
+
+
+@pytest.mark.mcpm
+@against_memcached
+@pytest.mark.parametrize("name, data", BIN_CASES, ids=[c[0] for c in BIN_CASES])
+def test_binary_same_as_memcached(servers, binary, name, data):
+    ours = bin_frames(servers.get(binary, (), "binary").port, data)
+    theirs = bin_frames(servers.get(REFERENCE_BIN, (), "binary").port, data)
+    assert ours == theirs
+
+
+@pytest.mark.v1645
+def test_binary_verbosity_is_unknown(servers, binary):
+    # 1.6.45 has no binary verbosity (1.6.18 took it and answered nothing,
+    # stalling the frames after it).
+    got = bin_frames(servers.get(binary, (), "binary").port,
+                     bin_req(0x1b, extra=struct.pack(">I", 1)))
+    assert got == [(0x81, 0x1b, 0, 0, 0x81, 0xdeadbeef, False,
+                    b"Unknown command")]
