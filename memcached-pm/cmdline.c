@@ -405,41 +405,6 @@ opt_temporary_ttl(const char *val)
 }
 
 static int
-opt_tier_policy(const char *val)
-{
-    const char *name = settings_policy_name(val);
-
-    if (name != NULL) {
-        settings.tier_policy = name;
-        return 0;
-    }
-    fprintf(stderr, "Invalid value for tier_policy: \"%s\" (dram, "
-            "pmem, cache or capacity)\n", val ? val : "");
-    return -1;
-}
-
-static int
-opt_durability(const char *val)
-{
-    static const char *const names[] = {
-        [CACHE_DURABLE_AUTO] = "auto",
-        [CACHE_DURABLE_PROCESS] = "process",
-        [CACHE_DURABLE_POWER] = "power",
-    };
-
-    for (size_t i = 0; val != NULL && i < sizeof(names) / sizeof(*names);
-         i++) {
-        if (strcmp(val, names[i]) == 0) {
-            settings.cache.pmem_durability = (enum cache_durability)i;
-            return 0;
-        }
-    }
-    fprintf(stderr, "Invalid value for memory_file_durability: \"%s\" "
-            "(auto, process or power)\n", val ? val : "");
-    return -1;
-}
-
-static int
 opt_no_modern(const char *val)
 {
     struct cache_options *c = &settings.cache;

@@ -47,15 +47,39 @@ static const char *const policies[] = {
 };
 #define NPOLICIES (sizeof(policies) / sizeof(policies[0]))
 
-const char *
-settings_policy_name(const char *name)
+int
+settings_opt_tier_policy(const char *val)
 {
-    for (size_t i = 0; name != NULL && i < NPOLICIES; i++) {
-        if (strcmp(name, policies[i]) == 0) {
-            return policies[i];
+    for (size_t i = 0; val != NULL && i < NPOLICIES; i++) {
+        if (strcmp(val, policies[i]) == 0) {
+            settings.tier_policy = policies[i];
+            return 0;
         }
     }
-    return NULL;
+    fprintf(stderr, "Invalid value for tier_policy: \"%s\" (dram, "
+            "pmem, cache or capacity)\n", val ? val : "");
+    return -1;
+}
+
+int
+settings_opt_durability(const char *val)
+{
+    static const char *const names[] = {
+        [CACHE_DURABLE_AUTO] = "auto",
+        [CACHE_DURABLE_PROCESS] = "process",
+        [CACHE_DURABLE_POWER] = "power",
+    };
+
+    for (size_t i = 0; val != NULL && i < sizeof(names) / sizeof(*names);
+         i++) {
+        if (strcmp(val, names[i]) == 0) {
+            settings.cache.pmem_durability = (enum cache_durability)i;
+            return 0;
+        }
+    }
+    fprintf(stderr, "Invalid value for memory_file_durability: \"%s\" "
+            "(auto, process or power)\n", val ? val : "");
+    return -1;
 }
 
 static const char *const tls_versions[] = {
@@ -154,36 +178,6 @@ settings_parse_double(const char *s, double *out)
     errno = 0;
     *out = strtod(s, &end);
     return errno == 0 && *end == '\0';
-}
-
-/* A size with an optional k/m/g suffix, in units of `unit` when bare. */
-bool
-settings_parse_size(const char *s, uint64_t unit, uint64_t *out)
-{
-    char *end;
-    unsigned long long v;
-    uint64_t mul = unit;
-
-    if (s == NULL || *s < '0' || *s > '9') {
-        return false;
-    }
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0) {
-        return false;
-    }
-    switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mul = 1024; end++; break;
-    case 'm': case 'M': mul = MB; end++; break;
-    case 'g': case 'G': mul = (uint64_t)1024 * MB; end++; break;
-    default: return false;
-    }
-    if (*end != '\0' || v > UINT64_MAX / mul) {
-        return false;
-    }
-    *out = v * mul;
-    return true;
 }
 
 int

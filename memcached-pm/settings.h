@@ -250,8 +250,9 @@
       "dax:<dir> or kmem: items in volatile PMEM through memkind")          \
     X(client_flags_size, U, V(4), 0, NULL, NULL, NONE, NULL)                \
     X(tier_policy, STR, D(const char *, tier_policy, NULL), 0, NULL,        \
-      "tier_policy", FN(opt_tier_policy), "where items live: dram, pmem "   \
-      "(with a memory file), cache (all in the file, items read often "     \
+      "tier_policy", FN(settings_opt_tier_policy), "where items live: "     \
+      "dram, pmem (with a memory file), cache (all in the file, items read "\
+      "often "                                                              \
       "copied to DRAM) or capacity (new items in DRAM, its tail moved to "  \
       "the file)")                                                          \
     X(memory_file_size, SZ, V(settings.cache.memory_file_size), 0, NULL,    \
@@ -277,8 +278,9 @@
     X(memory_file_numa_node, I, V(placement_memory_file_node()), 0, NULL,   \
       NULL, NONE, NULL)                                                     \
     X(_, HIDE, V(0), 0, NULL, "memory_file_durability",                     \
-      FN(opt_durability), "what a stored item survives: process (a "        \
-      "crash; no flushes), power (a power cut; flushes) or auto (default: " \
+      FN(settings_opt_durability), "what a stored item survives: process "  \
+      "(a crash; no flushes), power (a power cut; flushes) or auto "        \
+      "(default: "                                                          \
       "power, process on tmpfs)")                                           \
     X(_, HIDE, C(pmem_strict), 0, NULL, "memory_file_strict", ON,           \
       "power-loss simulator for crash tests: only flushed cache lines "     \
@@ -372,16 +374,16 @@ void settings_defaults(void);
  * memory file's size, the lock power). */
 int settings_check(void);
 
-/* The tier policy spelled `name` ("dram", ...), or NULL. */
-const char *settings_policy_name(const char *name);
+/* -o tier_policy and -o memory_file_durability (the options of the
+ * tiers, next to their rules): 0, or -1 with a message. */
+int settings_opt_tier_policy(const char *val);
+int settings_opt_durability(const char *val);
 
-/* Value parsers: the whole string, in range, or false.  A size takes a
- * k, m or g suffix and is in units of `unit` when bare. */
+/* Value parsers: the whole string, in range, or false. */
 bool settings_parse_int(const char *s, int lo, int hi, int *out);
 bool settings_parse_uint(const char *s, unsigned lo, unsigned hi,
                          unsigned *out);
 bool settings_parse_double(const char *s, double *out);
-bool settings_parse_size(const char *s, uint64_t unit, uint64_t *out);
 
 /* "Invalid value for <opt>: "<val>"" on stderr; returns -1. */
 int  settings_bad_value(const char *opt, const char *val);
