@@ -369,6 +369,18 @@ opt_tail_repair(const char *val)
     return 0;
 }
 
+/* -o sock_cookie_id=<n>: as memcached, a value it cannot read is 0. */
+static int
+opt_sock_cookie(const char *val)
+{
+    char *end;
+    unsigned long v = val != NULL ? strtoul(val, &end, 10) : 0;
+
+    settings.sock_cookie_id = val != NULL && *end == '\0' && v <= UINT_MAX
+                              ? (unsigned)v : 0;
+    return 0;
+}
+
 /* -o resp_obj_mem_limit: gone from memcached, accepted with its word. */
 static int
 opt_resp_obj_mem_limit(const char *val)

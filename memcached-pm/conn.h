@@ -393,6 +393,11 @@ size_t conn_out_copy(struct conn *c, struct conn_out_pos *pos, char *dst,
  * back, rewind the arena, forget the messages. */
 void conn_out_sent(struct conn *c);
 
+/* -o sock_cookie_id: the mark a firewall can match (SO_MARK) on a
+ * listening socket; without CAP_NET_ADMIN, memcached's "setsockopt"
+ * line and the socket serves unmarked.  Nothing when the id is 0. */
+void conn_sock_cookie(int fd);
+
 /* An IPv4 or IPv6 address as "stats conns" names it: "<transport>:ip:port"
  * or "<transport>6:[ip]:port" ("tcp", "udp"). */
 void conn_sockaddr_name(const struct sockaddr *sa, const char *transport,

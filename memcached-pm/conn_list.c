@@ -147,3 +147,13 @@ conn_state_label(enum conn_state s)
     case CONN_CLOSING: default: return "conn_closing";
     }
 }
+
+void
+conn_sock_cookie(int fd)
+{
+    unsigned id = settings.sock_cookie_id;
+
+    if (id != 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &id, sizeof(id)) != 0) {
+        perror("setsockopt");
+    }
+}

@@ -301,6 +301,9 @@
       "accepted, as memcached 1.6 (its defaults)")                          \
     X(_, HIDE, V(0), 0, NULL, "no_modern", FN(opt_no_modern),               \
       "the pre-1.5 LRU: no maintainer, crawler or mover")                   \
+    X(_, HIDE, D(unsigned, sock_cookie_id, 0), 0, NULL, "sock_cookie_id",   \
+      FN(opt_sock_cookie), "attributes an ID to a socket for ip "           \
+      "filtering/firewalls (SO_MARK)")                                      \
     X(_, HIDE, V(0), 0, NULL, "drop_privileges", NOOP,                      \
       "accepted and ignored")                                               \
     X(_, HIDE, V(0), 0, NULL, "no_drop_privileges", NOOP,                   \

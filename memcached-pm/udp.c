@@ -294,6 +294,7 @@ open_one(const struct addrinfo *ai, bool shared)
     if (fd < 0) {
         return -1;
     }
+    conn_sock_cookie(fd);
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (shared) {
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));

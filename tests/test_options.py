@@ -14,6 +14,7 @@ memory_file (test_pmem.py), -u (test_process.py), -k and -r
 """
 
 import os
+import subprocess
 
 import pytest
 
@@ -102,6 +103,8 @@ ACCEPTED = [
     (["-o", "slab_chunk_max=1024"], {"slab_chunk_max": "1048576"}),
     (["-I", "2m", "-o", "slab_chunk_max=256"], {"slab_chunk_max": "262144"}),
     (["-N", "2"], {"num_napi_ids": "2"}),
+    (["-o", "sock_cookie_id=7"], {}),
+    (["-o", "sock_cookie_id=x"], {}),       # memcached reads it as 0
 ]
 
 # Rows memcached 1.6.18 shows otherwise than 1.6.45 for these options
@@ -253,3 +256,15 @@ def test_refused(binary, args, code, message):
     assert r.returncode == code, r.stderr
     if message is not None:
         assert message in (r.stderr + r.stdout).decode(), r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SO_MARK needs CAP_NET_ADMIN")
+def test_sock_cookie_id_marks_the_listener(binary, reference):
+    # The mark a firewall matches (SO_MARK; root may set it), as ss shows.
+    s = Server(binary, ["-o", "sock_cookie_id=42"], reference).start()
+    try:
+        out = subprocess.run(["ss", "-tlne", "sport = :%d" % s.port],
+                             capture_output=True, text=True, check=True).stdout
+    finally:
+        s.stop()
+    assert "fwmark:0x2a" in out, out
