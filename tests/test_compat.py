@@ -20,6 +20,7 @@ import socket
 import struct
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,27 @@ from conftest import REFERENCE_BIN, Server
 HAVE_MEMCACHED = os.access(REFERENCE_BIN, os.X_OK)
 against_memcached = pytest.mark.skipif(
     not HAVE_MEMCACHED, reason="Debian's memcached is not installed")
+
+# Where memcached-pm differs from memcached on purpose: each with the
+# words the man page's DIFFERENCES FROM MEMCACHED section uses for it
+# (test_man_page_lists_every_difference) and the tests that show it.
+DELIBERATE = {
+    "a memory file survives a crash":
+        ("kill \\-9", "test_pmem.py::test_e_keeps_items_across_a_crash"),
+    "xxh3 is the default hash":
+        ("xxh3", "test_options.py::test_defaults_that_differ"),
+    "-o memory_file refuses a file it cannot read":
+        ("refused rather than discarded",
+         "test_pmem.py::test_restart_under_other_settings_is_refused"),
+    "stats rows of the tiers, prefetch and the read path":
+        ("lockfree_hits", "test_stats_names.py, OURS_ONLY below"),
+    "a negative -m is refused":
+        ("negative value", "test_options.py::SAFER"),
+    "no extstore or proxy":
+        ("no extstore and no proxy", "stats extstore below"),
+    "the version says memcached-pm":
+        ("1.6.45-pm-", "version below"),
+}
 
 END = b"mn\r\n"             # every case ends with a meta no-op ...
 MN = b"MN\r\n"              # ... so its replies end with MN
@@ -654,3 +676,11 @@ def test_binary_verbosity_is_unknown(servers, binary):
                      bin_req(0x1b, extra=struct.pack(">I", 1)))
     assert got == [(0x81, 0x1b, 0, 0, 0x81, 0xdeadbeef, False,
                     b"Unknown command")]
+
+
+def test_man_page_lists_every_difference():
+    page = (Path(__file__).resolve().parent.parent / "doc" /
+            "memcached-pm.1").read_text()
+    section = page.split(".SH DIFFERENCES FROM MEMCACHED")[1].split(".SH")[0]
+    for what, (words, _) in DELIBERATE.items():
+        assert words in section, what
