@@ -684,3 +684,29 @@ def test_man_page_lists_every_difference():
     section = page.split(".SH DIFFERENCES FROM MEMCACHED")[1].split(".SH")[0]
     for what, (words, _) in DELIBERATE.items():
         assert words in section, what
+
+
+@pytest.mark.parametrize("which", ["memcached-pm", "memcached"])
+def test_sets_over_expired_items_count_reclaimed(binary, which):
+    """Fifty SETs whose memory comes from fifty expired items: reclaimed
+    and expired_unfetched count each, as memcached counts them."""
+    if which == "memcached":
+        if not HAVE_MEMCACHED:
+            pytest.skip("Debian's memcached is not installed")
+        binary = REFERENCE_BIN
+    s = Server(binary, ("-o", "no_lru_crawler"),
+               binary == REFERENCE_BIN).start()
+    try:
+        with s.conn() as conn:
+            for i in range(50):
+                conn.call(b"set old%d 0 1 10\r\n0123456789\r\n" % i,
+                          b"STORED\r\n")
+            time.sleep(2.2)
+            for i in range(50):
+                conn.call(b"set new%d 0 0 10\r\n0123456789\r\n" % i,
+                          b"STORED\r\n")
+            st = conn.stats()
+    finally:
+        s.stop()
+    assert (st["reclaimed"], st["expired_unfetched"], st["curr_items"],
+            st["total_items"]) == ("50", "50", "50", "100")
