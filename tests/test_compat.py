@@ -14,6 +14,7 @@ against memcached are marked `against_memcached` and skipped where it is
 absent, so the suite still runs without it.
 """
 
+import itertools
 import os
 import re
 import socket
@@ -710,3 +711,56 @@ def test_sets_over_expired_items_count_reclaimed(binary, which):
         s.stop()
     assert (st["reclaimed"], st["expired_unfetched"], st["curr_items"],
             st["total_items"]) == ("50", "50", "50", "100")
+
+
+# ---- every meta flag, and every pair of them -------------------------------
+
+META_FLAGS = {
+    "mg": "b c f h k l O9 q s t u v E5 N30 R30 T30 x I D1 F3 C1 M J1 S3",
+    "ms": "b c k O9 q s I F5 T30 C1 E7 MS ME MA MP MR MX N30 f t v x S1",
+    "md": "b q I C1 E7 T30 x k O9 F4 c t v s N1",
+    "ma": "b N30 J10 D3 T30 M+ M- MI MD MX q t c v k O9 C1 E8 s f",
+}
+
+
+def newer_than_1618(cmd, flags):
+    """Flag sets 1.6.18 answers otherwise than 1.6.45: E and x came later
+    (and ms's s, its size); ms N vivifies an append in 1.6.20 on; and ma
+    N with q is quiet in 1.6.45."""
+    if any(f[0] in "Ex" for f in flags):
+        return True
+    if cmd == "ms" and ("s" in flags or ("N30" in flags and
+                                        {"MA", "MP"} & set(flags))):
+        return True
+    return cmd == "ma" and "N30" in flags and "q" in flags
+
+
+@pytest.mark.mcpm
+@against_memcached
+@pytest.mark.parametrize("cmd", sorted(META_FLAGS))
+def test_meta_flag_pairs_same_as_memcached(servers, binary, cmd):
+    """Each flag of the command alone and with each other one, on a miss
+    and on a hit, then the item as mg sees it: memcached's bytes."""
+    flags = META_FLAGS[cmd].split()
+    ours = servers.get(binary, (), "pairs")
+    theirs = servers.get(REFERENCE_BIN, (), "pairs")
+    combos = [(f,) for f in flags] + list(itertools.combinations(flags, 2))
+    diffs = []
+    for n, combo in enumerate(combos):
+        if newer_than_1618(cmd, combo):
+            continue
+        for hit in (False, True):
+            key = b"a2V5" if "b" in combo else b"%s_%d_%d" % (
+                cmd.encode(), n, hit)
+            fl = " ".join(combo).encode()
+            req = b"set %s 3 0 1\r\n5\r\n" % key if hit else b""
+            req += (b"ms %s 1 %s\r\n9\r\n" % (key, fl) if cmd == "ms"
+                    else b"%s %s %s\r\n" % (cmd.encode(), key, fl))
+            req += b"mg %s v f t c\r\n" % key
+            if "b" in combo:
+                req += b"md a2V5 b q\r\n"       # the next pair starts clean
+            case = Case(fl.decode(), req)
+            a, b = (norm(ask(s, case, key)) for s in (ours, theirs))
+            if a != b:
+                diffs.append("%r: ours %r, memcached %r" % (req, a, b))
+    assert not diffs, "\n".join(diffs[:20])
