@@ -88,6 +88,7 @@ for line in open(sys.argv[1]):
     runs.setdefault(h, []).append(float(v))
 med = {h: statistics.median(v) for h, v in runs.items()}
 for h in sorted(med):
-    print("%-8s median %.0f requests/s over %d runs" % (h, med[h], len(runs[h])))
+    print("%-8s median %.0f requests/s over %d runs"
+          % (h, med[h], len(runs[h])))
 print("xxh3 / murmur3: %.3f" % (med["xxh3"] / med["murmur3"]))
 PY

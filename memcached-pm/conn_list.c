@@ -153,7 +153,8 @@ conn_sock_cookie(int fd)
 {
     unsigned id = settings.sock_cookie_id;
 
-    if (id != 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &id, sizeof(id)) != 0) {
+    if (id != 0 &&
+        setsockopt(fd, SOL_SOCKET, SO_MARK, &id, sizeof(id)) != 0) {
         perror("setsockopt");
     }
 }

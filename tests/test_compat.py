@@ -662,7 +662,8 @@ def bin_frames(port, data):
 
 @pytest.mark.mcpm
 @against_memcached
-@pytest.mark.parametrize("name, data", BIN_CASES, ids=[c[0] for c in BIN_CASES])
+@pytest.mark.parametrize("name, data", BIN_CASES,
+                         ids=[c[0] for c in BIN_CASES])
 def test_binary_same_as_memcached(servers, binary, name, data):
     ours = bin_frames(servers.get(binary, (), "binary").port, data)
     theirs = bin_frames(servers.get(REFERENCE_BIN, (), "binary").port, data)

@@ -179,7 +179,7 @@ REFUSED = [
     (["-m", "abc"], 64, "Cannot set item size limit higher than 1/2 of "
      "memory max."),
     (["-m", "1g"], 64, "Cannot set item size limit higher than 1/2 of "
-     "memory max."),                                # 1 MB, as memcached reads it
+     "memory max."),                        # 1 MB, as memcached reads it
     (["-c", "0"], 1, "Maximum connections must be greater than 0"),
     (["-c", "x"], 1, "Maximum connections must be greater than 0"),
     (["-t", "0"], 1, "Number of threads must be greater than 0"),
