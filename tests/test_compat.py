@@ -439,6 +439,10 @@ VOLATILE = {
     "slab_global_page_pool", "total_malloced", "moves_within_lru",
     "moves_to_cold", "moves_to_warm", "lru_bumps_dropped",
     "crawler_items_checked", "crawler_reclaimed",
+    # memcached frees a chunk when the last reply holding its item has been
+    # written, and counts lrutail_reflocked when its maintainer meets an
+    # item still held: both follow the timing of the writes.
+    "used_chunks", "free_chunks", "lrutail_reflocked",
 }
 OURS_ONLY = {   # memcached-pm's tiers, prefetch and read path (man page)
     "prefetch_batches", "prefetch_keys", "lockfree_hits",
