@@ -268,3 +268,22 @@ def test_sock_cookie_id_marks_the_listener(binary, reference):
     finally:
         s.stop()
     assert "fwmark:0x2a" in out, out
+
+
+@pytest.mark.v1645
+def test_napi_ids_fall_back_to_round_robin_on_loopback(binary):
+    # Loopback has no NIC receive queue (NAPI id 0): every connection goes
+    # round robin and is counted so, as memcached counts it.
+    s = Server(binary, ["-N", "2", "-t", "2"], False).start()
+    try:
+        conns = [s.conn() for _ in range(3)]
+        st = conns[0].stats()
+        for c in conns:
+            c.close()
+    finally:
+        s.stop()
+    # every accepted connection; the listener is counted in
+    # total_connections too
+    assert int(st["round_robin_fallback"]) == \
+        int(st["total_connections"]) - 1 >= 3
+    assert st["unexpected_napi_ids"] == "0"
