@@ -277,6 +277,8 @@ def test_napi_ids_fall_back_to_round_robin_on_loopback(binary):
     s = Server(binary, ["-N", "2", "-t", "2"], False).start()
     try:
         conns = [s.conn() for _ in range(3)]
+        for c in conns:
+            c.sync()                # accepted and handed to a worker
         st = conns[0].stats()
         for c in conns:
             c.close()
