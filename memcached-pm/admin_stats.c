@@ -138,7 +138,8 @@ sums(struct conn *c)
 /* Whether memcached prints a line (stats.h, metrics.h `shown`). */
 enum shown {
     SHOWN_ALWAYS, SHOWN_NEVER, SHOWN_IDLE, SHOWN_FAST, SHOWN_SSL,
-    SHOWN_SSL_CACHE, SHOWN_REASSIGN, SHOWN_CRAWLER, SHOWN_MAINTAINER
+    SHOWN_SSL_CACHE, SHOWN_RING, SHOWN_REASSIGN, SHOWN_CRAWLER,
+    SHOWN_MAINTAINER
 };
 
 static bool
@@ -151,6 +152,7 @@ shown(enum shown when)
     case SHOWN_SSL: return settings.ssl_enabled;
     case SHOWN_SSL_CACHE:
         return settings.ssl_enabled && settings.ssl_session_cache;
+    case SHOWN_RING: return settings.event_engine == ENGINE_IO_URING;
     case SHOWN_REASSIGN: return settings.cache.slab_reassign;
     case SHOWN_CRAWLER: return settings.cache.lru_crawler;
     case SHOWN_MAINTAINER: return settings.lru_maintainer;

@@ -141,6 +141,7 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size)
     c->fd = fd;
     c->proto = bound_proto();
     c->base = o->base;
+    c->ring = o->ring;
     c->list = o->list;
     c->stats = o->stats;
     c->la = o->la;
@@ -620,7 +621,7 @@ conn_flush(struct conn *c)
 {
     while (c->iov_sent < c->iov_len) {
         size_t left = c->iov_len - c->iov_sent;
-        ssize_t n = io_writev(c->fd, c->tls, &c->iov[c->iov_sent],
+        ssize_t n = io_writev(c->fd, c->tls, c->rio, &c->iov[c->iov_sent],
                               left < IOV_BATCH ? left : IOV_BATCH);
 
         if (n < 0) {
@@ -777,7 +778,7 @@ conn_read(struct conn *c)
     if (rbuf_room(c) != 0) {
         return -1;
     }
-    n = io_read(c->fd, c->tls, c->rbuf + c->rend, c->rsize - c->rend);
+    n = io_read(c->fd, c->tls, c->rio, c->rbuf + c->rend, c->rsize - c->rend);
 #ifdef ENABLE_TLS
     if (n > 0 && c->tls != NULL && !c->tls_named) {
         /* The handshake is done: keep the client's name where stats
@@ -787,7 +788,7 @@ conn_read(struct conn *c)
     }
 #endif
     if (n > 0) {
-        c->read_short = (size_t)n < c->rsize - c->rend && !io_pending(c->tls);
+        c->read_short = (size_t)n < c->rsize - c->rend && !io_pending(c->tls, c->rio);
         c->rend += (size_t)n;
     }
     return got_bytes(c, n);
@@ -834,11 +835,11 @@ conn_nread_direct(struct conn *c)
 {
     struct iovec iov[64];
     size_t n = value_iov(c, c->nitem, c->nread_off, iov, 64);
-    ssize_t got = io_readv(c->fd, c->tls, iov, (int)n);
+    ssize_t got = io_readv(c->fd, c->tls, c->rio, iov, (int)n);
 
     if (got > 0) {
         c->nread_off += (size_t)got;
-        if (io_pending(c->tls)) {
+        if (io_pending(c->tls, c->rio)) {
             c->read_short = false;  /* what follows the value is in TLS */
         }
     }

@@ -36,6 +36,8 @@
 
 struct obuf;
 struct lookahead;
+struct ring;
+struct ring_io;
 struct tls;
 struct udp_port;
 
@@ -126,6 +128,9 @@ struct conn {
 
     /* what it shares with the other connections of its worker */
     struct event_base   *base;
+    struct ring         *ring;       /* io_uring engine: the worker's ring
+                                        (ring.h), else NULL */
+    struct ring_io      *rio;        /* ... and its source on it */
     struct conn_list    *list;
     struct thread_stats *stats;      /* the worker's counters */
     struct lookahead    *la;         /* the worker's look-ahead */
@@ -188,6 +193,7 @@ struct conn_msg {
 /* The worker that will own a new connection. */
 struct conn_owner {
     struct event_base   *base;
+    struct ring         *ring;          /* NULL: epoll */
     struct conn_list    *list;
     struct thread_stats *stats;
     struct lookahead    *la;

@@ -16,6 +16,7 @@
 #include "memcached-pm/process.h"
 #include "memcached-pm/process_auth.h"
 #include "memcached-pm/process_bin.h"
+#include "memcached-pm/ring.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "memcached-pm/transport.h"
@@ -57,6 +58,10 @@ on_event(evutil_socket_t fd, short what, void *arg)
 static void
 conn_wait(struct conn *c, short flags)
 {
+    if (c->rio != NULL) {
+        ring_wait(c->rio, flags);
+        return;
+    }
     if (c->ev_flags == flags) {
         return;
     }
@@ -74,7 +79,33 @@ conn_wait(struct conn *c, short flags)
 void
 machine_start(struct conn *c)
 {
+    if (c->ring != NULL) {
+        /* A TLS session does its own reads and writes: the ring only
+         * tells it when the socket is ready. */
+        c->rio = ring_add(c->ring, c->fd, c->tls != NULL, on_event, c);
+        if (c->rio == NULL) {
+            conn_free(&c);
+            return;
+        }
+    }
     conn_wait(c, EV_READ);
+}
+
+/* The ring is through with a closed connection's socket and buffers. */
+static void
+ring_done_close(void *arg)
+{
+    struct conn *c = arg;
+
+    conn_free(&c);
+}
+
+static void
+ring_done_handoff(void *arg)
+{
+    struct conn *c = arg;
+
+    conn_detach(&c);
 }
 
 static void
@@ -100,6 +131,13 @@ machine_close(struct conn **c)
             unpark(*c);
         }
         lookahead_drop(*c);
+        if ((*c)->rio != NULL) {
+            /* freed once nothing of it is left in the ring */
+            conn_set_state(*c, CONN_CLOSING);
+            ring_remove((*c)->rio, ring_done_close, *c);
+            *c = NULL;
+            return;
+        }
         conn_free(c);
     }
 }
@@ -389,7 +427,11 @@ state_write(struct conn *c, bool *stop)
     if (c->yielded) {
         *stop = true;
         conn_wait(c, EV_READ);
-        event_active(&c->ev, EV_READ, 0);
+        if (c->rio != NULL) {
+            ring_again(c->rio, EV_READ);
+        } else {
+            event_active(&c->ev, EV_READ, 0);
+        }
         return CONN_PARSE;
     }
     conn_wait(c, EV_READ);
@@ -415,7 +457,11 @@ conn_drive(struct conn *c)
         case CONN_HANDOFF:
             /* watch: the mc-log thread owns the socket now. */
             lookahead_drop(c);
-            conn_detach(&c);
+            if (c->rio != NULL) {
+                ring_remove(c->rio, ring_done_handoff, c);
+            } else {
+                conn_detach(&c);
+            }
             return;
         case CONN_CLOSING:
         default:

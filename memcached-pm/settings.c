@@ -397,3 +397,36 @@ settings_check(void)
     return 0;
 }
 
+int
+settings_opt_event_engine(const char *val)
+{
+    if (val != NULL && strcmp(val, "epoll") == 0) {
+        settings.event_engine = ENGINE_EPOLL;
+    } else if (val != NULL && strcmp(val, "io_uring") == 0) {
+        settings.event_engine = ENGINE_IO_URING;
+    } else {
+        fprintf(stderr, "event_engine must be epoll or io_uring\n");
+        return -1;
+    }
+    return 0;
+}
+
+int
+settings_opt_ring_buffers(const char *val)
+{
+    unsigned n;
+
+    if (!settings_parse_uint(val, 1, 32768, &n) || (n & (n - 1)) != 0) {
+        fprintf(stderr, "ring_buffers must be a power of two from 1 to "
+                "32768\n");
+        return -1;
+    }
+    settings.ring_buffers = n;
+    return 0;
+}
+
+const char *
+settings_engine_name(void)
+{
+    return settings.event_engine == ENGINE_IO_URING ? "io_uring" : "epoll";
+}

@@ -54,6 +54,10 @@
 
 #define PCT_MSG "%s must be > 1 and < 80"
 
+/* -o event_engine: how the workers wait (worker.h); io_uring falls back
+ * to epoll, with a line on stderr, where the kernel lacks what it needs. */
+enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING };
+
 #define SETTINGS_OPTIONS(X)                                                 \
     X(maxbytes, SZ, C(mem_limit), 'm', "memory-limit=<num>", NULL,          \
       FN(opt_memory), "item memory in megabytes (default: 64)")             \
@@ -277,6 +281,20 @@
       "list, to NUMA node <n>, or to the memory file's node (file)")        \
     X(memory_file_numa_node, I, V(placement_memory_file_node()), 0, NULL,   \
       NULL, NONE, NULL)                                                     \
+    X(event_engine, STR, V(settings_engine_name()), 0, NULL,                \
+      "event_engine", FN(settings_opt_event_engine), "how workers wait "    \
+      "for and move bytes: epoll or io_uring (default: epoll)")             \
+    X(_, HIDE, D(int, event_engine, ENGINE_EPOLL), 0, NULL, NULL, NONE,     \
+      NULL)                                                                 \
+    X(_, HIDE, D(unsigned, ring_buffers, 256), 0, NULL, "ring_buffers",     \
+      FN(settings_opt_ring_buffers), "io_uring: 16 KB receive buffers per " \
+      "worker, a power of two (default: 256)")                              \
+    X(_, HIDE, D(unsigned, ring_entries, 256), 0, NULL, "ring_entries",     \
+      UINT(4, 32768, NULL), "io_uring: submission queue entries per "       \
+      "worker, four times as many completions (default: 256)")             \
+    X(_, HIDE, D(bool, ring_sqpoll, false), 0, NULL, "ring_sqpoll", ON,     \
+      "io_uring: a kernel thread per worker polls its submissions (costs "  \
+      "a core)")                                                            \
     X(_, HIDE, V(0), 0, NULL, "memory_file_durability",                     \
       FN(settings_opt_durability), "what a stored item survives: process "  \
       "(a crash; no flushes), power (a power cut; flushes) or auto "        \
@@ -381,6 +399,13 @@ int settings_check(void);
  * tiers, next to their rules): 0, or -1 with a message. */
 int settings_opt_tier_policy(const char *val);
 int settings_opt_durability(const char *val);
+
+/* -o event_engine=epoll|io_uring and -o ring_buffers=<n> (a power of
+ * two): 0, or -1 with a message; the engine's name as the workers run
+ * it. */
+int settings_opt_event_engine(const char *val);
+int settings_opt_ring_buffers(const char *val);
+const char *settings_engine_name(void);
 
 /* Value parsers: the whole string, in range, or false. */
 bool settings_parse_int(const char *s, int lo, int hi, int *out);

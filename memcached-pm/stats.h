@@ -60,7 +60,8 @@
  *
  * shown: ALWAYS; NEVER (counted for another reply: "stats tiers"); IDLE
  * (with -o idle_timeout), FAST (with maxconns_fast), SSL (with -Z),
- * SSL_CACHE (with -Z and ssl_session_cache), and storage's REASSIGN,
+ * SSL_CACHE (with -Z and ssl_session_cache), RING (on the io_uring
+ * engine: its faults, see ring.h), and storage's REASSIGN,
  * CRAWLER and MAINTAINER.
  */
 #define STATS_GENERAL(X)                                                    \
@@ -121,6 +122,11 @@
     X(prefetch_batches,           THREAD,  ALWAYS)                          \
     X(prefetch_keys,              THREAD,  ALWAYS)                          \
     X(lockfree_hits,              THREAD,  ALWAYS)                          \
+    X(ring_recv_nobufs,           THREAD,  RING)                            \
+    X(ring_recv_paused,           THREAD,  RING)                            \
+    X(ring_send_short,            THREAD,  RING)                            \
+    X(ring_send_errors,           THREAD,  RING)                            \
+    X(ring_cq_overflows,          THREAD,  RING)                            \
     CACHE_STATS_SERVER(X)                                                   \
     X(log_worker_dropped,         LOG,     ALWAYS)                          \
     X(log_worker_written,         LOG,     ALWAYS)                          \

@@ -3,11 +3,13 @@
  * TLS (tls.h), behind one interface: read, readv, writev, pending, the
  * readiness to wait for, and close.
  *
- * A connection is its socket and its TLS session (NULL: plain).  conn.c
- * is the only caller; the state machine asks only which readiness to
- * wait for.  The calls follow the system calls they replace: bytes, 0
- * when the peer closed, -1 with errno (EAGAIN when the socket has no room
- * or no data).  A plain connection pays one predictable branch.
+ * A connection is its socket, its TLS session (NULL: plain) and, under
+ * the io_uring engine, its source on the worker's ring (ring.h; NULL on
+ * epoll, and for TLS, which the ring only polls).  conn.c is the only
+ * caller; the state machine asks only which readiness to wait for.  The
+ * calls follow the system calls they replace: bytes, 0 when the peer
+ * closed, -1 with errno (EAGAIN when the socket has no room or no data).
+ * A plain connection pays two predictable branches.
  */
 #ifndef MCPM_TRANSPORT_H
 #define MCPM_TRANSPORT_H
@@ -20,10 +22,11 @@
 
 #include <event2/event.h>
 
+#include "memcached-pm/ring.h"
 #include "memcached-pm/tls.h"
 
 static inline ssize_t
-io_read(int fd, struct tls *tls, void *buf, size_t n)
+io_read(int fd, struct tls *tls, struct ring_io *rio, void *buf, size_t n)
 {
 #ifdef ENABLE_TLS
     if (tls != NULL) {
@@ -32,11 +35,15 @@ io_read(int fd, struct tls *tls, void *buf, size_t n)
 #else
     (void)tls;
 #endif
+    if (rio != NULL) {
+        return ring_read(rio, buf, n);
+    }
     return read(fd, buf, n);
 }
 
 static inline ssize_t
-io_readv(int fd, struct tls *tls, const struct iovec *iov, int n)
+io_readv(int fd, struct tls *tls, struct ring_io *rio,
+         const struct iovec *iov, int n)
 {
 #ifdef ENABLE_TLS
     if (tls != NULL) {
@@ -45,11 +52,15 @@ io_readv(int fd, struct tls *tls, const struct iovec *iov, int n)
 #else
     (void)tls;
 #endif
+    if (rio != NULL) {
+        return ring_readv(rio, iov, n);
+    }
     return readv(fd, iov, n);
 }
 
 static inline ssize_t
-io_writev(int fd, struct tls *tls, struct iovec *iov, size_t n)
+io_writev(int fd, struct tls *tls, struct ring_io *rio, struct iovec *iov,
+          size_t n)
 {
     struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
 
@@ -60,20 +71,25 @@ io_writev(int fd, struct tls *tls, struct iovec *iov, size_t n)
 #else
     (void)tls;
 #endif
+    if (rio != NULL) {
+        return ring_writev(rio, iov, n);
+    }
     return sendmsg(fd, &msg, MSG_NOSIGNAL);
 }
 
 /* Bytes already taken off the socket wait for a read: polling would not
  * see them. */
 static inline bool
-io_pending(const struct tls *tls)
+io_pending(const struct tls *tls, const struct ring_io *rio)
 {
 #ifdef ENABLE_TLS
-    return tls != NULL && tls_pending(tls);
+    if (tls != NULL) {
+        return tls_pending(tls);
+    }
 #else
     (void)tls;
-    return false;
 #endif
+    return rio != NULL && ring_pending(rio);
 }
 
 /* What to poll for after an EAGAIN: `usual` (EV_READ after a read,

@@ -24,6 +24,7 @@
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/machine.h"
+#include "memcached-pm/ring.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "proto/binary.h"
@@ -233,10 +234,14 @@ wait_for(struct udp_port *u, short what)
 {
     struct conn *c = u->c;
 
+    u->writing = what == EV_WRITE;
+    if (c->rio != NULL) {
+        ring_wait(c->rio, what);
+        return;
+    }
     event_del(&c->ev);
     event_assign(&c->ev, c->base, c->fd, what | EV_PERSIST, on_udp, u);
     event_add(&c->ev, NULL);
-    u->writing = what == EV_WRITE;
 }
 
 static void
@@ -477,6 +482,14 @@ udp_attach(unsigned id, const struct conn_owner *o)
         /* A UDP socket counts as a connection, as in memcached. */
         SERVER_STAT_INCR(curr_connections);
         SERVER_STAT_INCR(total_connections);
+        if (o->ring != NULL) {
+            /* the ring says when it is ready; recvmmsg does the rest */
+            if ((c->rio = ring_add(o->ring, c->fd, true, on_udp, u)) == NULL) {
+                return -1;
+            }
+            ring_wait(c->rio, EV_READ);
+            continue;
+        }
         c->ev_flags = EV_READ;
         event_assign(&c->ev, c->base, c->fd, EV_READ | EV_PERSIST, on_udp, u);
         if (event_add(&c->ev, NULL) != 0) {

@@ -18,6 +18,7 @@
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/machine.h"
+#include "memcached-pm/ring.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
@@ -45,6 +46,7 @@ static void
 owner_of(struct worker *w, struct conn_owner *o)
 {
     o->base = w->base;
+    o->ring = w->ring;
     o->list = w->list;
     o->stats = w->stats;
     o->la = &w->la;
@@ -75,11 +77,15 @@ take_pending(struct worker *w)
     }
 }
 
+/* Close every connection; on the ring, those with operations in it stay
+ * listed, closing, until the ring is through with them. */
 static void
 close_all(struct worker *w)
 {
-    while (w->list->head != NULL) {
-        struct conn *c = w->list->head;
+    struct conn *c, *next;
+
+    for (c = w->list->head; c != NULL; c = next) {
+        next = c->next;
         machine_close(&c);
     }
 }
@@ -101,7 +107,13 @@ on_notify(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_unlock(&w->lock);
     if (stopping) {
         close_all(w);
-        event_base_loopbreak(w->base);
+        if (w->ring != NULL) {
+            ring_remove(w->notify_io, NULL, NULL);
+            w->notify_io = NULL;
+            ring_break(w->ring);
+        } else {
+            event_base_loopbreak(w->base);
+        }
     }
 }
 
@@ -147,7 +159,10 @@ worker_main(void *arg)
     if (logger_thread_init() != 0) {
         log_error("worker %u: no ring for watch; it shares one", w->id);
     }
-    if (!cache_group_join()) {
+    if (w->ring != NULL) {
+        /* with group commit, a sync after every pass, before its replies */
+        ring_run(w->ring, cache_group_join() ? machine_end_pass : NULL);
+    } else if (!cache_group_join()) {
         event_base_dispatch(w->base);
     } else {
         /* Group commit: a sync after every pass, before its replies. */
@@ -164,6 +179,30 @@ worker_main(void *arg)
     machine_end_pass();
     cache_group_leave();
     return NULL;
+}
+
+/* Under -o event_engine=io_uring, the worker's ring; a worker whose ring
+ * cannot be made says why and runs on epoll.  0, or -1 when out of
+ * memory. */
+static int
+ring_setup(struct worker *w)
+{
+    struct ring_config cfg = {
+        .entries = settings.ring_entries,
+        .buffers = settings.ring_buffers,
+        .buffer_size = RING_BUFFER_SIZE,
+        .sqpoll = settings.ring_sqpoll,
+    };
+    char why[128];
+
+    if (settings.event_engine != ENGINE_IO_URING) {
+        return 0;
+    }
+    w->ring = ring_new(&cfg, w->stats, why, sizeof(why));
+    if (w->ring == NULL) {
+        log_error("worker %u: no io_uring (%s): it uses epoll", w->id, why);
+    }
+    return 0;
 }
 
 static int
@@ -195,10 +234,21 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
     if (w->base == NULL || w->notify_fd < 0) {
         return -1;
     }
-    w->notify_ev = event_new(w->base, w->notify_fd, EV_READ | EV_PERSIST,
-                             on_notify, w);
-    if (w->notify_ev == NULL || event_add(w->notify_ev, NULL) != 0) {
+    if (ring_setup(w) != 0) {
         return -1;
+    }
+    if (w->ring != NULL) {
+        w->notify_io = ring_add(w->ring, w->notify_fd, true, on_notify, w);
+        if (w->notify_io == NULL) {
+            return -1;
+        }
+        ring_wait(w->notify_io, EV_READ);
+    } else {
+        w->notify_ev = event_new(w->base, w->notify_fd, EV_READ | EV_PERSIST,
+                                 on_notify, w);
+        if (w->notify_ev == NULL || event_add(w->notify_ev, NULL) != 0) {
+            return -1;
+        }
     }
     owner_of(w, &o);
     if (udp_attach(id, &o) != 0) {
@@ -207,7 +257,10 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
     /* The sweep only exists with -o idle_timeout or TLS (handshakes that
      * stall): a pending timer makes every epoll_wait arm a kernel hrtimer,
      * which costs the request path about a microsecond for nothing. */
-    if (settings.idle_timeout > 0 || settings.ssl_enabled) {
+    if (w->ring != NULL && (settings.idle_timeout > 0 ||
+                            settings.ssl_enabled)) {
+        ring_set_tick(w->ring, on_tick, w);
+    } else if (settings.idle_timeout > 0 || settings.ssl_enabled) {
         w->tick_ev = event_new(w->base, -1, EV_PERSIST, on_tick, w);
         if (w->tick_ev == NULL || event_add(w->tick_ev, &sec) != 0) {
             return -1;
@@ -220,7 +273,13 @@ int
 worker_start_all(unsigned n)
 {
     struct conn_list *lists = conn_lists_new(n);
+    char why[128];
 
+    if (settings.event_engine == ENGINE_IO_URING &&
+        !ring_probe(why, sizeof(why))) {
+        log_error("io_uring cannot be used (%s): the workers use epoll", why);
+        settings.event_engine = ENGINE_EPOLL;
+    }
     workers = calloc(n, sizeof(*workers));
     if (workers == NULL || lists == NULL) {
         return -1;
@@ -325,7 +384,10 @@ worker_teardown(struct worker *w)
         close(p->fd);
         free(p);
     }
-    event_free(w->notify_ev);
+    if (w->notify_ev != NULL) {
+        event_free(w->notify_ev);
+    }
+    ring_free(w->ring);
     if (w->tick_ev != NULL) {
         event_free(w->tick_ev);
     }

@@ -19,6 +19,12 @@
 #include "memcached-pm/stats.h"
 
 struct pending;
+struct ring;
+struct ring_io;
+
+/* Bytes of each provided receive buffer of a worker's ring: memcached's
+ * read size. */
+#define RING_BUFFER_SIZE 16384
 
 struct worker {
     unsigned             id;
@@ -27,6 +33,9 @@ struct worker {
     int                  notify_fd;      /* eventfd */
     struct event        *notify_ev;
     struct event        *tick_ev;        /* idle timeout, once a second */
+    struct ring         *ring;           /* io_uring engine (ring.h), or
+                                            NULL: libevent on epoll */
+    struct ring_io      *notify_io;      /* ... notify_fd on it */
     pthread_mutex_t      lock;           /* guards pending and stopping */
     struct pending      *pending;
     bool                 stopping;

@@ -47,6 +47,9 @@ TIER_POLICY = os.environ.get("MCPM_TIER_POLICY", "")
 # MCPM_DURABILITY=power makes those files guard against a power cut
 # (msync by group commit) even on tmpfs, where they would not by default.
 DURABILITY = os.environ.get("MCPM_DURABILITY", "")
+# MCPM_EVENT_ENGINE=io_uring (or epoll) runs every server on that event
+# engine, unless a test picks one itself.
+EVENT_ENGINE = os.environ.get("MCPM_EVENT_ENGINE", "")
 STOP_TIMEOUT = 10.0
 VERSION_RE = re.compile(rb"^VERSION 1\.6\.\d+\S*\r\n$")
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
@@ -311,7 +314,7 @@ class Server:
             self.errfile = tempfile.NamedTemporaryFile(
                 prefix="mcpm-err-", suffix=".log")
             cmd = [self.binary] + base_args(self.port) + self.flags
-            cmd += self._memory_file_args()
+            cmd += self._memory_file_args() + self._engine_args()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL,
                                          stderr=self.errfile, env=self.env,
@@ -346,6 +349,13 @@ class Server:
         if DURABILITY:
             opt += ",memory_file_durability=" + DURABILITY
         return ["-o", opt]
+
+    def _engine_args(self):
+        """MCPM_EVENT_ENGINE: the engine every server runs on."""
+        if self.reference or not EVENT_ENGINE or \
+                any("event_engine" in f for f in self.flags):
+            return []
+        return ["-o", "event_engine=" + EVENT_ENGINE]
 
     def _remove_memory_file(self):
         if self.memory_file and os.path.exists(self.memory_file):

@@ -446,8 +446,10 @@ VOLATILE = {
     # item still held: both follow the timing of the writes.
     "used_chunks", "free_chunks", "lrutail_reflocked",
 }
-OURS_ONLY = {   # memcached-pm's tiers, prefetch and read path (man page)
-    "prefetch_batches", "prefetch_keys", "lockfree_hits",
+OURS_ONLY = {   # memcached-pm's tiers, prefetch, read path and io_uring
+    "prefetch_batches", "prefetch_keys", "lockfree_hits",      # (man page)
+    "ring_recv_nobufs", "ring_recv_paused", "ring_send_short",
+    "ring_send_errors", "ring_cq_overflows",
 }
 
 

@@ -30,9 +30,12 @@ expired_unfetched evicted_unfetched evicted_active evictions reclaimed
 crawler_reclaimed crawler_items_checked lrutail_reflocked moves_to_cold
 moves_to_warm moves_within_lru direct_reclaims lru_bumps_dropped""".split()
 
-# memcached-pm's own lines: the batched lookups (doc/PERFORMANCE.md); and
-# with a memory file, what recovery did (recovery_*, doc/PERSISTENCE.md).
+# memcached-pm's own lines: the batched lookups (doc/PERFORMANCE.md); on
+# the io_uring engine, its faults (RING, after them); and with a memory
+# file, what recovery did (recovery_*, doc/PERSISTENCE.md).
 OWN = ["prefetch_batches", "prefetch_keys", "lockfree_hits"]
+RING = ["ring_recv_nobufs", "ring_recv_paused", "ring_send_short",
+        "ring_send_errors", "ring_cq_overflows"]
 
 SETTINGS = """maxbytes maxconns tcpport udpport inter verbosity oldest evictions
 domain_socket umask shutdown_command growth_factor chunk_size num_threads
@@ -50,14 +53,14 @@ ssl_chain_cert ssl_key ssl_verify_mode ssl_keyformat ssl_ciphers
 ssl_ca_cert ssl_wbuf_size ssl_session_cache ssl_kernel_tls
 ssl_min_version num_napi_ids memory_file memory_kind client_flags_size
 tier_policy memory_file_size memory_file_durability memory_file_flush
-worker_cpus bg_cpus numa_node memory_file_numa_node""".split()
+worker_cpus bg_cpus numa_node memory_file_numa_node event_engine""".split()
 
 # memcached-pm's own settings: its lookups and its tiers.  memcached's
 # extstore lines (ext_*) are out of scope: there is no extstore here.
 OWN_SETTINGS = ["prefetch_batch", "memory_kind", "tier_policy",
                 "memory_file_size", "memory_file_durability",
                 "memory_file_flush", "worker_cpus", "bg_cpus", "numa_node",
-                "memory_file_numa_node"]
+                "memory_file_numa_node", "event_engine"]
 
 # memcached 1.6.18 against 1.6.45: the page mover's out-of-memory count
 # was slab_reassign_evictions_nomem, after the chunk rescues, where 1.6.45
@@ -86,7 +89,19 @@ def names(server, arg=""):
 
 
 def test_stats_names_and_order(mc, reference):
-    assert names(mc) == expected(STATS, OWN, reference)
+    want = expected(STATS, OWN, reference)
+    if not reference and mc.stats("settings")["event_engine"] == "io_uring":
+        at = want.index("lockfree_hits") + 1
+        want[at:at] = RING
+    assert names(mc) == want
+
+
+@pytest.mark.mcpm
+def test_ring_lines_only_on_io_uring(server_factory):
+    """The engine's fault counters are printed on io_uring alone."""
+    for engine in ("epoll", "io_uring"):
+        got = names(server_factory("-o", "event_engine=" + engine))
+        assert (RING[0] in got) == (engine == "io_uring"), engine
 
 
 def test_stats_settings_names_and_order(mc, reference):

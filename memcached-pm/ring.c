@@ -1,0 +1,627 @@
+/*
+ * ring.c: the io_uring event engine (ring.h): a worker's ring, its
+ * provided buffers, its completions and its loop.
+ *
+ * user_data of every operation is its source's address with the kind of
+ * operation in the low bits (sources are malloc()ed, so 16-aligned);
+ * operations whose completions say nothing (cancels) carry OP_NONE.
+ * Completions only record what happened and queue the source on the
+ * ready list; callbacks run after the whole batch is in, so a callback
+ * never runs inside another and a source is freed only between passes.
+ */
+#include "config.h"
+
+#include "memcached-pm/ring_priv.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+/* ---- set-up ----------------------------------------------------------- */
+
+/* Ring flags, best first: a single issuer whose completions run when it
+ * asks for them (no interrupting task work), then without. */
+static int
+queue_init(struct io_uring *u, const struct ring_config *cfg, bool disabled)
+{
+    static const unsigned tries[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
+        IORING_SETUP_COOP_TASKRUN,
+        0
+    };
+    int rc = -EINVAL;
+
+    for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+        struct io_uring_params p;
+
+        memset(&p, 0, sizeof(p));
+        p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL |
+                  (disabled ? IORING_SETUP_R_DISABLED : 0);
+        p.cq_entries = 4 * cfg->entries;
+        if (cfg->sqpoll) {
+            /* a poller thread submits: no deferred task work */
+            p.flags |= IORING_SETUP_SQPOLL |
+                       (tries[i] & IORING_SETUP_SINGLE_ISSUER);
+            p.sq_thread_idle = 1000;
+        } else {
+            p.flags |= tries[i];
+        }
+        rc = io_uring_queue_init_params(cfg->entries, u, &p);
+        if (rc != -EINVAL) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
+static int
+bufs_init(struct ring *r, const struct ring_config *cfg)
+{
+    struct io_uring_buf_reg reg;
+    unsigned mask = (unsigned)io_uring_buf_ring_mask(cfg->buffers);
+    int rc;
+
+    r->nbufs = cfg->buffers;
+    r->buf_size = cfg->buffer_size;
+    r->br_bytes = cfg->buffers * sizeof(struct io_uring_buf);
+    r->br = mmap(NULL, r->br_bytes, PROT_READ | PROT_WRITE,
+                 MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    if (r->br == MAP_FAILED) {
+        r->br = NULL;
+        return -errno;
+    }
+    r->bufs = malloc(cfg->buffers * cfg->buffer_size);
+    r->buf_next = malloc(cfg->buffers * sizeof(*r->buf_next));
+    r->buf_len = malloc(cfg->buffers * sizeof(*r->buf_len));
+    if (r->bufs == NULL || r->buf_next == NULL || r->buf_len == NULL) {
+        return -ENOMEM;
+    }
+    memset(&reg, 0, sizeof(reg));
+    reg.ring_addr = (uint64_t)(uintptr_t)r->br;
+    reg.ring_entries = cfg->buffers;
+    reg.bgid = BGID;
+    rc = io_uring_register_buf_ring(&r->uring, &reg, 0);
+    if (rc != 0) {
+        return rc;
+    }
+    io_uring_buf_ring_init(r->br);
+    for (unsigned i = 0; i < cfg->buffers; i++) {
+        io_uring_buf_ring_add(r->br, r->bufs + i * cfg->buffer_size,
+                              (unsigned)cfg->buffer_size, (unsigned short)i,
+                              (int)mask, (int)i);
+    }
+    io_uring_buf_ring_advance(r->br, (int)cfg->buffers);
+    r->free_bufs = cfg->buffers;
+    r->inbox_max = cfg->buffers >= 16 ? cfg->buffers / 8 : 2;
+    return 0;
+}
+
+struct ring *
+ring_new(const struct ring_config *cfg, struct thread_stats *counters,
+         char *why, size_t len)
+{
+    struct ring *r = calloc(1, sizeof(*r));
+    int rc;
+
+    if (r == NULL) {
+        snprintf(why, len, "out of memory");
+        return NULL;
+    }
+    r->stats = counters;
+    r->ready_tail = &r->ready;
+    rc = queue_init(&r->uring, cfg, true);
+    if (rc != 0) {
+        snprintf(why, len, "io_uring_setup: %s", strerror(-rc));
+        free(r);
+        return NULL;
+    }
+    rc = bufs_init(r, cfg);
+    if (rc != 0) {
+        snprintf(why, len, "provided buffers: %s", strerror(-rc));
+        ring_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void
+ring_free(struct ring *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    io_uring_queue_exit(&r->uring);
+    if (r->br != NULL) {
+        munmap(r->br, r->br_bytes);
+    }
+    while (r->removed != NULL) {
+        struct ring_io *io = r->removed;
+
+        r->removed = io->removed_next;
+        free(io);
+    }
+    free(r->bufs);
+    free(r->buf_next);
+    free(r->buf_len);
+    free(r);
+}
+
+/* Start a ring made disabled, on the thread that will submit to it
+ * (liburing 2.3 declares io_uring_enable_rings() but does not export
+ * it). */
+static int
+enable(struct ring *r)
+{
+    return (int)syscall(__NR_io_uring_register, r->uring.ring_fd,
+                        IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+}
+
+/* The engine needs multishot receives into provided buffers: try one on
+ * a socket pair. */
+bool
+ring_probe(char *why, size_t len)
+{
+    struct ring_config cfg = { 8, 2, 64, false };
+    struct ring *r = ring_new(&cfg, NULL, why, len);
+    struct io_uring_sqe *sqe;
+    struct io_uring_cqe *cqe;
+    int sv[2];
+    bool ok = false;
+
+    if (r == NULL) {
+        return false;
+    }
+    if (enable(r) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        snprintf(why, len, "cannot start a ring");
+        ring_free(r);
+        return false;
+    }
+    sqe = io_uring_get_sqe(&r->uring);
+    io_uring_prep_recv_multishot(sqe, sv[0], NULL, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = BGID;
+    if (write(sv[1], "x", 1) == 1 &&
+        io_uring_submit_and_wait(&r->uring, 1) >= 0 &&
+        io_uring_peek_cqe(&r->uring, &cqe) == 0) {
+        ok = cqe->res == 1 && (cqe->flags & IORING_CQE_F_MORE);
+        if (!ok) {
+            snprintf(why, len, "multishot receive: %s",
+                     cqe->res < 0 ? strerror(-cqe->res) : "not kept");
+        }
+    } else {
+        snprintf(why, len, "multishot receive: no completion");
+    }
+    close(sv[0]);
+    close(sv[1]);
+    ring_free(r);
+    return ok;
+}
+
+/* ---- submissions ------------------------------------------------------ */
+
+static void reap(struct ring *r);
+
+/* Publish the buffers given back since the last submission. */
+static void
+publish_bufs(struct ring *r)
+{
+    if (r->returned > 0) {
+        io_uring_buf_ring_advance(r->br, (int)r->returned);
+        r->returned = 0;
+    }
+}
+
+static int
+submit(struct ring *r)
+{
+    publish_bufs(r);
+    return io_uring_submit(&r->uring);
+}
+
+/* Submit, and take the completions in (a ring with deferred task work
+ * posts them only when asked): waiting for one, or not. */
+static int
+submit_and_get(struct ring *r, bool wait)
+{
+    publish_bufs(r);
+    return wait ? io_uring_submit_and_wait(&r->uring, 1)
+                : io_uring_submit_and_get_events(&r->uring);
+}
+
+/* A free submission slot; when the queue is full, what is in it goes to
+ * the kernel first (and completions are taken in if that is refused). */
+struct io_uring_sqe *
+ring_sqe(struct ring *r)
+{
+    struct io_uring_sqe *sqe;
+
+    while ((sqe = io_uring_get_sqe(&r->uring)) == NULL) {
+        if (!r->enabled) {
+            return NULL;
+        }
+        if (submit(r) < 0 && !r->reaping) {
+            reap(r);    /* the kernel wants its completions taken first */
+        }
+    }
+    return sqe;
+}
+
+void
+ring_buf_return(struct ring *r, int bid)
+{
+    io_uring_buf_ring_add(r->br, r->bufs + (size_t)bid * r->buf_size,
+                          (unsigned)r->buf_size, (unsigned short)bid,
+                          io_uring_buf_ring_mask(r->nbufs), (int)r->returned);
+    r->returned++;
+    r->free_bufs++;
+}
+
+void
+ring_ready(struct ring *r, struct ring_io *io, short what)
+{
+    io->fired |= what;
+    if (!io->queued) {
+        io->queued = true;
+        io->ready_next = NULL;
+        *r->ready_tail = io;
+        r->ready_tail = &io->ready_next;
+    }
+}
+
+static void
+arm_recv(struct ring *r, struct ring_io *io)
+{
+    struct io_uring_sqe *sqe;
+
+    if (!r->enabled) {
+        /* added before its thread took the ring: the first pass arms it */
+        ring_ready(r, io, 0);
+        return;
+    }
+    if ((sqe = ring_sqe(r)) == NULL) {
+        return;
+    }
+    io_uring_prep_recv_multishot(sqe, io->fd, NULL, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = BGID;
+    io_uring_sqe_set_data64(sqe, ud(io, OP_RECV));
+    io->recv_armed = true;
+    io->recv_paused = false;
+    io->inflight++;
+}
+
+/* Keep a receive armed while the source reads: after its inbox drained,
+ * and only once there is a buffer for it. */
+void
+ring_want_recv(struct ring *r, struct ring_io *io)
+{
+    if (io->poll || io->removed || io->recv_armed || io->eof ||
+        io->err != 0 || io->in_bufs > 0) {
+        return;
+    }
+    if (r->free_bufs == 0) {
+        if (!io->starved) {
+            io->starved = true;
+            io->starved_next = r->starved;
+            r->starved = io;
+        }
+        return;
+    }
+    arm_recv(r, io);
+}
+
+void
+ring_cancel(struct ring *r, uint64_t what)
+{
+    struct io_uring_sqe *sqe = ring_sqe(r);
+
+    if (sqe != NULL) {
+        io_uring_prep_cancel64(sqe, what, 0);
+        io_uring_sqe_set_data64(sqe, ud(NULL, OP_NONE));
+    }
+}
+
+void
+ring_arm_poll(struct ring *r, struct ring_io *io)
+{
+    unsigned mask = ((io->want & EV_READ) ? POLLIN : 0) |
+                    ((io->want & EV_WRITE) ? POLLOUT : 0);
+    struct io_uring_sqe *sqe;
+
+    if (!r->enabled) {
+        /* set up before its thread took the ring: the first pass polls */
+        ring_ready(r, io, 0);
+        return;
+    }
+    if ((sqe = ring_sqe(r)) == NULL) {
+        return;
+    }
+    io_uring_prep_poll_add(sqe, io->fd, mask);
+    io_uring_sqe_set_data64(sqe, ud(io, OP_POLL));
+    io->polled = io->want;
+    io->poll_armed = true;
+    io->poll_cancelled = false;
+    io->inflight++;
+}
+
+static void
+arm_tick(struct ring *r)
+{
+    struct io_uring_sqe *sqe;
+
+    if (!r->enabled || (sqe = ring_sqe(r)) == NULL) {
+        return;     /* take_over() arms it */
+    }
+    r->tick_ts.tv_sec = 1;
+    r->tick_ts.tv_nsec = 0;
+    io_uring_prep_timeout(sqe, &r->tick_ts, 0, 0);
+    io_uring_sqe_set_data64(sqe, ud(r, OP_TIMER));
+    r->tick_armed = true;
+}
+
+/* ---- completions ------------------------------------------------------ */
+
+static void
+inbox_push(struct ring *r, struct ring_io *io, int bid, unsigned n)
+{
+    r->buf_len[bid] = n;
+    r->buf_next[bid] = NO_BUF;
+    if (io->in_head == NO_BUF) {
+        io->in_head = bid;
+        io->in_off = 0;
+    } else {
+        r->buf_next[io->in_tail] = bid;
+    }
+    io->in_tail = bid;
+    io->in_bufs++;
+}
+
+static void
+got_recv(struct ring *r, struct ring_io *io, const struct io_uring_cqe *cqe)
+{
+    if (!(cqe->flags & IORING_CQE_F_MORE)) {
+        io->recv_armed = false;
+        io->inflight--;
+    }
+    if (cqe->flags & IORING_CQE_F_BUFFER) {
+        int bid = (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+
+        r->free_bufs--;
+        if (io->removed || cqe->res <= 0) {
+            ring_buf_return(r, bid);
+            return;
+        }
+        inbox_push(r, io, bid, (unsigned)cqe->res);
+        if (io->recv_armed && !io->recv_paused &&
+            io->in_bufs >= r->inbox_max) {
+            /* It is not reading: stop taking buffers the others need,
+             * as a full socket buffer stops a sender. */
+            io->recv_paused = true;
+            STAT_INCR(r->stats->ring_recv_paused);
+            ring_cancel(r, ud(io, OP_RECV));
+        }
+    } else if (cqe->res == 0) {
+        io->eof = true;
+    } else if (cqe->res == -ENOBUFS) {
+        STAT_INCR(r->stats->ring_recv_nobufs);
+        ring_want_recv(r, io);
+        return;
+    } else if (cqe->res != -ECANCELED) {
+        io->err = -cqe->res;
+    }
+    if (!io->removed && (io->want & EV_READ)) {
+        ring_ready(r, io, EV_READ);
+    }
+}
+
+static void
+got_send(struct ring *r, struct ring_io *io, int res)
+{
+    size_t asked = 0;
+
+    io->send_busy = false;
+    io->inflight--;
+    if (io->removed) {
+        return;
+    }
+    for (size_t i = 0; i < io->msg.msg_iovlen; i++) {
+        asked += io->msg.msg_iov[i].iov_len;
+    }
+    if (res < 0) {
+        STAT_INCR(r->stats->ring_send_errors);
+    } else if ((size_t)res < asked) {
+        STAT_INCR(r->stats->ring_send_short);
+    }
+    io->send_res = res;
+    io->send_done = true;
+    if (io->want & EV_WRITE) {
+        ring_ready(r, io, EV_WRITE);
+    }
+}
+
+static void
+got_poll(struct ring *r, struct ring_io *io, int res)
+{
+    short what = 0;
+
+    io->poll_armed = false;
+    io->inflight--;
+    if (io->removed) {
+        return;
+    }
+    if (res > 0) {
+        what = ((res & (POLLIN | POLLERR | POLLHUP | POLLRDHUP))
+                ? EV_READ : 0) |
+               ((res & (POLLOUT | POLLERR | POLLHUP)) ? EV_WRITE : 0);
+    } else if (res < 0 && res != -ECANCELED) {
+        what = io->want;    /* let the owner's call find the error */
+    }
+    /* queued even with nothing to report: the pass re-arms it */
+    ring_ready(r, io, what);
+}
+
+static void
+on_cqe(struct ring *r, const struct io_uring_cqe *cqe)
+{
+    struct ring_io *io = (struct ring_io *)(uintptr_t)
+                         (cqe->user_data & ~(uint64_t)OP_MASK);
+
+    switch (cqe->user_data & OP_MASK) {
+    case OP_RECV: got_recv(r, io, cqe); break;
+    case OP_SEND: got_send(r, io, cqe->res); break;
+    case OP_POLL: got_poll(r, io, cqe->res); break;
+    case OP_TIMER:
+        r->tick_armed = false;
+        r->tick_due = true;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Take in every completion there is, those the kernel held back while
+ * the queue was full included. */
+static void
+reap(struct ring *r)
+{
+    r->reaping = true;
+    for (;;) {
+        struct io_uring_cqe *cqe;
+        unsigned head, n = 0;
+
+        io_uring_for_each_cqe(&r->uring, head, cqe) {
+            on_cqe(r, cqe);
+            n++;
+        }
+        io_uring_cq_advance(&r->uring, n);
+        if (!io_uring_cq_has_overflow(&r->uring)) {
+            r->reaping = false;
+            return;
+        }
+        STAT_INCR(r->stats->ring_cq_overflows);
+        io_uring_get_events(&r->uring);
+    }
+}
+
+/* ---- the loop --------------------------------------------------------- */
+
+void
+ring_set_tick(struct ring *r, ring_cb tick, void *arg)
+{
+    r->tick = tick;
+    r->tick_arg = arg;
+    arm_tick(r);
+}
+
+/* Run the callbacks of what became ready; what becomes ready meanwhile
+ * (a yield) waits for the next pass, after the kernel's news. */
+static unsigned
+run_ready(struct ring *r)
+{
+    struct ring_io *list = r->ready, *io;
+    unsigned ran = 0;
+
+    r->ready = NULL;
+    r->ready_tail = &r->ready;
+    while ((io = list) != NULL) {
+        short what = io->fired & io->want;
+
+        list = io->ready_next;
+        io->queued = false;
+        io->fired = 0;
+        if (io->removed) {
+            continue;
+        }
+        if (what != 0) {
+            io->cb(io->fd, what, io->arg);
+            ran++;
+        }
+        if (io->removed || io->queued || io->want == 0) {
+            continue;
+        }
+        /* level-triggered: a readiness source still waiting polls again;
+         * a stream that reads keeps its receive */
+        if (!io->poll) {
+            ring_want_recv(r, io);
+        } else if (!io->poll_armed) {
+            ring_arm_poll(r, io);
+        }
+    }
+    return ran;
+}
+
+static void
+arm_starved(struct ring *r)
+{
+    while (r->starved != NULL && r->free_bufs > 0) {
+        struct ring_io *io = r->starved;
+
+        r->starved = io->starved_next;
+        io->starved = false;
+        ring_want_recv(r, io);
+    }
+}
+
+static void
+take_over(struct ring *r)
+{
+    if (!r->enabled) {
+        enable(r);
+        r->enabled = true;
+        if (r->tick != NULL) {
+            arm_tick(r);
+        }
+    }
+}
+
+unsigned
+ring_pass(struct ring *r, bool wait)
+{
+    unsigned ran;
+    int rc;
+
+    take_over(r);
+    rc = submit_and_get(r, wait && r->ready == NULL);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY &&
+        rc != -ETIME) {
+        fprintf(stderr, "io_uring_enter: %s\n", strerror(-rc));
+    }
+    reap(r);
+    ran = run_ready(r);
+    if (r->tick_due) {
+        r->tick_due = false;
+        if (r->tick != NULL) {
+            r->tick(-1, 0, r->tick_arg);
+            arm_tick(r);
+        }
+    }
+    arm_starved(r);
+    ring_free_removed(r);
+    return ran;
+}
+
+void
+ring_run(struct ring *r, void (*end_pass)(void))
+{
+    while (!r->stop || r->removed != NULL) {
+        ring_pass(r, true);
+        if (end_pass != NULL) {
+            end_pass();
+        }
+    }
+}
+
+void
+ring_break(struct ring *r)
+{
+    r->stop = true;
+}

@@ -1,0 +1,232 @@
+/*
+ * ring_io.c: the sources of a worker's ring and the transport of its
+ * streams (ring.h): waits, removal, and reads and sends through the
+ * inbox and the ring.
+ */
+#include "config.h"
+
+#include "memcached-pm/ring_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+/* ---- sources ---------------------------------------------------------- */
+
+struct ring_io *
+ring_add(struct ring *r, int fd, bool poll, ring_cb cb, void *arg)
+{
+    struct ring_io *io = calloc(1, sizeof(*io));
+
+    if (io == NULL) {
+        return NULL;
+    }
+    io->r = r;
+    io->fd = fd;
+    io->poll = poll;
+    io->cb = cb;
+    io->arg = arg;
+    io->in_head = io->in_tail = NO_BUF;
+    return io;
+}
+
+void
+ring_wait(struct ring_io *io, short what)
+{
+    struct ring *r = io->r;
+
+    io->want = what;
+    if (io->poll) {
+        if (!io->poll_armed) {
+            if (what != 0 && !io->queued) {
+                ring_arm_poll(r, io);
+            }
+        } else if (io->polled != what && !io->poll_cancelled) {
+            /* its completion re-arms it for what is wanted now */
+            io->poll_cancelled = true;
+            ring_cancel(r, ud(io, OP_POLL));
+        }
+        return;
+    }
+    if (what & EV_READ) {
+        if (io->in_head != NO_BUF || io->eof || io->err != 0) {
+            ring_ready(r, io, EV_READ);
+        } else {
+            ring_want_recv(r, io);
+        }
+    }
+    if ((what & EV_WRITE) && !io->send_busy) {
+        ring_ready(r, io, EV_WRITE);
+    }
+}
+
+void
+ring_again(struct ring_io *io, short what)
+{
+    ring_ready(io->r, io, what);
+}
+
+void
+ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg)
+{
+    struct ring *r = io->r;
+
+    if (io->removed) {
+        return;
+    }
+    io->removed = true;
+    io->done = done;
+    io->done_arg = arg;
+    io->want = 0;
+    if (io->starved) {
+        struct ring_io **p = &r->starved;
+
+        while (*p != io) {
+            p = &(*p)->starved_next;
+        }
+        *p = io->starved_next;
+        io->starved = false;
+    }
+    if (io->inflight > 0) {
+        struct io_uring_sqe *sqe = ring_sqe(r);
+
+        if (sqe != NULL) {
+            io_uring_prep_cancel_fd(sqe, io->fd, IORING_ASYNC_CANCEL_ALL);
+            io_uring_sqe_set_data64(sqe, ud(NULL, OP_NONE));
+        }
+    }
+    io->removed_next = r->removed;
+    r->removed = io;
+}
+
+/* Free the removed sources nothing in the ring points at any more. */
+void
+ring_free_removed(struct ring *r)
+{
+    struct ring_io **p = &r->removed;
+    struct ring_io *io;
+
+    while ((io = *p) != NULL) {
+        if (io->inflight > 0 || io->queued || io->starved) {
+            p = &io->removed_next;
+            continue;
+        }
+        *p = io->removed_next;
+        while (io->in_head != NO_BUF) {
+            int bid = io->in_head;
+
+            io->in_head = r->buf_next[bid];
+            ring_buf_return(r, bid);
+        }
+        if (io->done != NULL) {
+            io->done(io->done_arg);
+        }
+        free(io);
+    }
+}
+
+/* ---- the transport ---------------------------------------------------- */
+
+/* Copy up to n inbox bytes into dst, giving emptied buffers back. */
+static size_t
+inbox_take(struct ring *r, struct ring_io *io, char *dst, size_t n)
+{
+    size_t done = 0;
+
+    while (done < n && io->in_head != NO_BUF) {
+        int bid = io->in_head;
+        size_t part = r->buf_len[bid] - io->in_off;
+
+        if (part > n - done) {
+            part = n - done;
+        }
+        memcpy(dst + done, r->bufs + (size_t)bid * r->buf_size + io->in_off,
+               part);
+        done += part;
+        io->in_off += (unsigned)part;
+        if (io->in_off == r->buf_len[bid]) {
+            io->in_head = r->buf_next[bid];
+            io->in_off = 0;
+            io->in_bufs--;
+            ring_buf_return(r, bid);
+        }
+    }
+    return done;
+}
+
+static ssize_t
+read_end(struct ring_io *io, size_t done)
+{
+    if (done > 0) {
+        if (io->in_head == NO_BUF) {
+            ring_want_recv(io->r, io);
+        }
+        return (ssize_t)done;
+    }
+    if (io->eof) {
+        return 0;
+    }
+    if (io->err != 0) {
+        errno = io->err;
+        return -1;
+    }
+    ring_want_recv(io->r, io);
+    errno = EAGAIN;
+    return -1;
+}
+
+ssize_t
+ring_read(struct ring_io *io, void *buf, size_t n)
+{
+    return read_end(io, inbox_take(io->r, io, buf, n));
+}
+
+ssize_t
+ring_readv(struct ring_io *io, const struct iovec *iov, int n)
+{
+    size_t done = 0;
+
+    for (int i = 0; i < n; i++) {
+        size_t got = inbox_take(io->r, io, iov[i].iov_base, iov[i].iov_len);
+
+        done += got;
+        if (got < iov[i].iov_len) {
+            break;
+        }
+    }
+    return read_end(io, done);
+}
+
+ssize_t
+ring_writev(struct ring_io *io, struct iovec *iov, size_t n)
+{
+    struct io_uring_sqe *sqe;
+
+    if (io->send_done) {
+        io->send_done = false;
+        if (io->send_res < 0) {
+            errno = -io->send_res;
+            return -1;
+        }
+        return io->send_res;
+    }
+    if (!io->send_busy && (sqe = ring_sqe(io->r)) != NULL) {
+        memset(&io->msg, 0, sizeof(io->msg));
+        io->msg.msg_iov = iov;
+        io->msg.msg_iovlen = n;
+        io_uring_prep_sendmsg(sqe, io->fd, &io->msg, MSG_NOSIGNAL);
+        io_uring_sqe_set_data64(sqe, ud(io, OP_SEND));
+        io->send_busy = true;
+        io->inflight++;
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
+bool
+ring_pending(const struct ring_io *io)
+{
+    return io->in_head != NO_BUF;
+}

@@ -1,0 +1,121 @@
+/*
+ * ring_priv.h: what ring.c (the ring, its completions and its loop) and
+ * ring_io.c (sources and their transport) share; no one else includes it.
+ */
+#ifndef MCPM_RING_PRIV_H
+#define MCPM_RING_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <liburing.h>
+
+#include "memcached-pm/ring.h"
+
+enum op { OP_NONE, OP_RECV, OP_SEND, OP_POLL, OP_TIMER };
+#define OP_MASK 7u
+
+#define BGID 0                  /* the worker's one buffer group */
+#define NO_BUF (-1)
+
+struct ring_io {
+    struct ring    *r;
+    int             fd;
+    ring_cb         cb;
+    void           *arg;
+    void          (*done)(void *arg);
+    void           *done_arg;
+    short           want;           /* what the owner waits for */
+    short           fired;          /* what became ready since it ran */
+    short           polled;         /* poll: what the armed poll asks */
+    bool            poll;           /* a readiness source */
+    bool            poll_armed;
+    bool            poll_cancelled;
+    bool            recv_armed;
+    bool            recv_paused;    /* its inbox is full: drain first */
+    bool            send_busy;      /* a send is in the ring */
+    bool            send_done;      /* ... and its result waits here */
+    bool            eof;
+    bool            removed;
+    bool            queued;         /* on the ready list */
+    bool            starved;        /* on the starved list */
+    int             err;            /* the receive's error, positive */
+    int             send_res;
+    unsigned        inflight;       /* operations in the ring */
+    struct msghdr   msg;            /* the send's, kept until it is done */
+
+    /* the inbox: received buffers in order, chained by r->buf_next */
+    int             in_head;
+    int             in_tail;
+    unsigned        in_off;         /* bytes of in_head already taken */
+    unsigned        in_bufs;
+
+    struct ring_io *ready_next;
+    struct ring_io *starved_next;
+    struct ring_io *removed_next;
+};
+
+struct ring {
+    struct io_uring           uring;
+    struct thread_stats      *stats;
+
+    /* provided receive buffers */
+    struct io_uring_buf_ring *br;
+    size_t                    br_bytes;
+    char                     *bufs;
+    size_t                    buf_size;
+    unsigned                  nbufs;
+    unsigned                  free_bufs;    /* as far as we know */
+    unsigned                  returned;     /* added, not yet published */
+    int                      *buf_next;
+    unsigned                 *buf_len;
+    unsigned                  inbox_max;    /* buffers one source holds
+                                               before its receive pauses */
+
+    struct ring_io           *ready;
+    struct ring_io          **ready_tail;
+    struct ring_io           *starved;
+    struct ring_io           *removed;
+
+    ring_cb                   tick;
+    void                     *tick_arg;
+    struct __kernel_timespec  tick_ts;
+    bool                      tick_armed;
+    bool                      tick_due;
+    bool                      stop;
+    bool                      reaping;
+    bool                      enabled;      /* taken over by its thread */
+};
+
+static inline uint64_t
+ud(const void *p, enum op op)
+{
+    return (uint64_t)(uintptr_t)p | op;
+}
+
+/* A free submission slot (NULL only before the ring is taken over). */
+struct io_uring_sqe *ring_sqe(struct ring *r);
+
+/* Give received buffer bid back to the kernel (published at the next
+ * submission). */
+void ring_buf_return(struct ring *r, int bid);
+
+/* Queue io for the pass's callbacks, noting `what` became ready. */
+void ring_ready(struct ring *r, struct ring_io *io, short what);
+
+/* A stream source that reads: arm its receive once its inbox drained
+ * and a buffer is free (else it waits on the starved list). */
+void ring_want_recv(struct ring *r, struct ring_io *io);
+
+/* Cancel the operation whose user_data is `what`. */
+void ring_cancel(struct ring *r, uint64_t what);
+
+/* Poll a readiness source for what it wants. */
+void ring_arm_poll(struct ring *r, struct ring_io *io);
+
+/* Free the removed sources nothing in the ring points at any more,
+ * running their done(). */
+void ring_free_removed(struct ring *r);
+
+#endif

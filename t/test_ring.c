@@ -1,0 +1,414 @@
+/*
+ * test_ring.c: the io_uring engine (memcached-pm/ring.h) on socket pairs:
+ * receives into the inbox, sends, level-triggered polls, and its faults:
+ * buffers running out, a source that does not read, short sends, a peer
+ * gone while a send is in the ring, a source removed with a send in the
+ * ring, and a completion queue overflow.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "memcached-pm/ring.h"
+#include "t/tap.h"
+
+static struct thread_stats counters;
+
+/* What a source's callback saw. */
+struct seen {
+    unsigned calls;
+    short    what;
+};
+
+static void
+on_ready(int fd, short what, void *arg)
+{
+    struct seen *s = arg;
+
+    (void)fd;
+    s->calls++;
+    s->what |= what;
+}
+
+static void
+on_done(void *arg)
+{
+    (*(unsigned *)arg)++;
+}
+
+static struct ring *
+ring_of(unsigned entries, unsigned buffers)
+{
+    struct ring_config cfg = { entries, buffers, 16384, false };
+    char why[128];
+    struct ring *r = ring_new(&cfg, &counters, why, sizeof(why));
+
+    if (r == NULL) {
+        printf("# ring_new: %s\n", why);
+        exit(1);
+    }
+    ring_pass(r, false);        /* this thread takes it over */
+    return r;
+}
+
+static void
+pair(int sv[2])
+{
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        perror("socketpair");
+        exit(1);
+    }
+}
+
+/* Passes until the source's callback ran (or a bound). */
+static void
+pass_until(struct ring *r, const struct seen *s, unsigned calls)
+{
+    for (int i = 0; i < 100 && s->calls < calls; i++) {
+        ring_pass(r, false);
+        usleep(1000);
+    }
+}
+
+/* Remove a source and pass until it is done. */
+static void
+drop(struct ring *r, struct ring_io *io)
+{
+    unsigned done = 0;
+
+    ring_remove(io, on_done, &done);
+    for (int i = 0; i < 100 && done == 0; i++) {
+        ring_pass(r, false);
+    }
+    if (done != 1) {
+        printf("# a removed source was not done\n");
+        exit(1);
+    }
+}
+
+static void
+test_receive_and_send(void)
+{
+    struct ring *r = ring_of(64, 16);
+    struct seen s = { 0, 0 };
+    char buf[64];
+    struct iovec iov[2] = { { "hel", 3 }, { "lo", 2 } };
+    int sv[2];
+    struct ring_io *io;
+    unsigned done = 0;
+
+    pair(sv);
+    io = ring_add(r, sv[0], false, on_ready, &s);
+    ring_wait(io, EV_READ);
+    ok(ring_read(io, buf, sizeof(buf)) == -1 && errno == EAGAIN,
+       "nothing received yet: EAGAIN");
+    is_int(write(sv[1], "get a\r\n", 7), 7, "peer writes");
+    pass_until(r, &s, 1);
+    ok(s.calls == 1 && s.what == EV_READ, "the callback runs for the bytes");
+    ok(ring_pending(io), "they wait in the inbox");
+    is_int(ring_read(io, buf, 4), 4, "read part");
+    is_int(ring_read(io, buf + 4, sizeof(buf)), 3, "then the rest");
+    ok(memcmp(buf, "get a\r\n", 7) == 0, "in order");
+    ok(!ring_pending(io), "the inbox is empty");
+
+    ok(ring_writev(io, iov, 2) == -1 && errno == EAGAIN,
+       "a send goes into the ring");
+    s.calls = 0;
+    s.what = 0;
+    ring_wait(io, EV_WRITE);
+    pass_until(r, &s, 1);
+    ok(s.what == EV_WRITE, "its completion makes the source writable");
+    is_int(ring_writev(io, iov, 2), 5, "the next call returns what it sent");
+    is_int(read(sv[1], buf, sizeof(buf)), 5, "the peer has the reply");
+    ok(memcmp(buf, "hello", 5) == 0, "byte for byte");
+
+    close(sv[1]);
+    s.calls = 0;
+    ring_wait(io, EV_READ);
+    pass_until(r, &s, 1);
+    is_int(ring_read(io, buf, sizeof(buf)), 0, "the peer's close reads 0");
+    ring_remove(io, on_done, &done);
+    for (int i = 0; i < 100 && done == 0; i++) {
+        ring_pass(r, false);
+    }
+    is_int(done, 1, "a removed source is done once");
+    close(sv[0]);
+    ring_free(r);
+}
+
+static void
+test_poll_is_level_triggered(void)
+{
+    struct ring *r = ring_of(64, 16);
+    struct seen s = { 0, 0 };
+    char c;
+    int sv[2];
+    struct ring_io *io;
+    unsigned done = 0;
+
+    pair(sv);
+    io = ring_add(r, sv[0], true, on_ready, &s);
+    ring_wait(io, EV_READ);
+    ring_pass(r, false);
+    is_int(s.calls, 0, "poll: nothing to read, no callback");
+    is_int(write(sv[1], "x", 1), 1, "peer writes");
+    pass_until(r, &s, 1);
+    is_int(s.calls, 1, "poll: readable");
+    pass_until(r, &s, 2);
+    is_int(s.calls, 2, "poll: still readable while unread (level)");
+    is_int(read(sv[0], &c, 1), 1, "read it");
+    s.calls = 0;
+    for (int i = 0; i < 5; i++) {
+        ring_pass(r, false);
+    }
+    is_int(s.calls, 0, "poll: quiet once read");
+    ring_wait(io, EV_WRITE);
+    pass_until(r, &s, 1);
+    ok(s.calls >= 1 && (s.what & EV_WRITE), "poll: re-armed for writing");
+    ring_remove(io, on_done, &done);
+    for (int i = 0; i < 100 && done == 0; i++) {
+        ring_pass(r, false);
+    }
+    is_int(done, 1, "removed poll source done");
+    close(sv[0]);
+    close(sv[1]);
+    ring_free(r);
+}
+
+/* One buffer for two talkers: the second runs out, then gets its bytes
+ * once the first gave the buffer back. */
+static void
+test_buffers_run_out(void)
+{
+    struct ring *r = ring_of(64, 1);
+    struct seen sa = { 0, 0 }, sb = { 0, 0 };
+    int a[2], b[2];
+    struct ring_io *ia, *ib;
+    char buf[64];
+    uint64_t before = counters.ring_recv_nobufs;
+    size_t got_a = 0, got_b = 0;
+
+    pair(a);
+    pair(b);
+    ia = ring_add(r, a[0], false, on_ready, &sa);
+    ib = ring_add(r, b[0], false, on_ready, &sb);
+    ring_wait(ia, EV_READ);
+    ring_wait(ib, EV_READ);
+    ring_pass(r, false);
+    is_int(write(a[1], "aaaa", 4), 4, "a writes");
+    is_int(write(b[1], "bbbb", 4), 4, "b writes");
+    for (int i = 0; i < 200 && (got_a < 4 || got_b < 4); i++) {
+        ssize_t n;
+
+        ring_pass(r, false);
+        /* read one source per pass, so the other waits for the buffer */
+        if (i % 2 == 0 && (n = ring_read(ia, buf, sizeof(buf))) > 0) {
+            ok(memcmp(buf, "aaaa", (size_t)n) == 0, "a's bytes");
+            got_a += (size_t)n;
+        } else if (i % 2 == 1 && (n = ring_read(ib, buf, sizeof(buf))) > 0) {
+            ok(memcmp(buf, "bbbb", (size_t)n) == 0, "b's bytes");
+            got_b += (size_t)n;
+        }
+        usleep(1000);
+    }
+    ok(got_a == 4 && got_b == 4, "both got everything");
+    ok(counters.ring_recv_nobufs > before, "ring_recv_nobufs counted");
+    drop(r, ia);
+    drop(r, ib);
+    close(a[1]);
+    close(b[1]);
+    ring_free(r);
+    close(a[0]);
+    close(b[0]);
+}
+
+/* A source that does not read stops taking buffers (its receive pauses)
+ * and gets every byte once it reads. */
+static void
+test_receive_pauses(void)
+{
+    struct ring *r = ring_of(64, 16);
+    struct seen s = { 0, 0 };
+    static char out[256 * 1024], in[256 * 1024];
+    size_t sent = 0, got = 0;
+    int sv[2], sz = 256 * 1024;
+    struct ring_io *io;
+    uint64_t before = counters.ring_recv_paused;
+
+    pair(sv);
+    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    for (size_t i = 0; i < sizeof(out); i++) {
+        out[i] = (char)(i * 7 + i / 251);
+    }
+    io = ring_add(r, sv[0], false, on_ready, &s);
+    ring_wait(io, EV_READ);
+    ring_pass(r, false);
+    while (sent < sizeof(out)) {
+        ssize_t n = write(sv[1], out + sent, sizeof(out) - sent);
+
+        if (n > 0) {
+            sent += (size_t)n;
+        }
+        ring_pass(r, false);
+    }
+    for (int i = 0; i < 50; i++) {
+        ring_pass(r, false);
+    }
+    ok(counters.ring_recv_paused > before, "ring_recv_paused counted");
+    for (int i = 0; i < 2000 && got < sizeof(in); i++) {
+        ssize_t n = ring_read(io, in + got, sizeof(in) - got);
+
+        if (n > 0) {
+            got += (size_t)n;
+        }
+        ring_pass(r, false);
+    }
+    is_int(got, sizeof(in), "every byte after the pause");
+    ok(memcmp(in, out, sizeof(in)) == 0, "in order");
+    drop(r, io);
+    ring_free(r);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* Fill the peer's socket so that a send waits in the ring. */
+static ssize_t
+fill(int fd)
+{
+    static char junk[65536];
+    ssize_t total = 0, n;
+
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    while ((n = send(fd, junk, sizeof(junk), MSG_DONTWAIT)) > 0) {
+        total += n;
+    }
+    return total;
+}
+
+static void
+test_send_faults(void)
+{
+    struct ring *r = ring_of(64, 16);
+    struct seen s = { 0, 0 };
+    static char big[1 << 20];
+    struct iovec iov = { big, sizeof(big) };
+    int sv[2];
+    struct ring_io *io;
+    ssize_t n;
+    unsigned done = 0;
+    uint64_t short_before = counters.ring_send_short;
+    uint64_t err_before = counters.ring_send_errors;
+
+    /* short: a megabyte into a small socket buffer goes out in parts */
+    pair(sv);
+    io = ring_add(r, sv[0], false, on_ready, &s);
+    ring_writev(io, &iov, 1);
+    ring_wait(io, EV_WRITE);
+    pass_until(r, &s, 1);
+    n = ring_writev(io, &iov, 1);
+    ok(n > 0 && (size_t)n < sizeof(big), "a short send returns its part");
+    ok(counters.ring_send_short > short_before, "ring_send_short counted");
+
+    /* the peer goes while the next send waits in the ring */
+    ok(ring_writev(io, &iov, 1) == -1 && errno == EAGAIN, "next part queued");
+    s.calls = 0;
+    ring_pass(r, false);
+    close(sv[1]);
+    pass_until(r, &s, 1);
+    n = ring_writev(io, &iov, 1);
+    ok(n == -1 && (errno == EPIPE || errno == ECONNRESET),
+       "a send to a peer gone fails with EPIPE/ECONNRESET");
+    ok(counters.ring_send_errors > err_before, "ring_send_errors counted");
+    ring_remove(io, on_done, &done);
+    for (int i = 0; i < 100 && done == 0; i++) {
+        ring_pass(r, false);
+    }
+    is_int(done, 1, "source done after its failed send");
+    close(sv[0]);
+
+    /* removed with a send in the ring: done only once the send is out */
+    pair(sv);
+    fill(sv[0]);
+    io = ring_add(r, sv[0], false, on_ready, &s);
+    ok(ring_writev(io, &iov, 1) == -1 && errno == EAGAIN, "send waits");
+    for (int i = 0; i < 5; i++) {
+        ring_pass(r, false);
+    }
+    done = 0;
+    ring_remove(io, on_done, &done);
+    is_int(done, 0, "not done while the send is in the ring");
+    for (int i = 0; i < 100 && done == 0; i++) {
+        ring_pass(r, false);
+    }
+    is_int(done, 1, "done once the cancelled send completed");
+    close(sv[0]);
+    close(sv[1]);
+    ring_free(r);
+}
+
+/* Forty sources ready at once on a ring whose completion queue holds 16:
+ * the kernel keeps the rest, and every one is served. */
+static void
+test_completion_overflow(void)
+{
+    enum { N = 40 };
+    struct ring *r = ring_of(4, 64);
+    struct seen s[N];
+    struct ring_io *io[N];
+    int sv[N][2];
+    unsigned served = 0;
+    uint64_t before = counters.ring_cq_overflows;
+    char buf[8];
+
+    memset(s, 0, sizeof(s));
+    for (int i = 0; i < N; i++) {
+        pair(sv[i]);
+        is_int(write(sv[i][1], "ping", 4), 4, "ready before it is armed");
+        io[i] = ring_add(r, sv[i][0], false, on_ready, &s[i]);
+        ring_wait(io[i], EV_READ);
+    }
+    for (int pass = 0; pass < 100 && served < N; pass++) {
+        ring_pass(r, false);
+        for (int i = 0; i < N; i++) {
+            if (s[i].calls > 0 && ring_read(io[i], buf, sizeof(buf)) == 4) {
+                served++;
+            }
+        }
+    }
+    is_int(served, N, "every source served");
+    ok(counters.ring_cq_overflows > before, "ring_cq_overflows counted");
+    for (int i = 0; i < N; i++) {
+        drop(r, io[i]);
+    }
+    ring_free(r);
+    for (int i = 0; i < N; i++) {
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+}
+
+int
+main(void)
+{
+    char why[128];
+
+    if (!ok(ring_probe(why, sizeof(why)), "the kernel runs the engine")) {
+        printf("#   %s\n", why);
+        return done_testing();
+    }
+    test_receive_and_send();
+    test_poll_is_level_triggered();
+    test_buffers_run_out();
+    test_receive_pauses();
+    test_send_faults();
+    test_completion_overflow();
+    return done_testing();
+}

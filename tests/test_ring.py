@@ -1,0 +1,276 @@
+"""The io_uring event engine (-o event_engine=io_uring, memcached-pm/ring.h):
+how it is chosen and refused, its fall-back to epoll, and its faults
+provoked on the wire: receive buffers running out, a reader that lags,
+short sends, a peer that resets mid-reply, a completion queue overflow,
+and thousands of connections closing with requests and replies in the
+ring.  Each asserts the replies byte for byte, the counter in `stats`,
+and (through the fixtures' clean stop) no sanitizer report."""
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from conftest import Server
+
+pytestmark = pytest.mark.mcpm
+
+RING = "-o", "event_engine=io_uring"
+IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
+
+
+def engine(s):
+    return s.stats("settings")["event_engine"]
+
+
+def counter(s, name):
+    return int(s.stats()[name])
+
+
+def wait_for(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def test_the_engine_is_chosen(server_factory):
+    assert engine(server_factory(*RING)) == "io_uring"
+    assert engine(server_factory("-o", "event_engine=epoll")) == "epoll"
+    s = server_factory("-o", "event_engine=io_uring,ring_buffers=1,"
+                             "ring_entries=4")
+    with s.conn() as c:
+        c.send(b"set k 0 0 5\r\nhello\r\nget k\r\n")
+        assert c.read_exact(len(b"STORED\r\nVALUE k 0 5\r\nhello\r\nEND\r\n")) \
+            == b"STORED\r\nVALUE k 0 5\r\nhello\r\nEND\r\n"
+
+
+@pytest.mark.parametrize("opt,msg", [
+    ("event_engine=kqueue", "event_engine must be epoll or io_uring"),
+    ("event_engine", "event_engine must be epoll or io_uring"),
+    ("ring_buffers=3", "ring_buffers must be a power of two from 1 to 32768"),
+    ("ring_buffers=65536",
+     "ring_buffers must be a power of two from 1 to 32768"),
+    ("ring_entries=2", 'Invalid value for ring_entries: "2"'),
+])
+def test_bad_values_are_refused(run, opt, msg):
+    r = run("-o", opt)
+    assert r.returncode == 1
+    assert msg in r.stderr.decode()
+
+
+def test_falls_back_to_epoll_where_io_uring_is_off(server_factory):
+    """With io_uring disabled in the kernel, one line says so and the
+    workers run on epoll."""
+    with open(IO_URING_DISABLED) as f:
+        was = f.read().strip()
+    try:
+        with open(IO_URING_DISABLED, "w") as f:
+            f.write("2")
+        s = server_factory(*RING)
+    finally:
+        with open(IO_URING_DISABLED, "w") as f:
+            f.write(was)
+    lines = [l for l in s.stderr().splitlines() if "io_uring" in l]
+    assert len(lines) == 1 and "the workers use epoll" in lines[0], lines
+    assert engine(s) == "epoll"
+    assert "ring_recv_nobufs" not in s.stats()
+    with s.conn() as c:
+        assert c.req(b"set k 0 0 1\r\nx\r\n") == b"STORED\r\n"
+
+
+def pipeline_client(port, n, key, errors):
+    """Pipelined sets then gets of its own keys; every reply checked."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as so:
+            want = b""
+            out = b""
+            for i in range(n):
+                v = (b"%s-%d-" % (key, i)) * 9
+                out += b"set %s%d 0 0 %d\r\n%s\r\n" % (key, i, len(v), v)
+                want += b"STORED\r\n"
+            for i in range(n):
+                v = (b"%s-%d-" % (key, i)) * 9
+                out += b"get %s%d\r\n" % (key, i)
+                want += b"VALUE %s%d 0 %d\r\n%s\r\nEND\r\n" % (key, i, len(v),
+                                                               v)
+            so.sendall(out)
+            got = b""
+            while len(got) < len(want):
+                chunk = so.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            if got != want:
+                errors.append((key, len(got), len(want)))
+    except OSError as e:
+        errors.append((key, repr(e)))
+
+
+def test_receive_buffers_run_out(server_factory):
+    """One 16 KB buffer for eight pipelining clients: receives run out
+    (ring_recv_nobufs) and every reply still comes, whole and in order."""
+    s = server_factory("-t", "1", "-o", "event_engine=io_uring,ring_buffers=1")
+    errors = []
+    for _ in range(10):
+        threads = [threading.Thread(target=pipeline_client,
+                                    args=(s.port, 300, b"c%d" % i, errors))
+                   for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        if counter(s, "ring_recv_nobufs") > 0:
+            break
+    assert counter(s, "ring_recv_nobufs") > 0
+    s.check_alive()
+
+
+def test_large_values_through_few_buffers(server_factory):
+    """Megabyte values through two receive buffers: the receive pauses
+    while a value waits to be copied (ring_recv_paused); a multiget
+    larger than a socket's send buffer, to a reader with a small window,
+    goes out in parts (ring_send_short); every byte arrives."""
+    s = server_factory("-t", "1", "-I", "2m", "-m", "128",
+                       "-o", "event_engine=io_uring,ring_buffers=2")
+    values = [bytes((i * 7 + i // 251 + k) & 0xFF for i in range(1 << 20))
+              for k in range(8)]
+    with s.conn(timeout=20) as c:
+        for k, value in enumerate(values):
+            c.send(b"set big%d 0 0 %d\r\n%s\r\n" % (k, len(value), value))
+            assert c.readline() == b"STORED\r\n"
+    so = socket.socket()
+    so.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    so.connect(("127.0.0.1", s.port))
+    so.settimeout(20)
+    so.sendall(b"get %s\r\n" % b" ".join(b"big%d" % k for k in range(8)))
+    want = b"".join(b"VALUE big%d 0 %d\r\n%s\r\n" % (k, len(v), v)
+                    for k, v in enumerate(values)) + b"END\r\n"
+    got = b""
+    while len(got) < len(want):
+        chunk = so.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    so.close()
+    assert got == want
+    assert counter(s, "ring_send_short") > 0
+    assert counter(s, "ring_recv_paused") > 0
+
+
+def reset(so):
+    """Close with a reset (RST), not a FIN."""
+    so.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    so.close()
+
+
+def test_peer_resets_mid_reply(server_factory):
+    """A client that asks for megabytes, reads nothing and resets: the
+    send in the ring fails (ring_send_errors), the connection is freed,
+    the server serves on."""
+    s = server_factory("-t", "1", "-I", "2m", RING[0], RING[1])
+    value = b"v" * (1 << 20)
+    with s.conn(timeout=20) as c:
+        for i in range(4):
+            c.send(b"set big%d 0 0 %d\r\n%s\r\n" % (i, len(value), value))
+            assert c.readline() == b"STORED\r\n"
+    base = int(s.stats()["curr_connections"])
+    for _ in range(3):
+        so = socket.create_connection(("127.0.0.1", s.port))
+        so.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        so.sendall(b"get big0 big1 big2 big3\r\n")
+        time.sleep(0.2)         # the reply fills the socket, then waits
+        reset(so)
+    assert wait_for(lambda: counter(s, "ring_send_errors") >= 3)
+    assert wait_for(lambda: int(s.stats()["curr_connections"]) == base)
+    s.check_alive()
+
+
+def test_completion_queue_overflow(server_factory):
+    """Three hundred connections asking at once of a worker whose
+    completion queue holds 16: the kernel keeps what does not fit
+    (ring_cq_overflows) and every one is answered."""
+    s = server_factory("-t", "1", "-o", "event_engine=io_uring,ring_entries=4")
+    with s.conn() as c:
+        assert c.req(b"set k 0 0 2\r\nhi\r\n") == b"STORED\r\n"
+    conns = [socket.create_connection(("127.0.0.1", s.port))
+             for _ in range(300)]
+    try:
+        for _ in range(3):
+            for so in conns:
+                so.sendall(b"get k\r\n")
+            for so in conns:
+                so.settimeout(10)
+                want = b"VALUE k 0 2\r\nhi\r\nEND\r\n"
+                got = b""
+                while len(got) < len(want):
+                    got += so.recv(100)
+                assert got == want
+    finally:
+        for so in conns:
+            so.close()
+    assert counter(s, "ring_cq_overflows") > 0
+    s.check_alive()
+
+
+def test_thousands_of_connections_close_with_work_in_the_ring(
+        server_factory):
+    """Two thousand connections that send requests and go at once, some
+    with a reset, some while a megabyte reply is on its way: every one
+    is freed (curr_connections comes back), nothing leaks or is used
+    after it is freed (the sanitizer build's clean stop)."""
+    s = server_factory("-I", "2m", RING[0], RING[1])
+    value = b"w" * (1 << 20)
+    with s.conn(timeout=20) as c:
+        c.send(b"set big 0 0 %d\r\n%s\r\n" % (len(value), value))
+        assert c.readline() == b"STORED\r\n"
+    base = int(s.stats()["curr_connections"])
+    for batch in range(20):
+        socks = []
+        for i in range(100):
+            so = socket.create_connection(("127.0.0.1", s.port))
+            kind = (batch * 100 + i) % 4
+            if kind == 0:
+                so.sendall(b"set k%d 0 0 5\r\nhello\r\nget k%d\r\n" % (i, i))
+            elif kind == 1:
+                so.sendall(b"get big\r\n")
+            elif kind == 2:
+                so.sendall(b"get big big\r\nset half 0 0 10\r\nabc")
+            else:
+                so.sendall(b"mg k%d v\r\n" % i)
+            socks.append((kind, so))
+        for kind, so in socks:
+            if kind % 2:
+                reset(so)
+            else:
+                so.close()
+    assert wait_for(lambda: int(s.stats()["curr_connections"]) == base, 20)
+    s.check_alive()
+
+
+def test_stop_with_replies_in_the_ring(binary):
+    """SIGTERM while connections wait on sends in the ring: the server
+    cancels them, frees every connection and exits cleanly."""
+    s = Server(binary, ["-I", "2m", RING[0], RING[1]], False).start()
+    socks = []
+    try:
+        value = b"z" * (1 << 20)
+        with s.conn(timeout=20) as c:
+            c.send(b"set big 0 0 %d\r\n%s\r\n" % (len(value), value))
+            assert c.readline() == b"STORED\r\n"
+        for _ in range(8):
+            so = socket.create_connection(("127.0.0.1", s.port))
+            so.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            so.sendall(b"get big big big\r\n")
+            socks.append(so)
+        time.sleep(0.3)
+    finally:
+        problems = s.stop()
+        for so in socks:
+            so.close()
+    assert problems == []
