@@ -1,17 +1,19 @@
 #!/bin/bash
 # kernel.sh: where a request's time goes when one request is in flight per
-# connection, memcached-pm against Debian's memcached.
+# connection: memcached-pm on its io_uring engine, memcached-pm on epoll,
+# and Debian's memcached.
 #
 # Each server in turn (same -t, -m, key set, pinned as compare.sh pins
-# them) gets GET/SET 90/10 with 32-byte values on 50 connections, one
-# request in flight on each, for DURATION seconds.  Per request it prints
-# the server's CPU time and the kernel's share of it (utime/stime), its
-# system calls (perf stat, when perf may count them), its context
-# switches, and the TCP segments the machine carried (/proc/net/snmp).
-# Both servers make the same calls and send the same segments, so the
-# kernel's part is a floor that no user-space change lowers; the last line
-# says how much faster than memcached a server with no user time at all
-# could be.
+# them) gets GET/SET 90/10 with 32-byte values on CONNS connections, one
+# request in flight on each, for DURATION seconds, ROUNDS times in the
+# order A B C C B A ... .  Per request it prints the server's CPU time and
+# the kernel's share of it (utime/stime), its system calls (perf stat,
+# when perf may count them), its context switches, and the TCP segments
+# the machine carried (/proc/net/snmp), each the median of the rounds;
+# then each memcached-pm engine's ops/s over memcached's and io_uring's
+# over epoll's.  On epoll both servers make the same calls and send the
+# same segments, so the kernel's part is a floor that no user-space
+# change lowers; the io_uring engine changes the calls themselves.
 
 set -euo pipefail
 
@@ -26,6 +28,7 @@ CONNS=${CONNS:-50}
 DURATION=${DURATION:-10}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
+ROUNDS=${ROUNDS:-3}
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     cat <<EOF
@@ -33,7 +36,7 @@ usage: bench/kernel.sh
 environment (defaults in brackets):
   MCPM_BIN [memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
   MCLOAD_BIN [bench/mcload]  THREADS [4]  MEM [1024]  KEYS [100000]
-  CONNS [50]  DURATION [10]  SERVER_CPU [1]  LOAD_CPU [0]
+  CONNS [50]  DURATION [10]  ROUNDS [3]  SERVER_CPU [1]  LOAD_CPU [0]
 EOF
     exit 0
 fi
@@ -71,8 +74,9 @@ segs() {
 measure() {
     local name=$1 bin=$2 port pid c0 c1 u0 s0 u1 s1 g0 g1 reqs ops
     local args perf=()
+    shift 2
     port=$(free_port)
-    args=(-p "$port" -U 0 -l 127.0.0.1 -t "$THREADS" -m "$MEM")
+    args=(-p "$port" -U 0 -l 127.0.0.1 -t "$THREADS" -m "$MEM" "$@")
     [ "$(id -u)" = 0 ] && args+=(-u root)
     "${PIN_SERVER[@]}" "$bin" "${args[@]}" >/dev/null 2>&1 &
     pid=$!
@@ -121,19 +125,59 @@ measure() {
 }
 
 command -v "$MC_BIN" >/dev/null || die "no memcached at $MC_BIN"
+SIDES=(io_uring epoll memcached)
+run_side() {
+    case $1 in
+    io_uring) measure io_uring "$MCPM_BIN" -o event_engine=io_uring ;;
+    epoll) measure epoll "$MCPM_BIN" -o event_engine=epoll ;;
+    memcached) measure memcached "$MC_BIN" ;;
+    esac
+}
+for ((r = 0; r < ROUNDS; r++)); do
+    if ((r % 2 == 0)); then
+        order=("${SIDES[@]}")
+    else
+        order=(memcached epoll io_uring)
+    fi
+    for side in "${order[@]}"; do
+        run_side "$side" >>"$TMP/$side.rounds"
+    done
+done
+# the median of each column over the rounds
+median_row() {
+    awk '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; n = NR; w = NF }
+         END {
+             for (i = 1; i <= w; i++) {
+                 for (j = 1; j <= n; j++) col[j] = v[i, j]
+                 for (j = 1; j <= n; j++) for (k = j + 1; k <= n; k++)
+                     if (col[k] + 0 < col[j] + 0) {
+                         t = col[j]; col[j] = col[k]; col[k] = t }
+                 printf "%s%s", col[int((n + 1) / 2)], (i < w ? " " : "\n")
+             }
+         }' "$1"
+}
 echo "== GET/SET 90/10, 32-byte values, $CONNS conns x 1 in flight," \
-     "$KEYS keys, -t $THREADS -m $MEM, ${DURATION}s; per request:"
-printf '%-13s %9s %8s %6s %9s %8s %6s\n' server ops/s cpu_ns kern% \
+     "$KEYS keys, -t $THREADS -m $MEM, ${DURATION}s x $ROUNDS; medians" \
+     "per request:"
+printf '%-22s %9s %8s %6s %9s %8s %6s\n' server ops/s cpu_ns kern% \
     syscalls cswitch segs
-measure memcached-pm "$MCPM_BIN" >"$TMP/a"
-measure memcached "$MC_BIN" >"$TMP/b"
-read -r a_ops a_cpu a_k a_sc a_cs a_sg <"$TMP/a"
-read -r b_ops b_cpu b_k b_sc b_cs b_sg <"$TMP/b"
-printf '%-13s %9s %8s %6s %9s %8s %6s\n' memcached-pm "$a_ops" "$a_cpu" \
-    "$a_k" "$a_sc" "$a_cs" "$a_sg"
-printf '%-13s %9s %8s %6s %9s %8s %6s\n' memcached "$b_ops" "$b_cpu" \
-    "$b_k" "$b_sc" "$b_cs" "$b_sg"
-awk -v bc="$b_cpu" -v bk="$b_k" 'BEGIN {
+for side in "${SIDES[@]}"; do
+    median_row "$TMP/$side.rounds" >"$TMP/$side.median"
+    read -r ops cpu k sc cs sg <"$TMP/$side.median"
+    case $side in
+    memcached) label=memcached ;;
+    *) label="memcached-pm $side" ;;
+    esac
+    printf '%-22s %9s %8s %6s %9s %8s %6s\n' "$label" "$ops" "$cpu" "$k" \
+        "$sc" "$cs" "$sg"
+done
+read -r u_ops _ <"$TMP/io_uring.median"
+read -r e_ops _ <"$TMP/epoll.median"
+read -r m_ops m_cpu m_k _ <"$TMP/memcached.median"
+awk -v u="$u_ops" -v e="$e_ops" -v m="$m_ops" -v bc="$m_cpu" -v bk="$m_k" \
+    'BEGIN {
+    printf "ratio io_uring/memcached %.3f  epoll/memcached %.3f  " \
+           "io_uring/epoll %.3f\n", u / m, e / m, u / e
     printf "memcached spends %.0f ns of its %.0f ns per request in the " \
            "kernel: a server making the same calls and sending the same " \
            "segments, with no user time at all, would be %.2fx faster\n",

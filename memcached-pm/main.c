@@ -44,6 +44,7 @@
 #include "memcached-pm/worker.h"
 #include "memcached-pm/placement.h"
 #include "memcached-pm/restart.h"
+#include "memcached-pm/ring.h"
 #include "proto/response.h"
 #include "storage/cache.h"
 #include "storage/clock.h"
@@ -56,12 +57,52 @@ struct listener {
     bool          tls;              /* -Z, not "notls:" */
     char          addr[64];
     struct event *ev;
+    struct ring_io *rio;            /* its multishot accept (io_uring) */
 };
 
 static struct event_base *main_base;
 static struct listener listeners[MAX_LISTENERS];
 static unsigned nlisteners;
 static struct event *resume_ev;     /* re-enables accept after EMFILE */
+/* -o event_engine=io_uring: the listeners accept through a ring of their
+ * own, which the main loop waits on as one descriptor. */
+static struct ring *accept_ring;
+static struct event *accept_ring_ev;
+static struct thread_stats accept_counters;     /* its faults: unshown */
+
+static void on_ring_accept(int fd, short what, void *arg);
+
+/* Stop or start taking connections on every listener. */
+static void
+listeners_stop(void)
+{
+    for (unsigned i = 0; i < nlisteners; i++) {
+        if (listeners[i].rio != NULL) {
+            ring_remove(listeners[i].rio, NULL, NULL);
+            listeners[i].rio = NULL;
+        } else {
+            event_del(listeners[i].ev);
+        }
+    }
+}
+
+static void
+listeners_start(void)
+{
+    for (unsigned i = 0; i < nlisteners; i++) {
+        if (accept_ring == NULL) {
+            event_add(listeners[i].ev, NULL);
+        } else if ((listeners[i].rio = ring_add_accept(accept_ring,
+                        listeners[i].fd, on_ring_accept, &listeners[i]))
+                   == NULL) {
+            log_error("no memory for listener %u's accept", i);
+        }
+    }
+    if (accept_ring != NULL) {
+        ring_pass(accept_ring, false);      /* hand the accepts over */
+        ring_submit(accept_ring);
+    }
+}
 
 /* ---- accepting -------------------------------------------------------- */
 
@@ -89,9 +130,7 @@ accept_pause(void)
     paused_conns = SERVER_STAT_LOAD(curr_connections);
     clock_gettime(CLOCK_MONOTONIC, &paused_at);
     SERVER_STAT_INCR(listen_disabled_num);
-    for (unsigned i = 0; i < nlisteners; i++) {
-        event_del(listeners[i].ev);
-    }
+    listeners_stop();
     event_add(resume_ev, &ten_ms);
 }
 
@@ -113,9 +152,7 @@ on_resume(evutil_socket_t fd, short what, void *arg)
                        (uint64_t)((now.tv_sec - paused_at.tv_sec) * 1000000 +
                                   (now.tv_nsec - paused_at.tv_nsec) / 1000),
                        __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < nlisteners; i++) {
-        event_add(listeners[i].ev, NULL);
-    }
+    listeners_start();
     __atomic_store_n(&stats.server.accepting_conns, 1, __ATOMIC_RELAXED);
 }
 
@@ -152,22 +189,23 @@ over_limit(int fd)
     return true;
 }
 
+/* accept() failed with err: out of descriptors pauses accepting. */
 static void
-on_accept(evutil_socket_t lfd, short what, void *arg)
+accept_failed(int err)
 {
-    struct listener *l = arg;
-    int one = 1;
-    int fd;
-
-    (void)what;
-    fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-        if (errno == EMFILE || errno == ENFILE) {
-            log_error("Too many open connections");
-            accept_pause();
-        }
-        return;
+    if (err == EMFILE || err == ENFILE) {
+        log_error("Too many open connections");
+        accept_pause();
     }
+}
+
+/* A connection accepted on l, by either engine: the -c checks, then a
+ * worker. */
+static void
+take_connection(struct listener *l, int fd)
+{
+    int one = 1;
+
     if (over_limit(fd)) {
         return;
     }
@@ -180,6 +218,72 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
     if (worker_dispatch(fd, l->is_unix, l->tls, l->addr) != 0) {
         SERVER_STAT_DECR(curr_connections);
     }
+}
+
+static void
+on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    (void)what;
+    if (fd < 0) {
+        accept_failed(errno);
+    } else {
+        take_connection(arg, fd);
+    }
+}
+
+static void
+on_ring_accept(int fd, short what, void *arg)
+{
+    (void)what;
+    if (fd < 0) {
+        accept_failed(-fd);
+    } else {
+        take_connection(arg, fd);
+    }
+}
+
+static void
+on_accept_ring(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    ring_pass(accept_ring, false);
+    ring_submit(accept_ring);       /* accepts armed again, cancels */
+}
+
+/* On the io_uring engine, move the listeners' accepts to a ring of the
+ * main thread's; without one (it cannot be made), they stay on epoll. */
+static void
+accept_through_ring(void)
+{
+    struct ring_config cfg = {
+        .entries = 64, .buffers = 1, .buffer_size = 64, .polled = true
+    };
+    char why[128];
+
+    if (settings.event_engine != ENGINE_IO_URING) {
+        return;
+    }
+    accept_ring = ring_new(&cfg, &accept_counters, why, sizeof(why));
+    if (accept_ring == NULL) {
+        log_error("listeners: no io_uring (%s): they accept on epoll", why);
+        return;
+    }
+    accept_ring_ev = event_new(main_base, ring_fd(accept_ring),
+                               EV_READ | EV_PERSIST, on_accept_ring, NULL);
+    if (accept_ring_ev == NULL || event_add(accept_ring_ev, NULL) != 0) {
+        log_error("listeners: cannot watch the accept ring");
+        ring_free(accept_ring);
+        accept_ring = NULL;
+        return;
+    }
+    for (unsigned i = 0; i < nlisteners; i++) {
+        event_del(listeners[i].ev);
+    }
+    listeners_start();
 }
 
 /* ---- listening sockets ------------------------------------------------ */
@@ -356,6 +460,12 @@ listen_unix(void)
 static void
 close_listeners(bool graceful)
 {
+    if (accept_ring != NULL) {
+        listeners_stop();
+        event_free(accept_ring_ev);
+        ring_free(accept_ring);
+        accept_ring = NULL;
+    }
     for (unsigned i = 0; i < nlisteners; i++) {
         event_free(listeners[i].ev);
         if (graceful) {
@@ -689,6 +799,7 @@ start(void)
     if (worker_start_all((unsigned)settings.num_threads) != 0) {
         return EXIT_FAILURE;
     }
+    accept_through_ring();
     placement_serving();
     write_pidfile();
     return 0;

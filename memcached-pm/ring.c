@@ -42,6 +42,9 @@ queue_init(struct io_uring *u, const struct ring_config *cfg, bool disabled)
     for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
         struct io_uring_params p;
 
+        if (cfg->polled && (tries[i] & IORING_SETUP_DEFER_TASKRUN)) {
+            continue;
+        }
         memset(&p, 0, sizeof(p));
         p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL |
                   (disabled ? IORING_SETUP_R_DISABLED : 0);
@@ -129,6 +132,14 @@ ring_new(const struct ring_config *cfg, struct thread_stats *counters,
         ring_free(r);
         return NULL;
     }
+    /* A table the kernel could not give leaves streams on plain fds. */
+    if (cfg->files > 0 && (r->slots = malloc(cfg->files * sizeof(int))) &&
+        io_uring_register_files_sparse(&r->uring, cfg->files) == 0) {
+        while (r->nslots < cfg->files) {
+            r->slots[r->nslots] = (int)(cfg->files - 1 - r->nslots);
+            r->nslots++;
+        }
+    }
     return r;
 }
 
@@ -148,6 +159,7 @@ ring_free(struct ring *r)
         r->removed = io->removed_next;
         free(io);
     }
+    free(r->slots);
     free(r->bufs);
     free(r->buf_next);
     free(r->buf_len);
@@ -169,7 +181,7 @@ enable(struct ring *r)
 bool
 ring_probe(char *why, size_t len)
 {
-    struct ring_config cfg = { 8, 2, 64, false };
+    struct ring_config cfg = { .entries = 8, .buffers = 2, .buffer_size = 64 };
     struct ring *r = ring_new(&cfg, NULL, why, len);
     struct io_uring_sqe *sqe;
     struct io_uring_cqe *cqe;
@@ -290,7 +302,8 @@ arm_recv(struct ring *r, struct ring_io *io)
     if ((sqe = ring_sqe(r)) == NULL) {
         return;
     }
-    io_uring_prep_recv_multishot(sqe, io->fd, NULL, 0, 0);
+    io_uring_prep_recv_multishot(sqe, ring_target(io), NULL, 0, 0);
+    ring_fixed(sqe, io);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = BGID;
     io_uring_sqe_set_data64(sqe, ud(io, OP_RECV));
@@ -350,6 +363,25 @@ ring_arm_poll(struct ring *r, struct ring_io *io)
     io->polled = io->want;
     io->poll_armed = true;
     io->poll_cancelled = false;
+    io->inflight++;
+}
+
+void
+ring_arm_accept(struct ring *r, struct ring_io *io)
+{
+    struct io_uring_sqe *sqe;
+
+    if (!r->enabled) {
+        ring_ready(r, io, 0);
+        return;
+    }
+    if ((sqe = ring_sqe(r)) == NULL) {
+        return;
+    }
+    io_uring_prep_multishot_accept(sqe, io->fd, NULL, NULL,
+                                   SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, ud(io, OP_ACCEPT));
+    io->recv_armed = true;
     io->inflight++;
 }
 
@@ -469,6 +501,30 @@ got_poll(struct ring *r, struct ring_io *io, int res)
     ring_ready(r, io, what);
 }
 
+/* A connection accepted, or the accept's error: to the owner at once
+ * (it only hands the socket on).  An accept the kernel ended is armed
+ * again in the pass, unless its owner removed it. */
+static void
+got_accept(struct ring *r, struct ring_io *io, const struct io_uring_cqe *cqe)
+{
+    if (!(cqe->flags & IORING_CQE_F_MORE)) {
+        io->recv_armed = false;
+        io->inflight--;
+    }
+    if (io->removed) {
+        if (cqe->res >= 0) {
+            close(cqe->res);
+        }
+        return;
+    }
+    if (cqe->res != -ECANCELED) {
+        io->cb(cqe->res, 0, io->arg);
+    }
+    if (!io->removed && !io->recv_armed) {
+        ring_ready(r, io, 0);
+    }
+}
+
 static void
 on_cqe(struct ring *r, const struct io_uring_cqe *cqe)
 {
@@ -479,6 +535,7 @@ on_cqe(struct ring *r, const struct io_uring_cqe *cqe)
     case OP_RECV: got_recv(r, io, cqe); break;
     case OP_SEND: got_send(r, io, cqe->res); break;
     case OP_POLL: got_poll(r, io, cqe->res); break;
+    case OP_ACCEPT: got_accept(r, io, cqe); break;
     case OP_TIMER:
         r->tick_armed = false;
         r->tick_due = true;
@@ -550,7 +607,11 @@ run_ready(struct ring *r)
         }
         /* level-triggered: a readiness source still waiting polls again;
          * a stream that reads keeps its receive */
-        if (!io->poll) {
+        if (io->accept) {
+            if (!io->recv_armed) {
+                ring_arm_accept(r, io);
+            }
+        } else if (!io->poll) {
             ring_want_recv(r, io);
         } else if (!io->poll_armed) {
             ring_arm_poll(r, io);
@@ -618,6 +679,12 @@ ring_run(struct ring *r, void (*end_pass)(void))
             end_pass();
         }
     }
+}
+
+void
+ring_submit(struct ring *r)
+{
+    submit(r);
 }
 
 void

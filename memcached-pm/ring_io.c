@@ -25,11 +25,40 @@ ring_add(struct ring *r, int fd, bool poll, ring_cb cb, void *arg)
     }
     io->r = r;
     io->fd = fd;
+    io->slot = -1;
     io->poll = poll;
     io->cb = cb;
     io->arg = arg;
     io->in_head = io->in_tail = NO_BUF;
+    if (!poll && r->nslots > 0) {
+        int slot = r->slots[r->nslots - 1];
+
+        if (io_uring_register_files_update(&r->uring, (unsigned)slot, &fd,
+                                           1) == 1) {
+            io->slot = slot;
+            r->nslots--;
+        }
+    }
     return io;
+}
+
+struct ring_io *
+ring_add_accept(struct ring *r, int fd, ring_cb cb, void *arg)
+{
+    struct ring_io *io = ring_add(r, fd, true, cb, arg);
+
+    if (io != NULL) {
+        io->accept = true;
+        io->want = EV_READ;
+        ring_arm_accept(r, io);
+    }
+    return io;
+}
+
+int
+ring_fd(const struct ring *r)
+{
+    return r->uring.ring_fd;
 }
 
 void
@@ -93,7 +122,10 @@ ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg)
         struct io_uring_sqe *sqe = ring_sqe(r);
 
         if (sqe != NULL) {
-            io_uring_prep_cancel_fd(sqe, io->fd, IORING_ASYNC_CANCEL_ALL);
+            io_uring_prep_cancel_fd(sqe, ring_target(io),
+                                    IORING_ASYNC_CANCEL_ALL |
+                                    (io->slot >= 0
+                                     ? IORING_ASYNC_CANCEL_FD_FIXED : 0));
             io_uring_sqe_set_data64(sqe, ud(NULL, OP_NONE));
         }
     }
@@ -119,6 +151,14 @@ ring_free_removed(struct ring *r)
 
             io->in_head = r->buf_next[bid];
             ring_buf_return(r, bid);
+        }
+        if (io->slot >= 0) {
+            /* the table holds the socket open: let go of it first */
+            int none = -1;
+
+            io_uring_register_files_update(&r->uring, (unsigned)io->slot,
+                                           &none, 1);
+            r->slots[r->nslots++] = io->slot;
         }
         if (io->done != NULL) {
             io->done(io->done_arg);
@@ -216,7 +256,8 @@ ring_writev(struct ring_io *io, struct iovec *iov, size_t n)
         memset(&io->msg, 0, sizeof(io->msg));
         io->msg.msg_iov = iov;
         io->msg.msg_iovlen = n;
-        io_uring_prep_sendmsg(sqe, io->fd, &io->msg, MSG_NOSIGNAL);
+        io_uring_prep_sendmsg(sqe, ring_target(io), &io->msg, MSG_NOSIGNAL);
+        ring_fixed(sqe, io);
         io_uring_sqe_set_data64(sqe, ud(io, OP_SEND));
         io->send_busy = true;
         io->inflight++;

@@ -34,6 +34,13 @@ ring_add(struct ring *r, int fd, bool poll, ring_cb cb, void *arg)
     (void)r; (void)fd; (void)poll; (void)cb; (void)arg;
     return NULL;
 }
+struct ring_io *
+ring_add_accept(struct ring *r, int fd, ring_cb cb, void *arg)
+{
+    (void)r; (void)fd; (void)cb; (void)arg;
+    return NULL;
+}
+int ring_fd(const struct ring *r) { (void)r; return -1; }
 void ring_wait(struct ring_io *io, short what) { (void)io; (void)what; }
 void ring_again(struct ring_io *io, short what) { (void)io; (void)what; }
 void
@@ -67,5 +74,6 @@ bool ring_pending(const struct ring_io *io) { (void)io; return false; }
 void ring_set_tick(struct ring *r, ring_cb t, void *a) { (void)r; (void)t; (void)a; }
 void ring_run(struct ring *r, void (*e)(void)) { (void)r; (void)e; }
 void ring_break(struct ring *r) { (void)r; }
+void ring_submit(struct ring *r) { (void)r; }
 unsigned ring_pass(struct ring *r, bool wait) { (void)r; (void)wait; return 0; }
 

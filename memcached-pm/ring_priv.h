@@ -13,7 +13,7 @@
 
 #include "memcached-pm/ring.h"
 
-enum op { OP_NONE, OP_RECV, OP_SEND, OP_POLL, OP_TIMER };
+enum op { OP_NONE, OP_RECV, OP_SEND, OP_POLL, OP_TIMER, OP_ACCEPT };
 #define OP_MASK 7u
 
 #define BGID 0                  /* the worker's one buffer group */
@@ -22,6 +22,7 @@ enum op { OP_NONE, OP_RECV, OP_SEND, OP_POLL, OP_TIMER };
 struct ring_io {
     struct ring    *r;
     int             fd;
+    int             slot;           /* its registered file, or -1 */
     ring_cb         cb;
     void           *arg;
     void          (*done)(void *arg);
@@ -30,6 +31,7 @@ struct ring_io {
     short           fired;          /* what became ready since it ran */
     short           polled;         /* poll: what the armed poll asks */
     bool            poll;           /* a readiness source */
+    bool            accept;         /* a listener: multishot accept */
     bool            poll_armed;
     bool            poll_cancelled;
     bool            recv_armed;
@@ -59,6 +61,10 @@ struct ring_io {
 struct ring {
     struct io_uring           uring;
     struct thread_stats      *stats;
+
+    /* registered files: the free slots of the table, a stack */
+    int                      *slots;
+    unsigned                  nslots;
 
     /* provided receive buffers */
     struct io_uring_buf_ring *br;
@@ -94,6 +100,22 @@ ud(const void *p, enum op op)
     return (uint64_t)(uintptr_t)p | op;
 }
 
+/* The descriptor an operation on io names: its registered file's slot
+ * (then with IOSQE_FIXED_FILE), or its fd. */
+static inline int
+ring_target(const struct ring_io *io)
+{
+    return io->slot >= 0 ? io->slot : io->fd;
+}
+
+static inline void
+ring_fixed(struct io_uring_sqe *sqe, const struct ring_io *io)
+{
+    if (io->slot >= 0) {
+        sqe->flags |= IOSQE_FIXED_FILE;
+    }
+}
+
 /* A free submission slot (NULL only before the ring is taken over). */
 struct io_uring_sqe *ring_sqe(struct ring *r);
 
@@ -113,6 +135,9 @@ void ring_cancel(struct ring *r, uint64_t what);
 
 /* Poll a readiness source for what it wants. */
 void ring_arm_poll(struct ring *r, struct ring_io *io);
+
+/* Keep a listener's multishot accept armed. */
+void ring_arm_accept(struct ring *r, struct ring_io *io);
 
 /* Free the removed sources nothing in the ring points at any more,
  * running their done(). */

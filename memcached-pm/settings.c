@@ -404,8 +404,10 @@ settings_opt_event_engine(const char *val)
         settings.event_engine = ENGINE_EPOLL;
     } else if (val != NULL && strcmp(val, "io_uring") == 0) {
         settings.event_engine = ENGINE_IO_URING;
+    } else if (val != NULL && strcmp(val, "auto") == 0) {
+        settings.event_engine = ENGINE_AUTO;
     } else {
-        fprintf(stderr, "event_engine must be epoll or io_uring\n");
+        fprintf(stderr, "event_engine must be io_uring, epoll or auto\n");
         return -1;
     }
     return 0;

@@ -54,9 +54,11 @@
 
 #define PCT_MSG "%s must be > 1 and < 80"
 
-/* -o event_engine: how the workers wait (worker.h); io_uring falls back
- * to epoll, with a line on stderr, where the kernel lacks what it needs. */
-enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING };
+/* -o event_engine: how the workers wait (worker.h).  Unless epoll is
+ * asked for, io_uring where the kernel has what it needs, else epoll with
+ * a line on stderr (only at -v under auto, the default).  Settled before
+ * the workers start: AUTO is never seen after. */
+enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
 
 #define SETTINGS_OPTIONS(X)                                                 \
     X(maxbytes, SZ, C(mem_limit), 'm', "memory-limit=<num>", NULL,          \
@@ -283,8 +285,9 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING };
       NULL, NONE, NULL)                                                     \
     X(event_engine, STR, V(settings_engine_name()), 0, NULL,                \
       "event_engine", FN(settings_opt_event_engine), "how workers wait "    \
-      "for and move bytes: epoll or io_uring (default: epoll)")             \
-    X(_, HIDE, D(int, event_engine, ENGINE_EPOLL), 0, NULL, NULL, NONE,     \
+      "for and move bytes: io_uring, epoll, or auto (default: io_uring, "   \
+      "epoll where the kernel lacks it)")                                   \
+    X(_, HIDE, D(int, event_engine, ENGINE_AUTO), 0, NULL, NULL, NONE,      \
       NULL)                                                                 \
     X(_, HIDE, D(unsigned, ring_buffers, 256), 0, NULL, "ring_buffers",     \
       FN(settings_opt_ring_buffers), "io_uring: 16 KB receive buffers per " \
@@ -292,6 +295,9 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING };
     X(_, HIDE, D(unsigned, ring_entries, 256), 0, NULL, "ring_entries",     \
       UINT(4, 32768, NULL), "io_uring: submission queue entries per "       \
       "worker, four times as many completions (default: 256)")             \
+    X(_, HIDE, D(bool, ring_files, true), 0, NULL, "ring_files", ONOFF,     \
+      "io_uring: sockets as registered files, no lookup per operation "    \
+      "(default: on; no_ring_files: off)")                                  \
     X(_, HIDE, D(bool, ring_sqpoll, false), 0, NULL, "ring_sqpoll", ON,     \
       "io_uring: a kernel thread per worker polls its submissions (costs "  \
       "a core)")                                                            \

@@ -192,6 +192,7 @@ ring_setup(struct worker *w)
         .buffers = settings.ring_buffers,
         .buffer_size = RING_BUFFER_SIZE,
         .sqpoll = settings.ring_sqpoll,
+        .files = settings.ring_files ? (unsigned)settings.maxconns : 0,
     };
     char why[128];
 
@@ -275,10 +276,18 @@ worker_start_all(unsigned n)
     struct conn_list *lists = conn_lists_new(n);
     char why[128];
 
-    if (settings.event_engine == ENGINE_IO_URING &&
-        !ring_probe(why, sizeof(why))) {
-        log_error("io_uring cannot be used (%s): the workers use epoll", why);
-        settings.event_engine = ENGINE_EPOLL;
+    if (settings.event_engine != ENGINE_EPOLL) {
+        if (ring_probe(why, sizeof(why))) {
+            settings.event_engine = ENGINE_IO_URING;
+        } else if (settings.event_engine == ENGINE_AUTO) {
+            log_info("io_uring cannot be used (%s): the workers use epoll",
+                     why);
+            settings.event_engine = ENGINE_EPOLL;
+        } else {
+            log_error("io_uring cannot be used (%s): the workers use epoll",
+                      why);
+            settings.event_engine = ENGINE_EPOLL;
+        }
     }
     workers = calloc(n, sizeof(*workers));
     if (workers == NULL || lists == NULL) {

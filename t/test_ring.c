@@ -44,9 +44,12 @@ on_done(void *arg)
 }
 
 static struct ring *
-ring_of(unsigned entries, unsigned buffers)
+ring_with(unsigned entries, unsigned buffers, unsigned files)
 {
-    struct ring_config cfg = { entries, buffers, 16384, false };
+    struct ring_config cfg = {
+        .entries = entries, .buffers = buffers, .buffer_size = 16384,
+        .files = files
+    };
     char why[128];
     struct ring *r = ring_new(&cfg, &counters, why, sizeof(why));
 
@@ -56,6 +59,18 @@ ring_of(unsigned entries, unsigned buffers)
     }
     ring_pass(r, false);        /* this thread takes it over */
     return r;
+}
+
+static struct ring *
+ring_of(unsigned entries, unsigned buffers)
+{
+    return ring_with(entries, buffers, 0);
+}
+
+static void
+on_done_close(void *arg)
+{
+    close(*(int *)arg);
 }
 
 static void
@@ -93,10 +108,11 @@ drop(struct ring *r, struct ring_io *io)
     }
 }
 
+/* files: the stream's socket is a registered file (0: a plain fd). */
 static void
-test_receive_and_send(void)
+test_receive_and_send(unsigned files)
 {
-    struct ring *r = ring_of(64, 16);
+    struct ring *r = ring_with(64, 16, files);
     struct seen s = { 0, 0 };
     char buf[64];
     struct iovec iov[2] = { { "hel", 3 }, { "lo", 2 } };
@@ -140,6 +156,19 @@ test_receive_and_send(void)
     }
     is_int(done, 1, "a removed source is done once");
     close(sv[0]);
+
+    /* done() closes the socket: the peer sees the end at once, the
+     * registered file let go of first */
+    pair(sv);
+    io = ring_add(r, sv[0], false, on_ready, &s);
+    ring_wait(io, EV_READ);
+    ring_pass(r, false);
+    ring_remove(io, on_done_close, &sv[0]);
+    for (int i = 0; i < 5; i++) {
+        ring_pass(r, false);
+    }
+    is_int(read(sv[1], buf, sizeof(buf)), 0, "the peer reads the close");
+    close(sv[1]);
     ring_free(r);
 }
 
@@ -404,7 +433,8 @@ main(void)
         printf("#   %s\n", why);
         return done_testing();
     }
-    test_receive_and_send();
+    test_receive_and_send(0);
+    test_receive_and_send(16);
     test_poll_is_level_triggered();
     test_buffers_run_out();
     test_receive_pauses();

@@ -135,8 +135,18 @@ def stop_raw(proc):
 
 
 def test_unix_socket(binary, tmp_path):
+    unix_socket_serves(binary, tmp_path, [])
+
+
+@pytest.mark.mcpm
+@pytest.mark.parametrize("engine", ["epoll", "io_uring"])
+def test_unix_socket_on_each_engine(binary, tmp_path, engine):
+    unix_socket_serves(binary, tmp_path, ["-o", "event_engine=" + engine])
+
+
+def unix_socket_serves(binary, tmp_path, extra):
     path = str(tmp_path / "mc.sock")
-    proc = start_raw(binary, ["-s", path, "-a", "0600", "-U", "0"])
+    proc = start_raw(binary, ["-s", path, "-a", "0600", "-U", "0"] + extra)
     try:
         deadline = time.monotonic() + 10
         while not os.path.exists(path):

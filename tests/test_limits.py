@@ -100,8 +100,21 @@ def nofile(n):
 
 
 def test_accept_stops_at_the_file_limit_and_resumes(server_factory):
-    s = server_factory("-t", "1", "-c", "64", "-o", "no_maxconns_fast",
-                       preexec=nofile(64))
+    file_limit_pauses_accept(server_factory("-t", "1", "-c", "64", "-o",
+                                            "no_maxconns_fast",
+                                            preexec=nofile(64)))
+
+
+@pytest.mark.mcpm
+def test_ring_accept_stops_at_the_file_limit_and_resumes(server_factory):
+    """The same on the io_uring engine: the listeners' multishot accepts
+    end with EMFILE, are removed, and are armed again."""
+    file_limit_pauses_accept(server_factory(
+        "-t", "1", "-c", "64", "-o", "no_maxconns_fast,event_engine=io_uring",
+        preexec=nofile(64)))
+
+
+def file_limit_pauses_accept(s):
     first = s.conn()
     conns, stuck = [], None
     for _ in range(80):

@@ -6,6 +6,7 @@ and thousands of connections closing with requests and replies in the
 ring.  Each asserts the replies byte for byte, the counter in `stats`,
 and (through the fixtures' clean stop) no sanitizer report."""
 
+import os
 import socket
 import struct
 import threading
@@ -41,17 +42,44 @@ def wait_for(pred, timeout=10.0):
 def test_the_engine_is_chosen(server_factory):
     assert engine(server_factory(*RING)) == "io_uring"
     assert engine(server_factory("-o", "event_engine=epoll")) == "epoll"
-    s = server_factory("-o", "event_engine=io_uring,ring_buffers=1,"
-                             "ring_entries=4")
+    assert engine(server_factory("-o", "event_engine=auto")) == "io_uring"
+    want = b"STORED\r\nVALUE k 0 5\r\nhello\r\nEND\r\n"
+    for opts in ("ring_buffers=1,ring_entries=4", "no_ring_files"):
+        s = server_factory("-o", "event_engine=io_uring," + opts)
+        with s.conn() as c:
+            c.send(b"set k 0 0 5\r\nhello\r\nget k\r\n")
+            assert c.read_exact(len(want)) == want, opts
+
+
+def rings(s):
+    d = "/proc/%d/fd" % s.pid
+    return sum(1 for fd in os.listdir(d)
+               if os.readlink(os.path.join(d, fd)) == "anon_inode:[io_uring]")
+
+
+def test_a_ring_per_worker_and_one_for_the_listeners(server_factory):
+    """Three workers, three rings; the listeners accept through a fourth
+    (multishot accepts), a TCP and a UNIX one alike; epoll has none."""
+    s = server_factory("-t", "3", *RING)
+    assert rings(s) == 4
     with s.conn() as c:
-        c.send(b"set k 0 0 5\r\nhello\r\nget k\r\n")
-        assert c.read_exact(len(b"STORED\r\nVALUE k 0 5\r\nhello\r\nEND\r\n")) \
-            == b"STORED\r\nVALUE k 0 5\r\nhello\r\nEND\r\n"
+        assert c.req(b"mn\r\n") == b"MN\r\n"
+    assert rings(server_factory("-t", "3", "-o", "event_engine=epoll")) == 0
+
+
+def test_sqpoll_serves(server_factory):
+    """-o ring_sqpoll: a kernel thread submits for each worker."""
+    s = server_factory("-t", "2", "-o", "event_engine=io_uring,ring_sqpoll")
+    assert engine(s) == "io_uring"
+    with s.conn() as c:
+        for i in range(50):
+            assert c.req(b"set s%d 0 0 1\r\nx\r\n" % i) == b"STORED\r\n"
+        assert c.get_block(b"get s49\r\n") == b"VALUE s49 0 1\r\nx\r\nEND\r\n"
 
 
 @pytest.mark.parametrize("opt,msg", [
-    ("event_engine=kqueue", "event_engine must be epoll or io_uring"),
-    ("event_engine", "event_engine must be epoll or io_uring"),
+    ("event_engine=kqueue", "event_engine must be io_uring, epoll or auto"),
+    ("event_engine", "event_engine must be io_uring, epoll or auto"),
     ("ring_buffers=3", "ring_buffers must be a power of two from 1 to 32768"),
     ("ring_buffers=65536",
      "ring_buffers must be a power of two from 1 to 32768"),
@@ -63,21 +91,26 @@ def test_bad_values_are_refused(run, opt, msg):
     assert msg in r.stderr.decode()
 
 
-def test_falls_back_to_epoll_where_io_uring_is_off(server_factory):
-    """With io_uring disabled in the kernel, one line says so and the
-    workers run on epoll."""
+@pytest.mark.parametrize("asked,lines", [("io_uring", 1), ("auto", 0)])
+def test_falls_back_to_epoll_where_io_uring_is_off(server_factory, asked,
+                                                  lines):
+    """With io_uring disabled in the kernel, the workers and listeners
+    run on epoll; one line says so when io_uring was asked for by name,
+    none under auto (the default)."""
     with open(IO_URING_DISABLED) as f:
         was = f.read().strip()
     try:
         with open(IO_URING_DISABLED, "w") as f:
             f.write("2")
-        s = server_factory(*RING)
+        s = server_factory("-o", "event_engine=" + asked)
     finally:
         with open(IO_URING_DISABLED, "w") as f:
             f.write(was)
-    lines = [l for l in s.stderr().splitlines() if "io_uring" in l]
-    assert len(lines) == 1 and "the workers use epoll" in lines[0], lines
+    said = [l for l in s.stderr().splitlines() if "io_uring" in l]
+    assert len(said) == lines, said
+    assert all("the workers use epoll" in l for l in said)
     assert engine(s) == "epoll"
+    assert rings(s) == 0
     assert "ring_recv_nobufs" not in s.stats()
     with s.conn() as c:
         assert c.req(b"set k 0 0 1\r\nx\r\n") == b"STORED\r\n"
