@@ -121,6 +121,8 @@ ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg)
     if (io->inflight > 0) {
         struct io_uring_sqe *sqe = ring_sqe(r);
 
+        STAT_INCR(r->stats->ring_close_deferred);
+
         if (sqe != NULL) {
             io_uring_prep_cancel_fd(sqe, ring_target(io),
                                     IORING_ASYNC_CANCEL_ALL |

@@ -293,7 +293,7 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       FN(settings_opt_ring_buffers), "io_uring: 16 KB receive buffers per " \
       "worker, a power of two (default: 256)")                              \
     X(_, HIDE, D(unsigned, ring_entries, 256), 0, NULL, "ring_entries",     \
-      UINT(4, 32768, NULL), "io_uring: submission queue entries per "       \
+      UINT(4, 16384, NULL), "io_uring: submission queue entries per "       \
       "worker, four times as many completions (default: 256)")             \
     X(_, HIDE, D(bool, ring_files, true), 0, NULL, "ring_files", ONOFF,     \
       "io_uring: sockets as registered files, no lookup per operation "    \

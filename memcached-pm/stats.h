@@ -126,6 +126,7 @@
     X(ring_recv_paused,           THREAD,  RING)                            \
     X(ring_send_short,            THREAD,  RING)                            \
     X(ring_send_errors,           THREAD,  RING)                            \
+    X(ring_close_deferred,        THREAD,  RING)                            \
     X(ring_cq_overflows,          THREAD,  RING)                            \
     CACHE_STATS_SERVER(X)                                                   \
     X(log_worker_dropped,         LOG,     ALWAYS)                          \

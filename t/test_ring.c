@@ -335,6 +335,7 @@ test_send_faults(void)
     unsigned done = 0;
     uint64_t short_before = counters.ring_send_short;
     uint64_t err_before = counters.ring_send_errors;
+    uint64_t before;
 
     /* short: a megabyte into a small socket buffer goes out in parts */
     pair(sv);
@@ -372,8 +373,11 @@ test_send_faults(void)
         ring_pass(r, false);
     }
     done = 0;
+    before = counters.ring_close_deferred;
     ring_remove(io, on_done, &done);
     is_int(done, 0, "not done while the send is in the ring");
+    is_int(counters.ring_close_deferred - before, 1,
+           "ring_close_deferred counted");
     for (int i = 0; i < 100 && done == 0; i++) {
         ring_pass(r, false);
     }

@@ -84,6 +84,7 @@ def test_sqpoll_serves(server_factory):
     ("ring_buffers=65536",
      "ring_buffers must be a power of two from 1 to 32768"),
     ("ring_entries=2", 'Invalid value for ring_entries: "2"'),
+    ("ring_entries=32768", 'Invalid value for ring_entries: "32768"'),
 ])
 def test_bad_values_are_refused(run, opt, msg):
     r = run("-o", opt)
@@ -254,35 +255,46 @@ def test_completion_queue_overflow(server_factory):
 def test_thousands_of_connections_close_with_work_in_the_ring(
         server_factory):
     """Two thousand connections that send requests and go at once, some
-    with a reset, some while a megabyte reply is on its way: every one
-    is freed (curr_connections comes back), nothing leaks or is used
-    after it is freed (the sanitizer build's clean stop)."""
+    with a reset, some while a megabyte reply is on its way, some closed
+    by the server (quit) with their receive in the ring: every one is
+    freed (curr_connections comes back), nothing leaks or is used after
+    it is freed (the sanitizer build's clean stop)."""
     s = server_factory("-I", "2m", RING[0], RING[1])
     value = b"w" * (1 << 20)
     with s.conn(timeout=20) as c:
         c.send(b"set big 0 0 %d\r\n%s\r\n" % (len(value), value))
         assert c.readline() == b"STORED\r\n"
     base = int(s.stats()["curr_connections"])
+    deferred = counter(s, "ring_close_deferred")
     for batch in range(20):
         socks = []
         for i in range(100):
             so = socket.create_connection(("127.0.0.1", s.port))
-            kind = (batch * 100 + i) % 4
+            kind = (batch * 100 + i) % 5
             if kind == 0:
                 so.sendall(b"set k%d 0 0 5\r\nhello\r\nget k%d\r\n" % (i, i))
             elif kind == 1:
                 so.sendall(b"get big\r\n")
             elif kind == 2:
                 so.sendall(b"get big big\r\nset half 0 0 10\r\nabc")
-            else:
+            elif kind == 3:
                 so.sendall(b"mg k%d v\r\n" % i)
+            else:
+                # the server closes first, its receive still in the ring
+                so.sendall(b"mn\r\nquit\r\n")
             socks.append((kind, so))
         for kind, so in socks:
+            if kind == 4:
+                so.settimeout(5)
+                assert so.recv(100) == b"MN\r\n"
+                assert so.recv(100) == b""
             if kind % 2:
                 reset(so)
             else:
                 so.close()
     assert wait_for(lambda: int(s.stats()["curr_connections"]) == base, 20)
+    # the 400 that quit were closed with their receive in the ring
+    assert counter(s, "ring_close_deferred") - deferred >= 400
     s.check_alive()
 
 

@@ -35,7 +35,7 @@ moves_to_warm moves_within_lru direct_reclaims lru_bumps_dropped""".split()
 # file, what recovery did (recovery_*, doc/PERSISTENCE.md).
 OWN = ["prefetch_batches", "prefetch_keys", "lockfree_hits"]
 RING = ["ring_recv_nobufs", "ring_recv_paused", "ring_send_short",
-        "ring_send_errors", "ring_cq_overflows"]
+        "ring_send_errors", "ring_close_deferred", "ring_cq_overflows"]
 
 SETTINGS = """maxbytes maxconns tcpport udpport inter verbosity oldest evictions
 domain_socket umask shutdown_command growth_factor chunk_size num_threads
