@@ -289,17 +289,24 @@ ring_ready(struct ring *r, struct ring_io *io, short what)
     }
 }
 
+/* A slot for one of io's own operations; NULL when the ring has not been
+ * taken over yet: io is queued so that the first pass arms it. */
+static struct io_uring_sqe *
+sqe_for(struct ring *r, struct ring_io *io)
+{
+    if (!r->enabled) {
+        ring_ready(r, io, 0);
+        return NULL;
+    }
+    return ring_sqe(r);
+}
+
 static void
 arm_recv(struct ring *r, struct ring_io *io)
 {
-    struct io_uring_sqe *sqe;
+    struct io_uring_sqe *sqe = sqe_for(r, io);
 
-    if (!r->enabled) {
-        /* added before its thread took the ring: the first pass arms it */
-        ring_ready(r, io, 0);
-        return;
-    }
-    if ((sqe = ring_sqe(r)) == NULL) {
+    if (sqe == NULL) {
         return;
     }
     io_uring_prep_recv_multishot(sqe, ring_target(io), NULL, 0, 0);
@@ -348,14 +355,9 @@ ring_arm_poll(struct ring *r, struct ring_io *io)
 {
     unsigned mask = ((io->want & EV_READ) ? POLLIN : 0) |
                     ((io->want & EV_WRITE) ? POLLOUT : 0);
-    struct io_uring_sqe *sqe;
+    struct io_uring_sqe *sqe = sqe_for(r, io);
 
-    if (!r->enabled) {
-        /* set up before its thread took the ring: the first pass polls */
-        ring_ready(r, io, 0);
-        return;
-    }
-    if ((sqe = ring_sqe(r)) == NULL) {
+    if (sqe == NULL) {
         return;
     }
     io_uring_prep_poll_add(sqe, io->fd, mask);
@@ -369,13 +371,9 @@ ring_arm_poll(struct ring *r, struct ring_io *io)
 void
 ring_arm_accept(struct ring *r, struct ring_io *io)
 {
-    struct io_uring_sqe *sqe;
+    struct io_uring_sqe *sqe = sqe_for(r, io);
 
-    if (!r->enabled) {
-        ring_ready(r, io, 0);
-        return;
-    }
-    if ((sqe = ring_sqe(r)) == NULL) {
+    if (sqe == NULL) {
         return;
     }
     io_uring_prep_multishot_accept(sqe, io->fd, NULL, NULL,

@@ -92,20 +92,25 @@ pass_until(struct ring *r, const struct seen *s, unsigned calls)
     }
 }
 
-/* Remove a source and pass until it is done. */
-static void
+/* Pass until a removed source's done() ran (or a bound); how often it
+ * ran. */
+static unsigned
+pass_until_done(struct ring *r, const unsigned *done)
+{
+    for (int i = 0; i < 100 && *done == 0; i++) {
+        ring_pass(r, false);
+    }
+    return *done;
+}
+
+/* Remove a source and pass until it is done: how often done() ran. */
+static unsigned
 drop(struct ring *r, struct ring_io *io)
 {
     unsigned done = 0;
 
     ring_remove(io, on_done, &done);
-    for (int i = 0; i < 100 && done == 0; i++) {
-        ring_pass(r, false);
-    }
-    if (done != 1) {
-        printf("# a removed source was not done\n");
-        exit(1);
-    }
+    return pass_until_done(r, &done);
 }
 
 /* files: the stream's socket is a registered file (0: a plain fd). */
@@ -118,7 +123,6 @@ test_receive_and_send(unsigned files)
     struct iovec iov[2] = { { "hel", 3 }, { "lo", 2 } };
     int sv[2];
     struct ring_io *io;
-    unsigned done = 0;
 
     pair(sv);
     io = ring_add(r, sv[0], false, on_ready, &s);
@@ -150,11 +154,7 @@ test_receive_and_send(unsigned files)
     ring_wait(io, EV_READ);
     pass_until(r, &s, 1);
     is_int(ring_read(io, buf, sizeof(buf)), 0, "the peer's close reads 0");
-    ring_remove(io, on_done, &done);
-    for (int i = 0; i < 100 && done == 0; i++) {
-        ring_pass(r, false);
-    }
-    is_int(done, 1, "a removed source is done once");
+    is_int(drop(r, io), 1, "a removed source is done once");
     close(sv[0]);
 
     /* done() closes the socket: the peer sees the end at once, the
@@ -180,7 +180,6 @@ test_poll_is_level_triggered(void)
     char c;
     int sv[2];
     struct ring_io *io;
-    unsigned done = 0;
 
     pair(sv);
     io = ring_add(r, sv[0], true, on_ready, &s);
@@ -201,11 +200,7 @@ test_poll_is_level_triggered(void)
     ring_wait(io, EV_WRITE);
     pass_until(r, &s, 1);
     ok(s.calls >= 1 && (s.what & EV_WRITE), "poll: re-armed for writing");
-    ring_remove(io, on_done, &done);
-    for (int i = 0; i < 100 && done == 0; i++) {
-        ring_pass(r, false);
-    }
-    is_int(done, 1, "removed poll source done");
+    is_int(drop(r, io), 1, "removed poll source done");
     close(sv[0]);
     close(sv[1]);
     ring_free(r);
@@ -249,8 +244,7 @@ test_buffers_run_out(void)
     }
     ok(got_a == 4 && got_b == 4, "both got everything");
     ok(counters.ring_recv_nobufs > before, "ring_recv_nobufs counted");
-    drop(r, ia);
-    drop(r, ib);
+    is_int(drop(r, ia) + drop(r, ib), 2, "both removed and done");
     close(a[1]);
     close(b[1]);
     ring_free(r);
@@ -302,7 +296,7 @@ test_receive_pauses(void)
     }
     is_int(got, sizeof(in), "every byte after the pause");
     ok(memcmp(in, out, sizeof(in)) == 0, "in order");
-    drop(r, io);
+    is_int(drop(r, io), 1, "removed and done");
     ring_free(r);
     close(sv[0]);
     close(sv[1]);
@@ -322,8 +316,9 @@ fill(int fd)
     return total;
 }
 
+/* A short send, then a peer gone while the next one waits in the ring. */
 static void
-test_send_faults(void)
+test_short_and_failed_sends(void)
 {
     struct ring *r = ring_of(64, 16);
     struct seen s = { 0, 0 };
@@ -332,10 +327,8 @@ test_send_faults(void)
     int sv[2];
     struct ring_io *io;
     ssize_t n;
-    unsigned done = 0;
     uint64_t short_before = counters.ring_send_short;
     uint64_t err_before = counters.ring_send_errors;
-    uint64_t before;
 
     /* short: a megabyte into a small socket buffer goes out in parts */
     pair(sv);
@@ -357,14 +350,25 @@ test_send_faults(void)
     ok(n == -1 && (errno == EPIPE || errno == ECONNRESET),
        "a send to a peer gone fails with EPIPE/ECONNRESET");
     ok(counters.ring_send_errors > err_before, "ring_send_errors counted");
-    ring_remove(io, on_done, &done);
-    for (int i = 0; i < 100 && done == 0; i++) {
-        ring_pass(r, false);
-    }
-    is_int(done, 1, "source done after its failed send");
+    is_int(drop(r, io), 1, "source done after its failed send");
     close(sv[0]);
+    ring_free(r);
+}
 
-    /* removed with a send in the ring: done only once the send is out */
+/* Removed with a send waiting in the ring: done only once the cancelled
+ * send completed. */
+static void
+test_remove_with_a_send_in_the_ring(void)
+{
+    struct ring *r = ring_of(64, 16);
+    struct seen s = { 0, 0 };
+    static char big[1 << 20];
+    struct iovec iov = { big, sizeof(big) };
+    int sv[2];
+    struct ring_io *io;
+    unsigned done = 0;
+    uint64_t before = counters.ring_close_deferred;
+
     pair(sv);
     fill(sv[0]);
     io = ring_add(r, sv[0], false, on_ready, &s);
@@ -372,16 +376,12 @@ test_send_faults(void)
     for (int i = 0; i < 5; i++) {
         ring_pass(r, false);
     }
-    done = 0;
-    before = counters.ring_close_deferred;
     ring_remove(io, on_done, &done);
     is_int(done, 0, "not done while the send is in the ring");
     is_int(counters.ring_close_deferred - before, 1,
            "ring_close_deferred counted");
-    for (int i = 0; i < 100 && done == 0; i++) {
-        ring_pass(r, false);
-    }
-    is_int(done, 1, "done once the cancelled send completed");
+    is_int(pass_until_done(r, &done), 1,
+           "done once the cancelled send completed");
     close(sv[0]);
     close(sv[1]);
     ring_free(r);
@@ -397,7 +397,7 @@ test_completion_overflow(void)
     struct seen s[N];
     struct ring_io *io[N];
     int sv[N][2];
-    unsigned served = 0;
+    unsigned served = 0, dropped = 0;
     uint64_t before = counters.ring_cq_overflows;
     char buf[8];
 
@@ -419,8 +419,9 @@ test_completion_overflow(void)
     is_int(served, N, "every source served");
     ok(counters.ring_cq_overflows > before, "ring_cq_overflows counted");
     for (int i = 0; i < N; i++) {
-        drop(r, io[i]);
+        dropped += drop(r, io[i]);
     }
+    is_int(dropped, N, "every source removed and done");
     ring_free(r);
     for (int i = 0; i < N; i++) {
         close(sv[i][0]);
@@ -442,7 +443,8 @@ main(void)
     test_poll_is_level_triggered();
     test_buffers_run_out();
     test_receive_pauses();
-    test_send_faults();
+    test_short_and_failed_sends();
+    test_remove_with_a_send_in_the_ring();
     test_completion_overflow();
     return done_testing();
 }

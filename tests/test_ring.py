@@ -30,6 +30,17 @@ def counter(s, name):
     return int(s.stats()[name])
 
 
+def recv_upto(so, n):
+    """Up to n bytes from a socket: fewer only if it closes first."""
+    got = b""
+    while len(got) < n:
+        chunk = so.recv(min(n - len(got), 65536))
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 def wait_for(pred, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -133,12 +144,7 @@ def pipeline_client(port, n, key, errors):
                 want += b"VALUE %s%d 0 %d\r\n%s\r\nEND\r\n" % (key, i, len(v),
                                                                v)
             so.sendall(out)
-            got = b""
-            while len(got) < len(want):
-                chunk = so.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
+            got = recv_upto(so, len(want))
             if got != want:
                 errors.append((key, len(got), len(want)))
     except OSError as e:
@@ -185,12 +191,7 @@ def test_large_values_through_few_buffers(server_factory):
     so.sendall(b"get %s\r\n" % b" ".join(b"big%d" % k for k in range(8)))
     want = b"".join(b"VALUE big%d 0 %d\r\n%s\r\n" % (k, len(v), v)
                     for k, v in enumerate(values)) + b"END\r\n"
-    got = b""
-    while len(got) < len(want):
-        chunk = so.recv(65536)
-        if not chunk:
-            break
-        got += chunk
+    got = recv_upto(so, len(want))
     so.close()
     assert got == want
     assert counter(s, "ring_send_short") > 0
@@ -241,10 +242,7 @@ def test_completion_queue_overflow(server_factory):
             for so in conns:
                 so.settimeout(10)
                 want = b"VALUE k 0 2\r\nhi\r\nEND\r\n"
-                got = b""
-                while len(got) < len(want):
-                    got += so.recv(100)
-                assert got == want
+                assert recv_upto(so, len(want)) == want
     finally:
         for so in conns:
             so.close()
