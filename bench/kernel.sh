@@ -7,9 +7,10 @@
 # them) gets GET/SET 90/10 with 32-byte values on CONNS connections, one
 # request in flight on each, for DURATION seconds, ROUNDS times in the
 # order A B C C B A ... .  Per request it prints the server's CPU time and
-# the kernel's share of it (utime/stime), its system calls (perf stat,
-# when perf may count them), its context switches, and the TCP segments
-# the machine carried (/proc/net/snmp), each the median of the rounds;
+# the kernel's share of it (utime/stime), its system calls and context
+# switches (perf stat, when perf may count them, in a separate run: the
+# tracing slows every system call), and the TCP segments the machine
+# carried (/proc/net/snmp), each the median of the rounds;
 # then each memcached-pm engine's ops/s over memcached's and io_uring's
 # over epoll's.  On epoll both servers make the same calls and send the
 # same segments, so the kernel's part is a floor that no user-space
@@ -29,6 +30,7 @@ DURATION=${DURATION:-10}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 ROUNDS=${ROUNDS:-3}
+PERF_DURATION=${PERF_DURATION:-3}
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     cat <<EOF
@@ -37,6 +39,7 @@ environment (defaults in brackets):
   MCPM_BIN [memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
   MCLOAD_BIN [bench/mcload]  THREADS [4]  MEM [1024]  KEYS [100000]
   CONNS [50]  DURATION [10]  ROUNDS [3]  SERVER_CPU [1]  LOAD_CPU [0]
+  PERF_DURATION [3] (the separate run that counts system calls)
 EOF
     exit 0
 fi
@@ -69,11 +72,21 @@ segs() {
     awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ { print $11 }' /proc/net/snmp
 }
 
+# The workload on port $1 for $2 seconds: mcload's JSON in $3.
+load() {
+    mcload --server "127.0.0.1:$1" --keys "$KEYS" --conns "$CONNS" \
+        --get-ratio 0.9 --duration "$2" --requests 0 --json >"$3" || true
+}
+
 # One server: prints "ops/s" then, per request, "cpu_ns kern% syscalls
-# context-switches segments".
+# context-switches segments".  Throughput, CPU and segments come from a
+# run nothing traces; the system calls and context switches from a second
+# run (PERF_DURATION seconds) under perf stat, whose tracepoint costs
+# every system call something and would tilt the throughput towards the
+# server that makes fewer of them.
 measure() {
     local name=$1 bin=$2 port pid c0 c1 u0 s0 u1 s1 g0 g1 reqs ops
-    local args perf=()
+    local args perf=() preqs=0
     shift 2
     port=$(free_port)
     args=(-p "$port" -U 0 -l 127.0.0.1 -t "$THREADS" -m "$MEM" "$@")
@@ -86,39 +99,37 @@ measure() {
         --keys "$KEYS" --conns "$CONNS" --depth 16 >/dev/null ||
         die "preload of $name failed"
     settle "$pid"
+    c0=$(cpu_ns "$pid")
+    read -r u0 s0 < <(ticks "$pid")
+    g0=$(segs)
+    load "$port" "$DURATION" "$TMP/$name.json"
+    g1=$(segs)
+    c1=$(cpu_ns "$pid")
+    read -r u1 s1 < <(ticks "$pid")
+    read -r ops reqs < <(json "$TMP/$name.json" ops_per_sec requests)
+    rm -f "$TMP/$name.perf"
     if command -v perf >/dev/null &&
        perf stat -e raw_syscalls:sys_enter -p "$pid" -o /dev/null \
            -- sleep 0.1 >/dev/null 2>&1; then
         perf=(perf stat -x, -e raw_syscalls:sys_enter,context-switches
               -p "$pid" -o "$TMP/$name.perf")
-    fi
-    c0=$(cpu_ns "$pid")
-    read -r u0 s0 < <(ticks "$pid")
-    g0=$(segs)
-    if [ ${#perf[@]} -gt 0 ]; then
-        "${perf[@]}" -- sleep $((DURATION + 1)) &
+        "${perf[@]}" -- sleep $((PERF_DURATION + 1)) &
         PIDS+=("$!")
-    fi
-    mcload --server "127.0.0.1:$port" --keys "$KEYS" --conns "$CONNS" \
-        --get-ratio 0.9 --duration "$DURATION" --requests 0 --json \
-        >"$TMP/$name.json" || true
-    g1=$(segs)
-    c1=$(cpu_ns "$pid")
-    read -r u1 s1 < <(ticks "$pid")
-    if [ ${#perf[@]} -gt 0 ]; then
+        load "$port" "$PERF_DURATION" "$TMP/$name.traced.json"
         wait "${PIDS[-1]}" || true
+        read -r _ preqs < <(json "$TMP/$name.traced.json" ops_per_sec \
+                                 requests)
     fi
-    read -r ops reqs < <(json "$TMP/$name.json" ops_per_sec requests)
     kill "$pid"
     wait "$pid" 2>/dev/null || true
-    awk -v n="$reqs" -v ops="$ops" -v c="$((c1 - c0))" \
+    awk -v n="$reqs" -v pn="$preqs" -v ops="$ops" -v c="$((c1 - c0))" \
         -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v g="$((g1 - g0))" \
         -v f="$TMP/$name.perf" 'BEGIN {
         sc = "-"; cs = "-"
-        while ((getline line < f) > 0) {
+        while (pn > 0 && (getline line < f) > 0) {
             split(line, p, ",")
-            if (p[3] ~ /sys_enter/) sc = sprintf("%.2f", p[1] / n)
-            if (p[3] ~ /context-switches/) cs = sprintf("%.3f", p[1] / n)
+            if (p[3] ~ /sys_enter/) sc = sprintf("%.2f", p[1] / pn)
+            if (p[3] ~ /context-switches/) cs = sprintf("%.3f", p[1] / pn)
         }
         printf "%.0f %.0f %.0f %s %s %.2f\n", ops, c / n,
                (u + s > 0 ? 100 * s / (u + s) : 0), sc, cs, g / n }'
