@@ -316,13 +316,15 @@ fill(int fd)
     return total;
 }
 
+/* A megabyte to send: more than a socket pair's buffer takes at once. */
+static char big[1 << 20];
+
 /* A short send, then a peer gone while the next one waits in the ring. */
 static void
 test_short_and_failed_sends(void)
 {
     struct ring *r = ring_of(64, 16);
     struct seen s = { 0, 0 };
-    static char big[1 << 20];
     struct iovec iov = { big, sizeof(big) };
     int sv[2];
     struct ring_io *io;
@@ -362,7 +364,6 @@ test_remove_with_a_send_in_the_ring(void)
 {
     struct ring *r = ring_of(64, 16);
     struct seen s = { 0, 0 };
-    static char big[1 << 20];
     struct iovec iov = { big, sizeof(big) };
     int sv[2];
     struct ring_io *io;
