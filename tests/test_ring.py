@@ -216,10 +216,12 @@ def alone(s):
     """The connection asking is the only client the server holds: no
     other in `stats conns`, and curr_connections counts it alone (so
     every other one has been freed, not just closed)."""
-    rows = s.stats("conns")
+    with s.conn() as c:
+        rows = c.stats("conns")
+        curr = int(c.stats()["curr_connections"])
     clients = [k for k, v in rows.items()
                if k.endswith(":state") and v != "conn_listening"]
-    return len(clients) == 1 and int(s.stats()["curr_connections"]) == 1
+    return len(clients) == 1 and curr == 1
 
 
 def test_peer_resets_mid_reply(server_factory):
