@@ -117,8 +117,7 @@ measure() {
         PIDS+=("$!")
         load "$port" "$PERF_DURATION" "$TMP/$name.traced.json"
         wait "${PIDS[-1]}" || true
-        read -r _ preqs < <(json "$TMP/$name.traced.json" ops_per_sec \
-                                 requests)
+        preqs=$(json "$TMP/$name.traced.json" requests)
     fi
     kill "$pid"
     wait "$pid" 2>/dev/null || true
