@@ -60,6 +60,19 @@ SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
 # pytest plumbing
 # --------------------------------------------------------------------------
 
+# The markers that say what else a test's result depends on.
+DEPENDS_ON = {
+    "engine": "its result can change with the event engine (epoll or "
+              "io_uring): accepting, reading, writing, closing, waits",
+    "storage": "its result can change with where items live (the tier "
+               "policy and a memory file): items stored, changed, moved, "
+               "evicted, expired, flushed or counted",
+    "durability": "its result can change with the durability mode "
+                  "(memory_file_durability=power: group commit)",
+    "build": "its result can change between the sanitizer build and the "
+             "optimised build (memory and time measured from outside)",
+}
+
 def pytest_addoption(parser):
     parser.addoption("--reference", action="store_true", default=False,
                      help="run against /usr/bin/memcached (1.6.18) and "
@@ -73,6 +86,15 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "mcpm: a memcached-pm feature memcached does not have "
                    "(the PMEM tier); deselected with --reference")
+    # What a test's result can depend on besides the code it names; each
+    # pass of script/test past the first runs only the tests marked with
+    # what that pass changes (tests/README.md lists the passes).
+    for name, what in DEPENDS_ON.items():
+        config.addinivalue_line("markers", "%s: %s" % (name, what))
+    config.addinivalue_line(
+        "markers", "serial: changes the whole machine for a moment (a "
+                   "kernel setting): script/test runs it alone, after the "
+                   "tests that run in parallel")
 
 
 def is_reference(config):
@@ -98,6 +120,38 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+# Files the tests make in /dev/shm (memory files, their .meta, memkind
+# directories) start with this; a run must leave none of them behind.
+SHM_DIR = "/dev/shm"
+SHM_PREFIX = "mcpm-"
+
+
+def shm_files():
+    try:
+        return {n for n in os.listdir(SHM_DIR) if n.startswith(SHM_PREFIX)}
+    except FileNotFoundError:
+        return set()
+
+
+def pytest_sessionstart(session):
+    session.config.shm_before = shm_files()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run if it left files of its own in /dev/shm.  Under
+    pytest-xdist the controller checks once every worker is done."""
+    if hasattr(session.config, "workerinput"):
+        return
+    left = sorted(shm_files() - session.config.shm_before)
+    if not left:
+        return
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line("the tests left %d files in %s: %s"
+                      % (len(left), SHM_DIR, " ".join(left[:20])), red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     # remember each phase's outcome so fixtures can skip follow-up checks
@@ -105,6 +159,13 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
+
+
+def binary_has_asan(path):
+    """Whether the server binary was built with AddressSanitizer (its
+    runtime changes what memory and mlockall() look like from outside)."""
+    with open(path, "rb") as f:
+        return b"__asan_init" in f.read()
 
 
 def server_binary(config):
@@ -250,6 +311,166 @@ def parse_stats(block):
 
 
 # --------------------------------------------------------------------------
+# waiting
+# --------------------------------------------------------------------------
+
+def wait_for(cond, timeout=10.0, what=None):
+    """Call cond() until it returns a true value, and return that value.
+
+    This is the one way a test waits for the server: on a condition (a
+    stats value, a reply, a closed descriptor, a log line) with a
+    deadline, never for a fixed time.  The polls start 5 ms apart and back
+    off to 100 ms.  After `timeout` seconds the test fails, naming `what`
+    (or cond) and the last value cond returned."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        got = cond()
+        if got:
+            return got
+        left = deadline - time.monotonic()
+        if left <= 0:
+            name = what or getattr(cond, "__name__", repr(cond))
+            raise AssertionError("waited %.1f s for %s; last: %r"
+                                 % (timeout, name, got))
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.1)
+
+
+def server_time(c):
+    """The server's clock (`stats` time): whole seconds, one tick a
+    second, the clock expiry and delayed flush_all are judged by."""
+    return int(c.stats()["time"])
+
+
+def wait_server_time(c, t, timeout=None):
+    """Wait until the server's clock (asked through connection c) reads at
+    least t.  An item stored with a relative TTL of n while the clock read
+    t0 has expired from clock t0 + n on (memcached's rule: exptime <=
+    now), however slowly the host runs."""
+    if timeout is None:
+        timeout = max(10.0, t - server_time(c) + 10.0)
+    return wait_for(lambda: server_time(c) >= t, timeout,
+                    "the server's clock to reach %d" % t)
+
+
+def wait_seconds_pass(c, n):
+    """Wait until the server's clock has moved n seconds on from what it
+    reads now: an item stored before this call with a relative TTL of n
+    (or a flush_all n) has then taken effect."""
+    return wait_server_time(c, server_time(c) + n)
+
+
+def tcp_queues(port, client_ports):
+    """What the kernel holds of each connection between the clients on
+    client_ports and the server on 127.0.0.1:port, by client port, as
+    (bytes on their way to the server, bytes on their way to the client):
+    each sender's unacknowledged bytes plus the receiver's unread ones
+    (/proc/net/tcp's tx_queue and rx_queue).  A connection the server has
+    closed holds nothing."""
+    held = {}
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            local = int(fields[1].split(":")[1], 16)
+            remote = int(fields[2].split(":")[1], 16)
+            tx, rx = (int(x, 16) for x in fields[4].split(":"))
+            if local == port and remote in client_ports:
+                up, down = held.get(remote, (0, 0))
+                held[remote] = (up + rx, down + tx)
+            elif remote == port and local in client_ports:
+                up, down = held.get(local, (0, 0))
+                held[local] = (up + tx, down + rx)
+    return held
+
+
+def udp_unread(port):
+    """Bytes of datagrams waiting in the server's UDP sockets on port
+    (every worker's, /proc/net/udp's rx_queue)."""
+    held = 0
+    with open("/proc/net/udp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if int(fields[1].split(":")[1], 16) == port:
+                held += int(fields[4].split(":")[1], 16)
+    return held
+
+
+def wait_udp_read(port):
+    """Wait until the server has read every datagram sent to its UDP
+    port."""
+    wait_for(lambda: udp_unread(port) == 0,
+             what="the server to read its datagrams")
+
+
+def client_port(c):
+    """The local port of a Conn or of a plain socket."""
+    return getattr(c, "sock", c).getsockname()[1]
+
+
+def wait_wall_clock(t):
+    """Wait until the host's clock reads at least t (seconds since the
+    epoch): for time that must pass while no server runs (a TTL running
+    out during a restart's downtime)."""
+    return wait_for(lambda: time.time() >= t, max(10.0, t - time.time() + 10),
+                    "the wall clock to reach %.1f" % t)
+
+
+# --------------------------------------------------------------------------
+# what a pass changes for a test
+# --------------------------------------------------------------------------
+
+# The settings this pass gives every server that does not choose its own,
+# by the marker of the tests they can change (DEPENDS_ON).
+PASS_SETTINGS = {name for name, on in (("engine", EVENT_ENGINE),
+                                       ("storage", MEMORY_FILE_DIR),
+                                       ("durability", DURABILITY)) if on}
+_touched = []           # the servers the running test started or talked to
+
+
+def applied_settings(tiers, engine):
+    """The markers whose settings a server's command line took from the
+    pass."""
+    out = set()
+    if tiers:
+        out.add("storage")
+        if DURABILITY:
+            out.add("durability")
+    if engine:
+        out.add("engine")
+    return out
+
+
+def touched(server):
+    if server not in _touched:
+        _touched.append(server)
+
+
+@pytest.fixture(autouse=True)
+def pass_changes_the_test(request):
+    """A test marked with what a pass changes must meet that change: in a
+    pass that sets it, some server the test used, if it used any, must
+    have taken it (a test whose servers all choose their own engine or
+    tiers is the same in that pass as in the first: its mark would only
+    cost time)."""
+    _touched.clear()
+    yield
+    if "mc" in request.fixturenames:
+        touched(request.getfixturevalue("mc"))
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or not rep.passed or is_reference(request.config):
+        return
+    for name in sorted(PASS_SETTINGS):
+        if request.node.get_closest_marker(name) is None or not _touched:
+            continue            # (a test of no server, a start-up check)
+        if not any(name in srv.applied for srv in _touched):
+            pytest.fail("marked %s, but none of its servers takes this "
+                        "pass's %s setting" % (name, name), pytrace=False)
+
+
+# --------------------------------------------------------------------------
 # server process
 # --------------------------------------------------------------------------
 
@@ -292,6 +513,7 @@ class Server:
         self.errfile = None
         self.returncode = None
         self.memory_file = None
+        self.applied = set()        # the pass's settings this server took
         # -Z: the port speaks TLS; connections take this client context
         if tls is None and "-Z" in self.flags:
             tls = tls_client_context()
@@ -314,7 +536,10 @@ class Server:
             self.errfile = tempfile.NamedTemporaryFile(
                 prefix="mcpm-err-", suffix=".log")
             cmd = [self.binary] + base_args(self.port) + self.flags
-            cmd += self._memory_file_args() + self._engine_args()
+            tiers, engine = self._memory_file_args(), self._engine_args()
+            cmd += tiers + engine
+            self.applied = applied_settings(tiers, engine)
+            touched(self)
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL,
                                          stderr=self.errfile, env=self.env,
@@ -341,8 +566,7 @@ class Server:
             return []           # the test chose its own tiers
         self.memory_file = os.path.join(MEMORY_FILE_DIR,
                                         "mcpm-test-%d.pm" % self.port)
-        if os.path.exists(self.memory_file):
-            os.unlink(self.memory_file)
+        remove_memory_file(self.memory_file)
         opt = "memory_file=" + self.memory_file
         if TIER_POLICY:
             opt += ",tier_policy=" + TIER_POLICY
@@ -358,23 +582,29 @@ class Server:
         return ["-o", "event_engine=" + EVENT_ENGINE]
 
     def _remove_memory_file(self):
-        if self.memory_file and os.path.exists(self.memory_file):
-            os.unlink(self.memory_file)
+        if self.memory_file:
+            remove_memory_file(self.memory_file)
 
     def _wait_ready(self):
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
+        """True once the server answers; False if it exits first or does
+        not answer within START_TIMEOUT (it is then stopped)."""
+        def answered_or_exited():
             if self.proc.poll() is not None:
-                return False
+                return "exited"
             try:
                 with Conn(self.port, timeout=1.0, tls=self.tls) as c:
                     if self._answers(c):
-                        return True
+                        return "answered"
             except (OSError, ConnClosed):
                 pass
-            time.sleep(0.05)
-        self.stop()
-        return False
+            return None
+        try:
+            how = wait_for(answered_or_exited, START_TIMEOUT,
+                           "the server to answer")
+        except AssertionError:
+            self.stop()
+            return False
+        return how == "answered"
 
     def _answers(self, c):
         """A ready server answers `version`: under -B binary or -S, a
@@ -398,6 +628,7 @@ class Server:
         return self.proc.poll() is None
 
     def conn(self, timeout=5.0, tls=None):
+        touched(self)
         return Conn(self.port, timeout, tls or self.tls)
 
     def check_alive(self):
@@ -409,6 +640,36 @@ class Server:
     def stats(self, arg=""):
         with self.conn() as c:
             return c.stats(arg)
+
+    def send_read(self, conn, data, timeout=10.0):
+        """Send data on conn and wait until the server has read all of it,
+        so that what is sent next reaches it in a later read."""
+        conn.send(data)
+        self.wait_read(conn, timeout=timeout)
+
+    def wait_read(self, *conns, timeout=10.0):
+        """Wait until the server has read every byte the connections (Conns
+        or sockets) sent it, or closed them: the kernel holds none of it.
+        This needs nothing from the server, so it works while the server
+        cannot answer (out of read buffers, say)."""
+        ports = {client_port(c) for c in conns}
+
+        def all_read():
+            q = tcp_queues(self.port, ports)
+            return all(q.get(p, (0, 0))[0] == 0 for p in ports)
+        wait_for(all_read, timeout, "the server to read what %d "
+                 "connections sent" % len(ports))
+
+    def wait_replying(self, *conns, timeout=10.0):
+        """Wait until the server has started a reply on each connection
+        that its client has not taken yet: the kernel holds bytes of it."""
+        ports = {client_port(c) for c in conns}
+
+        def all_replying():
+            q = tcp_queues(self.port, ports)
+            return all(q.get(p, (0, 0))[1] > 0 for p in ports)
+        wait_for(all_replying, timeout, "the server to reply on %d "
+                 "connections" % len(ports))
 
     def item_limit(self):
         """Bytes of items the server may hold: -m, plus the memory file's
@@ -440,6 +701,11 @@ class Server:
         problems = []
         if self.proc is None:
             return problems
+        if self.proc.poll() is None and self.reference:
+            # memcached leaves only at its next clock tick, up to a second
+            # after SIGTERM; how it exits is not under test here
+            self.proc.kill()
+            self.proc.wait()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -481,16 +747,38 @@ def binary(request):
     return path
 
 
+def remove_memory_file(path):
+    """Remove a memory file and what the server keeps beside it (-e's
+    <file>.meta, and the .tmp it is written through)."""
+    for p in (path, path + ".meta", path + ".meta.tmp"):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+# Memory file paths handed out; server_factory removes them again once its
+# servers have stopped (a server writes -e's <file>.meta as it stops,
+# which may come after the path's fixture has torn down).
+_memfiles = []
+
+
+def new_memory_file(path):
+    """Register path as a memory file this test makes: it is removed, with
+    what the server keeps beside it, after the test's servers stop."""
+    _memfiles.append(path)
+    return path
+
+
 @pytest.fixture
 def memfile():
     """A PMEM-tier memory file path under /dev/shm (tmpfs stands in for a
     DAX filesystem), unique per test; the file is removed after the test,
     so servers restarted on it within the test see their own file."""
-    path = "/dev/shm/mcpm-pmem-test-%s.pm" % uuid.uuid4().hex
+    path = new_memory_file("/dev/shm/mcpm-pmem-test-%s.pm"
+                           % uuid.uuid4().hex)
     yield path
-    for p in (path, path + ".meta", path + ".meta.tmp"):   # -e's metadata
-        if os.path.exists(p):
-            os.unlink(p)
+    remove_memory_file(path)
 
 
 @pytest.fixture
@@ -514,6 +802,8 @@ def server_factory(binary, reference):
             s.assert_clean_stop()
         except pytest.fail.Exception as e:
             problems.append(str(e))
+    while _memfiles:
+        remove_memory_file(_memfiles.pop())
     if problems:
         pytest.fail("\n".join(problems))
 

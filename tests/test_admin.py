@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import TIER_POLICY
+from conftest import TIER_POLICY, wait_for, wait_seconds_pass
 
 OK = b"OK\r\n"
 
@@ -23,6 +23,7 @@ def own(server_factory, request):
     c.close()
 
 
+@pytest.mark.storage
 def test_cache_memlimit(own):
     if own.server.memory_file and TIER_POLICY in ("", "pmem"):
         # Items live in a memory file of -m bytes, which cannot grow (as
@@ -40,6 +41,7 @@ def test_cache_memlimit(own):
     assert own.stats()["limit_maxbytes"] == str(64 * 1024 * 1024)
 
 
+@pytest.mark.storage
 def test_cache_memlimit_errors(own):
     own.call(b"cache_memlimit 1\r\n",
              b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n")
@@ -78,6 +80,7 @@ def test_slabs_reassign_disabled(server_factory):
                b"CLIENT_ERROR slab reassignment disabled\r\n")
 
 
+@pytest.mark.storage
 def test_slabs_reassign_moves_a_page(server_factory):
     s = server_factory("-m", "8")
     with s.conn(timeout=20) as c:
@@ -90,20 +93,16 @@ def test_slabs_reassign_moves_a_page(server_factory):
         before = c.stats("slabs")
         pages1 = int(before["1:total_pages"])
         assert pages1 >= 2
-        deadline = time.monotonic() + 10
-        while True:
-            c.send(b"slabs reassign 1 5\r\n")
-            line = c.readline()
-            if line == OK:
-                break
-            assert line in (b"BUSY currently processing reassign request\r\n",
+
+        def reassigned():
+            line = c.req(b"slabs reassign 1 5\r\n")
+            assert line in (OK,
+                            b"BUSY currently processing reassign request\r\n",
                             b"NOSPARE source class has no spare pages\r\n")
-            assert time.monotonic() < deadline, line
-            time.sleep(0.2)
-        deadline = time.monotonic() + 10
-        while c.stats()["slabs_moved"] == "0":
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+            return line == OK
+        wait_for(reassigned, what="slabs reassign 1 5 to answer OK")
+        wait_for(lambda: c.stats()["slabs_moved"] != "0",
+                 what="slabs_moved")
 
 
 def test_slabs_automove(own):
@@ -180,29 +179,26 @@ def test_lru_crawler_disable_enable(own):
              b"CLIENT_ERROR lru crawler disabled\r\n")
     own.call(b"lru_crawler metadump all\r\n",
              b"CLIENT_ERROR lru crawler disabled\r\n")
-    time.sleep(0.2)
     own.call(b"lru_crawler enable\r\n", OK)
     assert own.stats("settings")["lru_crawler"] == "yes"
 
 
+@pytest.mark.storage
 def test_lru_crawler_crawl_reclaims(own):
     own.call(b"set a 0 1 1\r\nx\r\nset b 0 0 1\r\ny\r\n",
              b"STORED\r\nSTORED\r\n")
     own.call(b"lru_crawler crawl 200\r\n", b"BADCLASS invalid class id\r\n")
-    time.sleep(2.2)
-    deadline = time.monotonic() + 10
-    while True:
-        own.send(b"lru_crawler crawl all\r\n")
-        line = own.readline()
-        if line == OK:
-            break
-        assert line == b"BUSY currently processing crawler request\r\n"
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_seconds_pass(own, 1)
+
+    def crawling():
+        line = own.req(b"lru_crawler crawl all\r\n")
+        assert line in (OK,
+                        b"BUSY currently processing crawler request\r\n")
+        return line == OK
+    wait_for(crawling, what="lru_crawler crawl all to answer OK")
     # the crawler or the LRU maintainer unlinks it without any access
-    while own.stats()["curr_items"] != "1":
-        assert time.monotonic() < deadline, "expired item not reclaimed"
-        time.sleep(0.1)
+    wait_for(lambda: own.stats()["curr_items"] == "1",
+             what="the expired item to be reclaimed")
     s = own.stats()
     assert int(s["crawler_reclaimed"]) + int(s["reclaimed"]) >= 1
     assert int(s["lru_crawler_starts"]) >= 1
@@ -214,6 +210,7 @@ METADUMP = re.compile(rb"^key=(\S+) exp=(-1|\d+) la=(\d+) cas=(\d+) "
                       rb"(?: flags=(\d+) )?$")
 
 
+@pytest.mark.storage
 def test_lru_crawler_metadump(own):
     own.call(b"set p:a 0 0 1\r\n1\r\nset b 0 100 3\r\nabc\r\nget p:a\r\n",
              b"STORED\r\nSTORED\r\nVALUE p:a 0 1\r\n1\r\nEND\r\n")
@@ -248,6 +245,7 @@ def test_metadump_shows_client_flags(own):
 
 
 @pytest.mark.v1645
+@pytest.mark.storage
 def test_lru_crawler_mgdump(own):
     # 1.6.45: each live key as a request to send back ("mg <key>", or
     # base64 and b for a binary key), between OK and EN.

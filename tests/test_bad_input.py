@@ -2,11 +2,16 @@
 keeps serving new connections afterwards."""
 
 import random
+import socket
 
 import pytest
 
 BAD_FORMAT = b"CLIENT_ERROR bad command line format\r\n"
 TOO_LARGE = b"SERVER_ERROR object too large for cache\r\n"
+
+# Hostile bytes meet the connection's buffers, its reads across a long
+# line and its closes: all of them the event engine's.
+pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(autouse=True)
@@ -126,7 +131,10 @@ def test_binary_garbage(mc):
         with mc.conn() as c:
             try:
                 c.send(garbage + b"\r\n")
-                c.wait_closed(1.0)
+                # whatever the garbage left the connection waiting for,
+                # the end of the stream closes it
+                c.sock.shutdown(socket.SHUT_WR)
+                assert c.wait_closed(10)
             except (ConnectionResetError, BrokenPipeError):
                 pass
         mc.check_alive()
@@ -157,8 +165,7 @@ def test_long_line_without_newline_closes(mc):
 
 def test_long_get_line_without_newline_kept(mc):
     with mc.conn() as c:
-        c.send(b"get " + b"k" * 200 + (b" k" * 2000))
-        assert not c.wait_closed(0.5)
+        mc.send_read(c, b"get " + b"k" * 200 + (b" k" * 2000))
         c.call(b"\r\n", b"END\r\n")
 
 
@@ -178,6 +185,7 @@ def test_huge_get_line(conn):
               b"END\r\n", timeout=20)
 
 
+@pytest.mark.storage
 def test_largest_value_fits(conn):
     # 48 hdr + 8 cas + "k\0" + value + CRLF == 1 MiB
     val = b"v" * 1048516
@@ -187,6 +195,7 @@ def test_largest_value_fits(conn):
     assert conn.read_exact(len(want)) == want
 
 
+@pytest.mark.storage
 def test_one_byte_too_large_drops_old_value(conn):
     conn.call(b"set k 0 0 3\r\nold\r\n", b"STORED\r\n")
     val = b"v" * 1048517
@@ -194,12 +203,14 @@ def test_one_byte_too_large_drops_old_value(conn):
     conn.call(b"get k\r\n", b"END\r\n")
 
 
+@pytest.mark.storage
 def test_flags_cost_four_bytes(conn):
     conn.call(b"set k 1 0 1048512\r\n%s\r\n" % (b"v" * 1048512),
               b"STORED\r\n")
     conn.call(b"set k 1 0 1048513\r\n%s\r\n" % (b"v" * 1048513), TOO_LARGE)
 
 
+@pytest.mark.storage
 def test_too_large_is_swallowed(conn):
     val = b"v" * 2000000
     conn.call(b"set big 0 0 %d\r\n%s\r\n" % (len(val), val), TOO_LARGE)
@@ -208,6 +219,7 @@ def test_too_large_is_swallowed(conn):
     assert int(s["store_too_large"]) >= 1
 
 
+@pytest.mark.storage
 def test_chunked_2mb_value_with_I_4m(server_factory):
     s = server_factory("-I", "4m")
     rnd = random.Random(7)
@@ -225,6 +237,7 @@ def test_chunked_2mb_value_with_I_4m(server_factory):
             head + val + b"xyz\r\nEND\r\n")
 
 
+@pytest.mark.storage
 def test_largest_chunked_value_with_I_2m(server_factory):
     # the same whole-item rule holds for chunked items
     s = server_factory("-I", "2m")

@@ -4,9 +4,14 @@
 import random
 import time
 
+import pytest
+
+from conftest import binary_has_asan, wait_for, wait_seconds_pass
+
 TOO_MANY = b"ERROR Too many open connections\r\n"
 
 
+@pytest.mark.storage
 def test_expiry(server_factory):
     s = server_factory()
     now = int(time.time())
@@ -24,7 +29,7 @@ def test_expiry(server_factory):
         c.call(b"get neg past\r\n", b"END\r\n")
         c.call(b"get rel future\r\n",
                b"VALUE rel 0 1\r\nr\r\nVALUE future 0 1\r\nu\r\nEND\r\n")
-        time.sleep(3.1)
+        wait_seconds_pass(c, 2)
         c.call(b"get rel touched gat forever future\r\n",
                b"VALUE touched 0 1\r\nt\r\nVALUE gat 0 1\r\ng\r\n"
                b"VALUE forever 0 1\r\nf\r\nVALUE future 0 1\r\nu\r\nEND\r\n")
@@ -38,24 +43,24 @@ def test_expiry(server_factory):
         c.call(b"add rel 0 0 1\r\nR\r\n", b"STORED\r\n")
 
 
+@pytest.mark.storage
 def test_flush_all_delay(server_factory):
     s = server_factory()
     with s.conn() as c:
         c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
-        c.call(b"flush_all 2\r\n", b"OK\r\n")
+        # in force from the clock's second tick on (memcached flushes
+        # what is older than now + delay - 1): still there just after
+        c.call(b"flush_all 3\r\n", b"OK\r\n")
         c.call(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n")
-        time.sleep(3.1)
+        wait_seconds_pass(c, 3)
         c.call(b"get a\r\n", b"END\r\n")
         c.call(b"set b 0 0 1\r\ny\r\n", b"STORED\r\n")
         c.call(b"get b\r\n", b"VALUE b 0 1\r\ny\r\nEND\r\n")
         assert int(c.stats()["cmd_flush"]) == 1
 
 
-def binary_has_asan(path):
-    with open(path, "rb") as f:
-        return b"__asan_init" in f.read()
-
-
+@pytest.mark.storage
+@pytest.mark.build
 def test_eviction_under_flood(server_factory, binary):
     s = server_factory("-m", "2")
     base = s.rss_kb()
@@ -88,6 +93,7 @@ def test_eviction_under_flood(server_factory, binary):
         assert s.rss_kb() < 64 * 1024
 
 
+@pytest.mark.storage
 def test_no_evictions_with_M(server_factory):
     s = server_factory("-m", "2", "-M")
     val = b"v" * 1000
@@ -117,6 +123,7 @@ def test_no_evictions_with_M(server_factory):
         c.call(b"set again 0 0 1000\r\n%s\r\n" % val, b"STORED\r\n")
 
 
+@pytest.mark.engine
 def test_connection_limit(server_factory):
     s = server_factory("-c", "40")
     conns, rejected = [], None
@@ -135,9 +142,11 @@ def test_connection_limit(server_factory):
         assert len(conns) >= 10
         for c in conns:
             c.sync()
+        before = int(conns[0].stats()["curr_connections"])
         conns.pop().close()
         conns.pop().close()
-        time.sleep(0.2)
+        wait_for(lambda: int(conns[0].stats()["curr_connections"])
+                 == before - 2, what="the two closes to be seen")
         st = conns[0].stats()
         assert int(st["rejected_connections"]) >= 1
         assert st["max_connections"] == "40"
@@ -150,6 +159,7 @@ def test_connection_limit(server_factory):
             rejected.close()
 
 
+@pytest.mark.storage
 def test_cas_disabled(server_factory):
     s = server_factory("-C")
     with s.conn() as c:
@@ -159,21 +169,23 @@ def test_cas_disabled(server_factory):
         c.call(b"gets a\r\n", b"VALUE a 0 1 0\r\ny\r\nEND\r\n")
 
 
+@pytest.mark.engine
 def test_idle_timeout(server_factory):
     s = server_factory("-o", "idle_timeout=2")
     with s.conn() as idle, s.conn() as busy:
         idle.sync()
         busy.sync()
-        deadline = time.monotonic() + 8
-        closed = False
-        while time.monotonic() < deadline and not closed:
+
+        def idle_closed_busy_not():
             busy.sync()
-            closed = idle.wait_closed(0.5)
-        assert closed, "idle connection was not closed"
+            return idle.wait_closed(0.2)
+        wait_for(idle_closed_busy_not, 15, "the idle connection's close")
         busy.sync()
         assert int(busy.stats()["idle_kicks"]) >= 1
 
 
+@pytest.mark.engine
+@pytest.mark.storage
 def test_slow_reader_keeps_its_value(server_factory):
     # A reply still being written holds a reference: deleting the key and
     # flooding the cache must not reuse that memory under the reader.  The
@@ -187,8 +199,15 @@ def test_slow_reader_keeps_its_value(server_factory):
     reader = s.conn(timeout=30)
     try:
         reader.send(b"get slow\r\n")
-        time.sleep(0.3)
         me = "tcp:127.0.0.1:%d" % reader.sock.getsockname()[1]
+
+        def reader_state():
+            conns = s.stats("conns")
+            fd = [k.split(":")[0] for k, v in conns.items()
+                  if k.endswith(":addr") and v == me]
+            return fd and conns[fd[0] + ":state"]
+        wait_for(lambda: reader_state() == "conn_mwrite",
+                 what="the reply to fill the socket")
         with s.conn(timeout=30) as w:
             w.call(b"delete slow\r\n", b"DELETED\r\n")
             filler = rnd.randbytes(600000)
@@ -197,10 +216,7 @@ def test_slow_reader_keeps_its_value(server_factory):
                        % (i, len(filler), filler))
             w.sync()
             assert int(w.stats()["evictions"]) > 0
-            conns = w.stats("conns")
-            fd = [k.split(":")[0] for k, v in conns.items()
-                  if k.endswith(":addr") and v == me]
-            assert fd and conns[fd[0] + ":state"] == "conn_mwrite"
+            assert reader_state() == "conn_mwrite"
         want = b"VALUE slow 0 %d\r\n%s\r\nEND\r\n" % (len(val), val)
         assert reader.read_exact(len(want)) == want
     finally:

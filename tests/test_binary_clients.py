@@ -11,6 +11,9 @@ import textwrap
 
 import pytest
 
+# Real clients: their own framing of reads and writes, on items.
+pytestmark = [pytest.mark.engine, pytest.mark.storage]
+
 PYTHON = "/usr/bin/python3"
 
 PYLIBMC = r"""

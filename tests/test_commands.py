@@ -4,6 +4,10 @@ import re
 
 import pytest
 
+# Each command reads or changes items: where they live, and when a change
+# is durable, is what it answers from.
+pytestmark = [pytest.mark.storage, pytest.mark.durability]
+
 VALUE_RE = re.compile(rb"^VALUE (\S+) (\d+) (\d+) (\d+)\r\n")
 
 

@@ -4,7 +4,14 @@ cas races."""
 import random
 import re
 import threading
-import time
+
+import pytest
+
+from conftest import wait_for
+
+# Many clients at once on the same items: the locks, the hash table's
+# growth and the in-place changes are the storage's.
+pytestmark = pytest.mark.storage
 
 VALUE_RE = re.compile(rb"^VALUE (\S+) (\d+) (\d+) (\d+)\r\n")
 
@@ -42,6 +49,7 @@ def test_hash_growth_with_readers(server_factory):
     s = server_factory("-m", "256", "-o", "hashpower=16")
     per = NKEYS // WRITERS
     done = [0] * WRITERS          # keys [w*per, w*per + done[w]) are stored
+    first_batch = threading.Event()
     finished = threading.Event()
     reads = [0, 0]
 
@@ -56,21 +64,24 @@ def test_hash_growth_with_readers(server_factory):
                         for i in range(base + off, base + off + BATCH)))
                     c.sync()
                     done[w] = off + BATCH
+                    first_batch.set()
         return run
 
     def reader(r):
         def run():
             rnd = random.Random(r)
+            assert first_batch.wait(60), "no writer stored a batch"
             with s.conn(timeout=60) as c:
                 while not finished.is_set():
                     keys = []
-                    for _ in range(50):
+                    while not keys:
                         w = rnd.randrange(WRITERS)
                         if done[w]:
                             keys.append(w * per + rnd.randrange(done[w]))
-                    if not keys:
-                        time.sleep(0.01)
-                        continue
+                    for _ in range(49):
+                        w = rnd.randrange(WRITERS)
+                        if done[w]:
+                            keys.append(w * per + rnd.randrange(done[w]))
                     block = c.get_block(b"get %s\r\n" % b" ".join(
                         hkey(i) for i in keys))
                     assert block.count(b"VALUE ") == len(keys), \
@@ -101,16 +112,12 @@ def test_hash_growth_with_readers(server_factory):
         assert st["evictions"] == "0"
         # 1M items > 1.5 x 2^19 buckets: the table must reach 2^20.  The
         # load check is periodic, so give the last doubling time to finish.
-        deadline = time.monotonic() + 30
-        while True:
+
+        def grown():
             st = c.stats()
-            if (int(st["hash_power_level"]) >= 20
-                    and st["hash_is_expanding"] == "0"):
-                break
-            assert time.monotonic() < deadline, (
-                "hash_power_level %s, expanding %s" % (
-                    st["hash_power_level"], st["hash_is_expanding"]))
-            time.sleep(0.2)
+            return (int(st["hash_power_level"]) >= 20
+                    and st["hash_is_expanding"] == "0")
+        wait_for(grown, 30, "the table to reach 2^20 buckets")
 
 
 def test_incr_is_atomic(server_factory):

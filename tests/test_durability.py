@@ -19,7 +19,10 @@ import uuid
 
 import pytest
 
-pytestmark = pytest.mark.mcpm
+from conftest import new_memory_file, remove_memory_file
+
+# Each engine ends a pass of its loop with the group commit's sync.
+pytestmark = [pytest.mark.mcpm, pytest.mark.engine]
 
 
 def fs_type(path):
@@ -34,11 +37,10 @@ def diskfile(tmp_path):
     here = str(tmp_path)
     if fs_type(here) in ("tmpfs", "ramfs"):
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(here, "mcpm-disk-test-%s.pm" % uuid.uuid4().hex)
+    path = new_memory_file(os.path.join(
+        here, "mcpm-disk-test-%s.pm" % uuid.uuid4().hex))
     yield path
-    for p in (path, path + ".meta", path + ".meta.tmp"):   # -e's metadata
-        if os.path.exists(p):
-            os.unlink(p)
+    remove_memory_file(path)
 
 
 def counts(c):

@@ -6,11 +6,10 @@ import re
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, wait_for
 
 BAD = [
     ["-p", "70000"],
@@ -71,6 +70,7 @@ def test_help_flag(run):
         assert flag in r.stdout
 
 
+@pytest.mark.engine         # the workers close what they hold
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_cleanly(server_factory, sig):
     s = server_factory()
@@ -147,16 +147,20 @@ def test_unix_socket_on_each_engine(binary, tmp_path, engine):
 def unix_socket_serves(binary, tmp_path, extra):
     path = str(tmp_path / "mc.sock")
     proc = start_raw(binary, ["-s", path, "-a", "0600", "-U", "0"] + extra)
+
+    def accepting():
+        assert proc.poll() is None, proc.stderr.read()
+        u = socket.socket(socket.AF_UNIX)
+        u.settimeout(5)
+        try:
+            u.connect(path)         # bound and listening
+            return u
+        except (FileNotFoundError, ConnectionRefusedError):
+            u.close()
+            return None
     try:
-        deadline = time.monotonic() + 10
-        while not os.path.exists(path):
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        assert os.stat(path).st_mode & 0o777 == 0o600
-        with socket.socket(socket.AF_UNIX) as u:
-            u.settimeout(5)
-            u.connect(path)
+        with wait_for(accepting, what="the unix socket to accept") as u:
+            assert os.stat(path).st_mode & 0o777 == 0o600
             u.sendall(b"set a 0 0 1\r\nx\r\nget a\r\n")
             got = b""
             while not got.endswith(b"END\r\n"):

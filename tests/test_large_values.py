@@ -11,9 +11,10 @@ one of these and holds 51.4 MB of them at the end.
 """
 
 import random
-import time
 
 import pytest
+
+from conftest import server_time, wait_for
 
 pytestmark = pytest.mark.mcpm
 
@@ -89,15 +90,22 @@ def test_automove_follows_value_sizes(server_factory, memfile, policy,
         assert int(c.stats()["evictions"]) > 0
         assert big_class_pages(c.stats("slabs"), 100 * 1024) == 0
         big = b"v" * (200 * 1024)
-        deadline = time.monotonic() + (40 if automove else 4)
-        i = pages = 0
-        while pages < 6 and time.monotonic() < deadline:
-            c.call(b"set big%d 0 0 %d\r\n%s\r\n" % (i, len(big), big),
-                   b"STORED\r\n")
-            i += 1
-            if i % 10 == 0:
-                pages = big_class_pages(c.stats("slabs"), 100 * 1024)
-            time.sleep(0.02)
+        sets = [0]
+
+        def ten_more():
+            for _ in range(10):
+                c.call(b"set big%d 0 0 %d\r\n%s\r\n"
+                       % (sets[0], len(big), big), b"STORED\r\n")
+                sets[0] += 1
+            return big_class_pages(c.stats("slabs"), 100 * 1024)
+        if automove:
+            wait_for(lambda: ten_more() >= 6, 40,
+                     "automove to give the large classes 6 pages")
+        else:
+            # the mover looks once a second: give it four of them
+            until = server_time(c) + 4
+            wait_for(lambda: ten_more() > 1 or server_time(c) >= until,
+                     40, "four seconds of the server's clock")
         pages = big_class_pages(c.stats("slabs"), 100 * 1024)
         moved = int(c.stats()["slabs_moved"])
     if automove:

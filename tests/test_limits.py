@@ -6,13 +6,16 @@ test_behaviour.py and test_binary.py."""
 
 import resource
 import socket
-import time
 
 import pytest
 
-from conftest import Conn, ConnClosed
+from conftest import Conn, ConnClosed, wait_for
+
+# Buffers, queues and accepting: what each event engine does for itself
+# (the tests on the default engine are marked engine).
 
 
+@pytest.mark.engine
 def test_read_buffers_are_held_only_while_reading(server_factory):
     s = server_factory("-t", "1", "-o", "read_buf_mem_limit=1")
     conns = [s.conn() for _ in range(200)]
@@ -27,12 +30,15 @@ def test_read_buffers_are_held_only_while_reading(server_factory):
         for c in conns:
             c.close()
     # and closing them gives back exactly what they held
-    time.sleep(0.3)
-    st = s.stats()
-    assert int(st["read_buf_count"]) <= 2
-    assert int(st["read_buf_bytes"]) <= 2 * 16384
+
+    def given_back():
+        st = s.stats()
+        return (int(st["read_buf_count"]) <= 2
+                and int(st["read_buf_bytes"]) <= 2 * 16384)
+    wait_for(given_back, what="the closed connections' read buffers")
 
 
+@pytest.mark.engine
 def test_read_buffer_limit_closes_what_does_not_fit(server_factory):
     """Every connection holding a partial request keeps a 16 KB buffer:
     1 MB holds 64 of them (memcached 1.6.18 gives out 63); the rest are
@@ -41,7 +47,7 @@ def test_read_buffer_limit_closes_what_does_not_fit(server_factory):
     conns = [s.conn(timeout=2.0) for _ in range(100)]
     for c in conns:
         c.send(b"get a")
-    time.sleep(0.5)
+    s.wait_read(*conns)
     served = closed = 0
     for c in conns:
         try:
@@ -57,16 +63,18 @@ def test_read_buffer_limit_closes_what_does_not_fit(server_factory):
 
 
 @pytest.mark.mcpm
+@pytest.mark.engine
 def test_a_huge_multiget_cannot_pass_the_limit(server_factory):
     s = server_factory("-t", "1", "-o", "read_buf_mem_limit=1")
     with s.conn() as c:
         c.send(b"get " + b" ".join(b"key%07d" % i for i in range(150000)))
-        c.wait_closed()
+        assert c.wait_closed()
     with s.conn() as c:
         assert int(c.stats()["read_buf_oom"]) == 1
         c.call(b"mn\r\n", b"MN\r\n")
 
 
+@pytest.mark.engine
 def test_a_client_that_never_reads(server_factory):
     """Replies queue up to about a megabyte; then the server stops reading
     that client's requests until it reads, and serves everyone else."""
@@ -77,14 +85,17 @@ def test_a_client_that_never_reads(server_factory):
     greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     greedy.setblocking(False)
     request = b"get v\r\n" * 1000
-    sent = 0
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+    sent = [0]
+
+    def pushed_two_megabytes():
         try:
-            sent += greedy.send(request)
-        except BlockingIOError:
-            time.sleep(0.05)
-    assert sent > 2 * 1024 * 1024       # it kept sending; we kept taking
+            while True:
+                sent[0] += greedy.send(request)
+        except BlockingIOError:         # wait until the kernel takes more
+            pass
+        return sent[0] > 2 * 1024 * 1024
+    # it keeps sending (2 GB of replies asked for); we keep taking
+    wait_for(pushed_two_megabytes, 20, "the kernel to take 2 MB of gets")
     with s.conn() as c:
         st = c.stats()
         c.call(b"mn\r\n", b"MN\r\n")
@@ -99,6 +110,7 @@ def nofile(n):
     return limit
 
 
+@pytest.mark.engine
 def test_accept_stops_at_the_file_limit_and_resumes(server_factory):
     file_limit_pauses_accept(server_factory("-t", "1", "-c", "64", "-o",
                                             "no_maxconns_fast",
@@ -118,10 +130,22 @@ def file_limit_pauses_accept(s):
     first = s.conn()
     conns, stuck = [], None
     for _ in range(80):
-        c = Conn(s.port, timeout=0.5)
+        c = Conn(s.port)
+        c.send(b"mn\r\n")
+
+        def served_or_paused():
+            try:
+                assert c.read_exact(4, timeout=0.05) == b"MN\r\n"
+                return "served"
+            except socket.timeout:
+                pass
+            return first.stats()["accepting_conns"] == "0" and "paused"
         try:
-            c.call(b"mn\r\n", b"MN\r\n")
+            how = wait_for(served_or_paused,
+                           what="a reply, or the listener paused")
         except (OSError, ConnClosed):
+            how = "closed"
+        if how != "served":
             stuck = c
             break
         conns.append(c)

@@ -5,9 +5,13 @@ and closed connections, listeners; -vvv the state machine."""
 import re
 import signal
 import struct
-import time
 
 import pytest
+
+from conftest import wait_for
+
+# Connections come and go, and change state, in the engine.
+pytestmark = pytest.mark.engine
 
 REQUESTS = (b"set a 0 0 1\r\nx\r\nget a b\r\ngets a\r\ndelete a\r\n"
             b"delete a\r\nincr n 1\r\nset n 0 0 1\r\n1\r\nincr n 5\r\n"
@@ -60,30 +64,40 @@ def lines(server):
     return out
 
 
-def wait_for(server, text, timeout=5):
-    deadline = time.monotonic() + timeout
-    while text not in server.stderr():
-        assert time.monotonic() < deadline, server.stderr()
-        time.sleep(0.05)
+def wait_logged(server, text):
+    wait_for(lambda: text in server.stderr(), what="%r on stderr" % text)
 
 
-def last_conn_lines(server, timeout=5):
+def connections_logged_closed(server):
+    """Wait until every connection the log shows opened (the readiness
+    probe's) is logged closed too: the workers' lines reach stderr each
+    through a ring of its own, so a late line of the probe could come
+    after the next connection's first, under the same descriptor."""
+    def all_closed():
+        out = server.stderr()
+        opened = len(re.findall(r" new (?:auto-negotiating|ascii|binary) "
+                                r"client connection", out))
+        return opened >= 1 and opened == out.count(" connection closed.")
+    wait_for(all_closed, what="the probe's close in the log")
+
+
+def last_conn_lines(server):
     """The lines of the last connection opened, once its close is logged
     (lines reach stderr through a thread of their own), the descriptor
     written as FD.  Split at "\n" only, so a stray "\r" fails."""
     new = " new auto-negotiating client connection"
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def closed_connection():
         raw = server.stderr().rstrip("\n").split("\n")
         starts = [i for i, l in enumerate(raw) if l.endswith(new)]
-        if starts:
-            fd = raw[starts[-1]].split()[0][1:]
-            mine = [l for l in raw[starts[-1]:]
-                    if l.startswith(("<%s " % fd, ">%s " % fd, "%s: " % fd))]
-            if "<%s connection closed." % fd in mine:
-                break
-        assert time.monotonic() < deadline, raw[-20:]
-        time.sleep(0.05)
+        if not starts:
+            return None
+        fd = raw[starts[-1]].split()[0][1:]
+        mine = [l for l in raw[starts[-1]:]
+                if l.startswith(("<%s " % fd, ">%s " % fd, "%s: " % fd))]
+        return "<%s connection closed." % fd in mine and (fd, mine)
+    fd, mine = wait_for(closed_connection,
+                        what="the last connection's close in the log")
     return [re.sub(r"^%s: " % fd, "FD: ", re.sub(r"^([<>])%s " % fd,
                                                   r"\1FD ", l))
             for l in mine]
@@ -91,9 +105,10 @@ def last_conn_lines(server, timeout=5):
 
 def test_vv_requests_and_replies(server_factory):
     s = server_factory("-vv")
+    connections_logged_closed(s)
     with s.conn() as c:
         c.send(REQUESTS)
-        c.wait_closed()
+        assert c.wait_closed()
     got = [re.sub(r"^>FD VERSION .*", ">FD VERSION x", l)
            for l in last_conn_lines(s)]
     assert got == EXPECTED
@@ -101,7 +116,7 @@ def test_vv_requests_and_replies(server_factory):
 
 def test_vv_listeners_and_bound_protocols(server_factory):
     s = server_factory("-vv", "-B", "ascii")
-    wait_for(s, "new ascii client connection.")     # the readiness probe
+    wait_logged(s, "new ascii client connection.")     # the readiness probe
     assert "<FD server listening (ascii)" in lines(s)
     assert "<FD new ascii client connection." in lines(s)
 
@@ -128,6 +143,7 @@ def test_vv_binary_client(server_factory):
     bytes to a line, and the command lines (reply CAS bytes masked: the
     counter's start and when memcached fills it in differ)."""
     s = server_factory("-vv")
+    connections_logged_closed(s)
     with s.conn() as c:
         c.send(pkt(0x01, b"k", b"v", struct.pack(">II", 0, 0)))
         c.read_exact(24)
@@ -211,7 +227,7 @@ def test_vvv_state_machine(server_factory):
     s = server_factory("-vvv")
     with s.conn() as c:
         c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
-    wait_for(s, "going from conn_parse_cmd to conn_nread")
+    wait_logged(s, "going from conn_parse_cmd to conn_nread")
     assert "FD: going from conn_waiting to conn_parse_cmd" in lines(s)
 
 
@@ -227,16 +243,14 @@ def test_a_stuck_stderr_blocks_no_worker(binary):
                             stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
+
+    def connected():
+        try:
+            return Conn(port, timeout=10)
+        except OSError:
+            return None
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                c = Conn(port, timeout=10)
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-        with c:
+        with wait_for(connected, what="the server to accept") as c:
             for _ in range(100):        # some 5 MB of lines
                 c.send(b"get nothing-here\r\n" * 1000)
                 for _ in range(1000):

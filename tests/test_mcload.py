@@ -3,8 +3,9 @@
 Each test starts a fresh server (MCPM_BIN, default the build tree's
 memcached-pm/memcached-pm) on a random loopback port, runs bench/mcload (or
 MCLOAD_BIN) against it, and compares mcload's hits, misses and sets with the
-deltas of the server's get_hits, get_misses and cmd_set.  Nothing here is
-shared with conftest.py on purpose: the generator is checked on its own.
+deltas of the server's get_hits, get_misses and cmd_set.  Nothing here but
+the wait is shared with conftest.py, on purpose: the generator is checked
+on its own.
 """
 
 import json
@@ -14,6 +15,8 @@ import subprocess
 import time
 
 import pytest
+
+from conftest import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MCPM_BIN = os.environ.get("MCPM_BIN",
@@ -65,16 +68,18 @@ def run_server(port, *extra):
         argv += ["-u", "root"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while True:
+
+    def answers():
+        assert proc.poll() is None, "server exited: %s" % " ".join(argv)
         try:
-            stats(port)
-            break
+            return stats(port)
         except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                pytest.fail("server did not start: %s" % " ".join(argv))
-            time.sleep(0.05)
+            return None
+    try:
+        wait_for(answers, what="the server to answer stats")
+    except AssertionError:
+        proc.kill()
+        raise
     yield port
     proc.kill()
     proc.wait(timeout=10)

@@ -18,6 +18,9 @@ from meta_memcache import (
     connection_pool_factory_builder,
 )
 
+# A client's calls on items.
+pytestmark = pytest.mark.storage
+
 
 @pytest.fixture(scope="module")
 def client(mc):

@@ -4,6 +4,10 @@ import random
 
 import pytest
 
+# Pipelines are read and answered in passes of the event loop, over items,
+# with the pass's replies held for its sync under power durability.
+pytestmark = [pytest.mark.engine, pytest.mark.storage, pytest.mark.durability]
+
 
 def test_noreply_storage_commands(conn):
     conn.send(b"set n 0 0 1 noreply\r\n1\r\n"

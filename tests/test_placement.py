@@ -4,7 +4,6 @@ that is replaced and deleted while many connections read it."""
 
 import os
 import threading
-import time
 
 import pytest
 
@@ -233,6 +232,7 @@ def hot_value(version):
     return head + b"x" * (size - len(head))
 
 
+@pytest.mark.storage
 def test_hot_key_replaced_and_deleted_under_readers(server_factory):
     """Every reply is a whole value, never one older than the last
     acknowledged set (nor that one once its delete is acknowledged), and
@@ -293,6 +293,7 @@ def test_hot_key_replaced_and_deleted_under_readers(server_factory):
     assert int(st["get_hits"]) > ROUNDS
 
 
+@pytest.mark.storage
 def test_hot_counter_incremented_under_readers(server_factory):
     """incr rewrites a short value in place, under the lock: a reader
     without the lock never sees a torn number, nor one older than the
@@ -337,6 +338,7 @@ def test_hot_counter_incremented_under_readers(server_factory):
         c.call(b"get n\r\n", b"VALUE n 0 4\r\n3000\r\nEND\r\n")
 
 
+@pytest.mark.storage
 def test_replies_without_the_lock_match_the_lock_path(server_factory):
     """The first two hits on an item take the lock (they mark it fetched,
     then active); later ones are read without it.  Both give the same
@@ -373,6 +375,7 @@ def test_replies_without_the_lock_match_the_lock_path(server_factory):
     assert st["lockfree_hits"] == ("17" if cache else "18")
 
 
+@pytest.mark.storage
 def test_cas_uniques_from_per_worker_blocks(server_factory):
     """Each worker hands out CAS uniques from blocks of its own: a key's
     new unique is still above the one it replaces, whichever worker

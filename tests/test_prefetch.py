@@ -11,7 +11,8 @@ import base64
 
 import pytest
 
-pytestmark = pytest.mark.mcpm
+# Lookups walk items in whichever tier, batched by what one read brought.
+pytestmark = [pytest.mark.mcpm, pytest.mark.storage, pytest.mark.engine]
 
 SETTINGS = (0, 1, 16, 128)
 NKEYS = 1200

@@ -4,6 +4,9 @@ import pytest
 from pymemcache.client.base import Client
 from pymemcache.client.hash import HashClient
 
+# A client's calls on items.
+pytestmark = pytest.mark.storage
+
 
 @pytest.fixture
 def client(mc):

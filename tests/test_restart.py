@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import ConnClosed
+from conftest import (ConnClosed, server_time, wait_for, wait_seconds_pass,
+                      wait_server_time, wait_wall_clock)
 from crashlib import check_value, make_value
 
 pytestmark = pytest.mark.mcpm
@@ -401,7 +402,7 @@ def test_every_clean_shutdown_skips_the_checksum_pass(server_factory,
         record_cas(c, items)
         if how == "shutdown-graceful":
             c.send(b"shutdown graceful\r\n")
-            c.wait_closed()
+            assert c.wait_closed()
     if how != "shutdown-graceful":
         s.signal({"sigterm": signal.SIGTERM, "sigint": signal.SIGINT,
                   "sigusr1": signal.SIGUSR1}[how])
@@ -479,7 +480,7 @@ def test_flush_all_before_restart(server_factory, memfile, how):
         # flush_all unlinks at once what was stored in its last second (as
         # memcached does); older items are only marked and must be dropped
         # by recovery
-        time.sleep(2.5)
+        wait_seconds_pass(c, 2)
         c.call(b"flush_all\r\n", b"OK\r\n")
         load(c, new)
         record_cas(c, new)
@@ -500,12 +501,12 @@ def test_delayed_flush_all_before_restart(server_factory, memfile):
     with s.conn() as c:
         load(c, old)
         # memcached's cut-off is the second before the deadline: these
-        # items read as live for at least another second
-        c.call(b"flush_all 3\r\n", b"OK\r\n")
-        deadline = time.time() + 3
+        # items read as live for at least another two seconds
+        c.call(b"flush_all 4\r\n", b"OK\r\n")
+        flushed_at = server_time(c)
         load(c, during)                 # before the deadline: flushed too
         verify(c, old + during)
-        time.sleep(deadline - time.time() + 1.2)
+        wait_server_time(c, flushed_at + 4)
         load(c, after)
         record_cas(c, after)
     precondition_items(s, 450)
@@ -526,15 +527,15 @@ def test_pending_flush_all_survives_restart(server_factory, memfile):
         load(c, old)
         record_cas(c, old)
         c.call(b"flush_all 5\r\n", b"OK\r\n")
-        deadline = time.time() + 5
+        flushed_at = server_time(c)     # the server's clock: wall seconds
     s.assert_clean_stop()
     s = server_factory(*flags)
     with s.conn() as c:
-        # the cut-off is a second before the deadline, on a clock that
-        # ticks once a second: live for sure until deadline - 2
-        assert time.time() < deadline - 2.5, "restart took too long"
+        # the cut-off is a second before the deadline: live for sure
+        # until the clock reads flushed_at + 4
+        assert server_time(c) < flushed_at + 3, "restart took too long"
         verify(c, old)
-        time.sleep(max(0, deadline - time.time()) + 1.2)
+        wait_server_time(c, flushed_at + 5)
         verify(c, [], [it.key for it in old])
         c.call(b"set fresh 0 0 1\r\nx\r\n", b"STORED\r\n")
         c.call(b"get fresh\r\n", b"VALUE fresh 0 1\r\nx\r\nEND\r\n")
@@ -553,12 +554,13 @@ def test_expired_items_are_dropped(server_factory, memfile, how):
     keep = small_items(b"keep", 60, 300)
     with s.conn() as c:
         load(c, early)
-        time.sleep(2.2)                 # expired while up, never touched
+        wait_seconds_pass(c, 2)         # expired while up, never touched
         load(c, down + longer + keep)
         record_cas(c, longer + keep)
+        loaded_at = server_time(c)      # the server's clock: wall seconds
     precondition_items(s, 310)
     stop(s, how)
-    time.sleep(3.2)                     # `down` expires while down
+    wait_wall_clock(loaded_at + 3)      # `down` expires while down
     s = server_factory(*flags)
     expect_recovery(s, 110, checksummed=0 if how == "term" else 1,
                     expired=200)
@@ -633,6 +635,7 @@ def test_replaces_racing_a_clean_stop_leave_one_copy(server_factory,
     s = server_factory(*flags)
     keys = [b"race%d" % i for i in range(200)]
     sent = {k: set() for k in keys}
+    rounds = [0] * 4
     lock = threading.Lock()
 
     def writer(w):
@@ -651,13 +654,15 @@ def test_replaces_racing_a_clean_stop_leave_one_copy(server_factory,
                     c.send(b"".join(batch))
                     for _ in keys:
                         assert c.readline() == b"STORED\r\n"
+                    rounds[w] = n
         except (OSError, ConnClosed):       # the stop closed it
             pass
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
     for t in threads:
         t.start()
-    time.sleep(1.5)
+    # every writer has its replaces flowing when the stop comes
+    wait_for(lambda: min(rounds) >= 3, 30, "three rounds of every writer")
     s.signal(signal.SIGTERM)
     assert s.wait() == 0, s.stderr()
     for t in threads:
@@ -690,10 +695,9 @@ def test_eviction_after_restart_takes_the_oldest(server_factory, memfile):
             c.send(b"".join(b"set %s 0 0 %d noreply\r\n%s\r\n"
                             % (k, len(value), value) for k in batch))
             c.sync()
-            # Seconds apart in the server's clock, which ticks by a timer
-            # that may fire late on a loaded machine: a batch that ends as
+            # Seconds apart in the server's clock: a batch that ends as
             # the clock turns must not share its second with the next.
-            time.sleep(2.2)
+            wait_seconds_pass(c, 1)
         assert int(c.stats()["evictions"]) == 0
     s.assert_clean_stop()
     s = server_factory(*flags)

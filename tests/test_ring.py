@@ -10,11 +10,10 @@ import os
 import socket
 import struct
 import threading
-import time
 
 import pytest
 
-from conftest import Server
+from conftest import Server, wait_for
 
 pytestmark = pytest.mark.mcpm
 
@@ -39,15 +38,6 @@ def recv_upto(so, n):
             break
         got += chunk
     return got
-
-
-def wait_for(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def test_the_engine_is_chosen(server_factory):
@@ -111,6 +101,7 @@ def test_bad_values_are_refused(run, opt, msg):
     assert msg in r.stderr.decode()
 
 
+@pytest.mark.serial         # io_uring is off for every process meanwhile
 @pytest.mark.parametrize("asked,lines", [("io_uring", 1), ("auto", 0)])
 def test_falls_back_to_epoll_where_io_uring_is_off(server_factory, asked,
                                                   lines):
@@ -238,10 +229,11 @@ def test_peer_resets_mid_reply(server_factory):
         so = socket.create_connection(("127.0.0.1", s.port))
         so.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         so.sendall(b"get big0 big1 big2 big3\r\n")
-        time.sleep(0.2)         # the reply fills the socket, then waits
+        s.wait_replying(so)     # the reply fills the socket, then waits
         reset(so)
-    assert wait_for(lambda: counter(s, "ring_send_errors") >= 3)
-    assert wait_for(lambda: alone(s))
+    wait_for(lambda: counter(s, "ring_send_errors") >= 3,
+             what="three failed sends")
+    wait_for(lambda: alone(s), what="every connection freed")
     s.check_alive()
 
 
@@ -308,7 +300,7 @@ def test_thousands_of_connections_close_with_work_in_the_ring(
                 reset(so)
             else:
                 so.close()
-    assert wait_for(lambda: alone(s), 20)
+    wait_for(lambda: alone(s), 20, "every connection freed")
     # the 400 that quit were closed with their receive in the ring
     assert counter(s, "ring_close_deferred") - deferred >= 400
     s.check_alive()
@@ -329,7 +321,7 @@ def test_stop_with_replies_in_the_ring(binary):
             so.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             so.sendall(b"get big big big\r\n")
             socks.append(so)
-        time.sleep(0.3)
+        s.wait_replying(*socks)
     finally:
         problems = s.stop()
         for so in socks:

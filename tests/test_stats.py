@@ -1,9 +1,13 @@
 """`stats` and its sub-commands: names, formats and counters that move."""
 
 import re
-import time
 
 import pytest
+
+from conftest import wait_for
+
+# Most counters count items, pages and their moves.
+pytestmark = pytest.mark.storage
 
 # Reference §4.1 names printed by both 1.6.18 and 1.6.45 with default flags.
 GENERAL = """
@@ -179,9 +183,8 @@ def test_flushed_items_are_reclaimed(server_factory):
                b"STORED\r\nSTORED\r\n")
         c.call(b"flush_all\r\n", b"OK\r\n")
         c.call(b"set c 0 0 1\r\n1\r\n", b"STORED\r\n")
-    deadline = time.monotonic() + 5
-    while s.stats()["reclaimed"] != "3" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: s.stats()["reclaimed"] == "3",
+             what="the three flushed items reclaimed")
     st = s.stats()
     assert (st["reclaimed"], st["expired_unfetched"], st["curr_items"]) == \
         ("3", "2", "1")
@@ -201,12 +204,10 @@ def test_connection_counters(mc):
     assert (int(mid["total_connections"])
             >= int(before["total_connections"]) + 4)
     # closed connections leave the count (a close is noticed a little
-    # later, so poll; a stale one may also have inflated `before`)
-    deadline = time.monotonic() + 5
-    while int(mc.stats()["curr_connections"]) > (
-            int(mid["curr_connections"]) - 3):
-        assert time.monotonic() < deadline, "closed conns still counted"
-        time.sleep(0.05)
+    # later; a stale one may also have inflated `before`)
+    wait_for(lambda: int(mc.stats()["curr_connections"])
+             <= int(mid["curr_connections"]) - 3,
+             what="the closed connections to leave the count")
 
 
 def test_settings_format(conn):
@@ -430,12 +431,8 @@ def test_unknown_stats(conn):
 def wait_cold(c, clsid, n):
     """cachedump lists a class's COLD LRU, as memcached's does; new items
     reach it on the LRU maintainer's next pass."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if c.stats("items").get("items:%d:number_cold" % clsid) == str(n):
-            return
-        time.sleep(0.05)
-    pytest.fail("items did not reach COLD")
+    wait_for(lambda: c.stats("items").get("items:%d:number_cold" % clsid)
+             == str(n), what="the items to reach COLD")
 
 
 def test_cachedump(conn):

@@ -6,6 +6,9 @@ memcached 1.6.18's own differences are applied."""
 
 import pytest
 
+# Which rows there are depends on the tiers.
+pytestmark = pytest.mark.storage
+
 STATS = """pid uptime time version libevent pointer_size rusage_user
 rusage_system max_connections curr_connections total_connections
 rejected_connections connection_structures response_obj_oom

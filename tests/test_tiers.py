@@ -16,9 +16,10 @@ tier, promotions into DRAM and demotions into the file.
 """
 
 import signal
-import time
 
 import pytest
+
+from conftest import wait_for
 
 pytestmark = pytest.mark.mcpm
 
@@ -272,13 +273,12 @@ def test_cache_page_mover_frees_pages_behind_copies(server_factory, memfile):
         cls = max(pages, key=pages.get)
         moved = int(c.stats()["slabs_moved"])
         c.call(b"slabs reassign %s 0\r\n" % cls.encode(), b"OK\r\n")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+
+        def page_moved():
             st = c.stats()
-            if int(st["slabs_moved"]) > moved and \
-                    st["slab_reassign_running"] == "0":
-                break
-            time.sleep(0.05)
+            return (int(st["slabs_moved"]) > moved
+                    and st["slab_reassign_running"] == "0" and st)
+        st = wait_for(page_moved, what="the page move to finish")
         assert int(st["slabs_moved"]) == moved + 1
         assert int(st["slab_reassign_rescues"]) >= 885
         check_all(c, 1000)

@@ -15,8 +15,11 @@ import time
 import pytest
 from pymemcache.client.base import Client
 
-from conftest import (Conn, ConnClosed, free_port, parse_stats,
+from conftest import (Conn, ConnClosed, free_port,
                       tls_client_context)
+
+# TLS sessions ride on each engine's reads and writes.
+pytestmark = pytest.mark.engine
 
 
 def openssl(*args, cwd):

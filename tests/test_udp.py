@@ -13,12 +13,14 @@ import socket
 import struct
 import subprocess
 import threading
-import time
 
 import pytest
 
-from conftest import save_fuzz_seed
+from conftest import save_fuzz_seed, wait_for, wait_udp_read
 from test_binary import req as bin_req, rsp as bin_rsp, GETK, GETKQ, NOOP
+
+# UDP sockets are the engines' too, and a reply waits for its pass's sync.
+pytestmark = [pytest.mark.engine, pytest.mark.durability]
 
 FRAME = struct.Struct(">HHHH")
 
@@ -44,6 +46,11 @@ class Udp:
         save_fuzz_seed("udp", data)
         self.sock.sendto(data, self.addr)
 
+    def taken(self):
+        """Wait until the server has read every datagram sent to it: the
+        request sent next is read after them."""
+        wait_udp_read(self.addr[1])
+
     def recv(self):
         d, _ = self.sock.recvfrom(65536)
         return FRAME.unpack(d[:8]) + (d[8:],)
@@ -56,15 +63,6 @@ class Udp:
         assert [(g[0], g[1], g[2], g[4]) for g in got] == \
             [(rid,) + w for w in want]
         assert all(g[3] == 0 for g in got)
-
-    def silent(self, wait=0.3):
-        """No datagram comes within `wait` seconds."""
-        self.sock.settimeout(wait)
-        try:
-            with pytest.raises(socket.timeout):
-                self.recv()
-        finally:
-            self.sock.settimeout(5.0)
 
     def __enter__(self):
         return self
@@ -175,20 +173,21 @@ def test_binary(u):
 
 
 # ---------------------------------------------------------------------------
-# what is dropped
+# what is dropped: once the server has read it, the reply to the request
+# sent next is the next datagram
 # ---------------------------------------------------------------------------
 
 def test_short_datagrams_dropped(u):
     u.send(b"", raw=b"\0\1\0\0\0\1\0\0")        # a frame and nothing
     u.send(b"", raw=b"\0\1\0")                   # less than a frame
-    u.silent()
+    u.taken()
     u.call(b"version\r\n", [(0, 1, u_version(u))])
 
 
 def test_request_in_several_datagrams_dropped(u):
     u.send(b"get a\r\n", total=2)
     u.send(b"get a\r\n", seq=1, total=2)
-    u.silent()
+    u.taken()
     # sequence number and reserved field of a one-datagram request are
     # not looked at
     u.send(b"", raw=FRAME.pack(3, 9, 1, 7) + b"get a\r\n")
@@ -199,7 +198,7 @@ def test_request_cut_short_is_dropped(u):
     # a value longer than what the datagram holds: no reply, nothing kept
     u.send(b"set big2 0 0 2000000\r\n" + b"z" * 100 + b"\r\n")
     u.send(b"set c 0 0 10\r\nabc")
-    u.silent()
+    u.taken()
     u.call(b"get big2 c\r\n", [(0, 0, b"")] + one(b"END\r\n"))
 
 
@@ -246,10 +245,8 @@ def test_stats(server_factory):
     with s.conn() as c:
         # three UDP sockets count as connections, as in memcached, with
         # this client (once the start-up check's close has been seen)
-        deadline = time.monotonic() + 5
-        while (st := c.stats())["curr_connections"] != "4" and \
-                time.monotonic() < deadline:
-            time.sleep(0.05)
+        st = wait_for(lambda: (st := c.stats())["curr_connections"] == "4"
+                      and st, what="curr_connections 4")
         settings = c.stats("settings")
         conns = c.get_block(b"stats conns\r\n")
     assert st["curr_connections"] == "4"
@@ -282,19 +279,18 @@ def test_u_alone_moves_tcp_too(binary, tmp_path):
         cmd += ["-u", "root"]
     err = open(tmp_path / "stderr", "wb")
     p = subprocess.Popen(cmd, stderr=err)
+    def answers_on_tcp():
+        assert p.poll() is None, "exit %s: %r" % (
+            p.poll(), (tmp_path / "stderr").read_bytes())
+        try:
+            with socket.create_connection(("127.0.0.1", port), 1) as c:
+                c.sendall(b"version\r\n")
+                return c.recv(100).startswith(b"VERSION ")
+        except OSError:
+            return False
     try:
-        deadline = time.monotonic() + 30    # a sanitizer build starts slowly
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), 1) as c:
-                    c.sendall(b"version\r\n")
-                    assert c.recv(100).startswith(b"VERSION ")
-                    break
-            except OSError:
-                if p.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("no TCP listener on the UDP port (exit %s): %r"
-                                % (p.poll(), (tmp_path / "stderr").read_bytes()))
-                time.sleep(0.05)
+        # a sanitizer build starts slowly
+        wait_for(answers_on_tcp, 30, "a TCP listener on the UDP port")
     finally:
         p.terminate()
         p.wait(10)

@@ -9,12 +9,14 @@ Every line format here was checked against memcached on the wire.
 
 import re
 import socket
-import time
 
 import pytest
 
 import conftest
-from conftest import Conn
+from conftest import Conn, wait_for
+
+# Watchers are connections the logger writes to; the lines tell of items.
+pytestmark = [pytest.mark.engine, pytest.mark.storage]
 
 MASKS = ((re.compile(rb"^ts=\d+\.\d+ gid=(\d+) "), b""),
          (re.compile(rb"cfd=\d+"), b"cfd=F"),
@@ -63,22 +65,30 @@ class Watcher(Conn):
                 out[self.last_rport].append(line)
         return out
 
-    def drain(self, wait=1.0):
-        """Every line that comes until none has for `wait` seconds."""
-        out = []
-        while True:
-            try:
-                out.append(self.line(wait))
-            except socket.timeout:
-                return out
+    def nothing_before(self, conn, stream):
+        """No line is pending: a request sent on conn that makes a known
+        line of `stream` is answered, and that line comes next (the lines
+        of one worker come in the order it made them)."""
+        request, reply, line = FENCES[stream]
+        conn.call(request, reply)
+        got = self.line()
+        assert got == line, "%r came before the fence's line" % got
+        return True
 
-    def quiet(self, wait=0.3):
-        """No line arrives within `wait` seconds."""
-        try:
-            self.read_until(b"\n", wait)
-        except socket.timeout:
-            return True
-        return False
+
+# A request on a key of its own, what it is answered and the line it makes
+# on each stream.
+FENCES = {
+    "fetchers": (b"get watch-fence\r\n", b"END\r\n",
+                 "type=item_get key=watch-fence status=not_found clsid=0 "
+                 "cfd=F size=0"),
+    "mutations": (b"set watch-fence 0 0 1\r\nx\r\n", b"STORED\r\n",
+                  "type=item_store key=watch-fence status=stored cmd=set "
+                  "ttl=0 clsid=1 cfd=F size=1"),
+    "deletions": (b"set watch-fence 0 0 1\r\nx\r\ndelete watch-fence\r\n",
+                  b"STORED\r\nDELETED\r\n",
+                  "type=deleted key=watch-fence cmd=delete clsid=1 size=1"),
+}
 
 
 @pytest.fixture
@@ -106,8 +116,8 @@ def test_fetchers_by_default(conn, watch):
         "type=item_get key=wk status=found clsid=1 cfd=F size=5",
         "type=item_get key=wk2 status=not_found clsid=0 cfd=F size=0",
     ]
-    assert w.quiet()            # no mutations without asking
     assert w.gids == sorted(w.gids) and len(set(w.gids)) == 4
+    assert w.nothing_before(conn, "fetchers")   # no mutations unasked
 
 
 MIXED = (b"set a 0 100 5\r\nhello\r\nget a b\r\ndelete a\r\nincr a 1\r\n"
@@ -155,7 +165,7 @@ def test_mutations_and_fetchers(conn, watch):
     w = watch(b"fetchers mutations")
     conn.call(MIXED, MIXED_REPLY)
     assert w.lines(len(MIXED_LINES)) == MIXED_LINES
-    assert w.quiet()
+    assert w.nothing_before(conn, "fetchers")
 
 
 def test_streams_filter(conn, watch):
@@ -163,7 +173,7 @@ def test_streams_filter(conn, watch):
     conn.call(MIXED, MIXED_REPLY)
     want = [l for l in MIXED_LINES if "item_store" in l]
     assert muts.lines(len(want)) == want
-    assert muts.quiet()
+    assert muts.nothing_before(conn, "mutations")
 
 
 @pytest.mark.v1645
@@ -189,11 +199,15 @@ def test_unknown_stream(mc, streams):
 
 @pytest.mark.parametrize("streams", [b"rawcmds",
                                      b"proxyreqs proxyevents proxyuser"])
-def test_streams_without_lines(conn, watch, streams):
-    # accepted; memcached writes nothing to them for plain commands
-    w = watch(streams)
-    conn.call(MIXED, MIXED_REPLY)
-    assert w.quiet()
+def test_streams_without_lines(server_factory, streams):
+    # accepted; memcached writes nothing to them for plain commands: the
+    # workers, which write a record before they reply, wrote none (a
+    # server of its own, with no other watcher)
+    s = server_factory()
+    with Watcher(s.port, streams), s.conn() as c:
+        c.call(MIXED, MIXED_REPLY)
+        st = c.stats()
+    assert (st["log_worker_written"], st["log_worker_dropped"]) == ("0", "0")
 
 
 def test_watcher_sees_only_later_events(conn, watch):
@@ -202,7 +216,7 @@ def test_watcher_sees_only_later_events(conn, watch):
     conn.call(b"set late 0 0 1\r\nx\r\n", b"STORED\r\n")
     assert w.line() == ("type=item_store key=late status=stored cmd=set "
                         "ttl=0 clsid=1 cfd=F size=1")
-    assert w.quiet()
+    assert w.nothing_before(conn, "mutations")
 
 
 def test_two_watchers_each_get_their_streams(conn, watch):
@@ -215,7 +229,8 @@ def test_two_watchers_each_get_their_streams(conn, watch):
     assert f.lines(2) == [
         "type=item_get key=k status=not_found clsid=0 cfd=F size=0",
         "type=item_get key=k status=found clsid=1 cfd=F size=1"]
-    assert f.quiet(0.1) and m.quiet(0.1)
+    assert f.nothing_before(conn, "fetchers")
+    assert m.nothing_before(conn, "mutations")
 
 
 def test_connevents(server_factory):
@@ -258,7 +273,7 @@ def test_deletions(conn, watch):
     assert w.lines(2) == [
         "type=deleted key=a cmd=delete clsid=1 size=5",
         "type=deleted key=b cmd=md clsid=1 size=2"]
-    assert w.quiet()
+    assert w.nothing_before(conn, "deletions")
 
 
 def test_evictions(server_factory, reference):
@@ -277,17 +292,18 @@ def test_evictions(server_factory, reference):
             c.send(b"set k%05d 0 0 %d noreply\r\n%s\r\n"
                    % (i, len(value), value))
         c.sync()
-        time.sleep(0.5)         # the logger drains the rings
         st = c.stats()
-        ev = int(st["evictions"])
+        ev, dropped = int(st["evictions"]), int(st["log_worker_dropped"])
         assert ev > 0
         first = w.line()
         m = re.fullmatch(r"type=eviction key=first fetch=%s ttl=-1 la=(\d+) "
                          r"clsid=(\d+) size=1000" % fetched, first)
         assert m, first
-        # lossy, but every eviction is a line, a skipped one or a dropped one
+        # lossy, but every eviction is a line, a skipped one or a dropped
+        # one: read until they add up (a missing line fails the read)
         seen, skipped = 1, 0
-        for line in w.drain():
+        while seen + skipped + dropped < ev:
+            line = w.line()
             if line.startswith("skipped="):
                 skipped += int(line[8:])
                 continue
@@ -295,7 +311,7 @@ def test_evictions(server_factory, reference):
                                 r"la=\d+ clsid=%s size=1000" % m.group(2),
                                 line), line
             seen += 1
-        assert seen + skipped + int(st["log_worker_dropped"]) == ev
+        assert seen + skipped + dropped == ev
 
 
 def test_watch_disabled(server_factory):
@@ -343,16 +359,14 @@ def test_watcher_limit(server_factory):
             c.sync()
             assert c.stats()["log_watchers"] == "20"
         ws.pop().close()
-        deadline = time.monotonic() + 5
-        while True:             # the logger notices the close, then has room
+
+        def room_again():       # the logger notices the close
             with mc.conn() as c:
-                c.send(b"watch\r\n")
-                got = c.readline()
-                if got == b"OK\r\n":
-                    break
-                assert got == b"WATCHER_TOO_MANY log watcher limit reached\r\n"
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+                got = c.req(b"watch\r\n")
+                assert got in (b"OK\r\n", b"WATCHER_TOO_MANY log watcher "
+                               b"limit reached\r\n")
+                return got == b"OK\r\n"
+        wait_for(room_again, what="a watcher's slot to come free")
     finally:
         for w in ws:
             w.close()
@@ -362,29 +376,41 @@ GET_MISS = (rb"ts=\d+\.\d+ gid=\d+ type=item_get key=nothing-here-at-all "
             rb"status=not_found clsid=0 cfd=\d+ size=0\n")
 
 
-def read_counted(w, timeout=2.0):
-    """(lines, in-band skipped count) until nothing comes for `timeout`.
-    Reads in bulk: megabytes of lines arrive here."""
-    chunks = [w.buf]
-    w.buf = b""
-    w.sock.settimeout(timeout)
-    try:
-        while True:
-            chunk = w.sock.recv(1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    except socket.timeout:
-        pass
-    data = b"".join(chunks)
-    assert data.endswith(b"\n") or not data, data[-200:]
+def logger_caught_up(c, records):
+    """The stats once the workers' `records` have been written to their
+    rings or dropped, and the logger has taken every one written (sent to
+    the watchers, or skipped where a watcher had no room).  memcached
+    counts the written ones only as its logger takes them."""
+    def caught_up():
+        st = c.stats()
+        written = int(st["log_worker_written"])
+        return (written + int(st["log_worker_dropped"]) == records
+                and int(st["log_watcher_sent"])
+                + int(st["log_watcher_skipped"]) == written and st)
+    return wait_for(caught_up, what="the logger to take %d records"
+                    % records)
+
+
+def read_counted(w, lines):
+    """(lines, in-band skipped count) once `lines` lines have come, with
+    the skipped counts told before them.  Reads in bulk: megabytes of
+    lines arrive here."""
     seen = skipped = 0
-    for raw in data.split(b"\n")[:-1]:
-        if raw.startswith(b"skipped="):
-            skipped += int(raw[8:])
-        else:
-            assert re.fullmatch(GET_MISS, raw + b"\n"), raw
-            seen += 1
+    w.sock.settimeout(20)
+    while seen < lines:
+        if b"\n" not in w.buf:
+            chunk = w.sock.recv(1 << 20)
+            assert chunk, "the watcher was closed"
+            w.buf += chunk
+            continue
+        whole, _, w.buf = w.buf.rpartition(b"\n")
+        for raw in whole.split(b"\n"):
+            if raw.startswith(b"skipped="):
+                skipped += int(raw[8:])
+            else:
+                assert re.fullmatch(GET_MISS, raw + b"\n"), raw
+                seen += 1
+    assert seen == lines, "more lines than were sent"
     return seen, skipped
 
 
@@ -400,19 +426,18 @@ def test_slow_watcher_loses_lines_not_workers(server_factory):
         for _ in range(100):        # 100,000 gets
             c.send(batch)
             c.read_exact(5 * 1000, timeout=20)
-        time.sleep(0.5)             # the logger drains the rings
-        st = c.stats()
+        st = logger_caught_up(c, 100000)
         assert st["log_worker_written"] == "100000"
         assert st["log_worker_dropped"] == "0"
         sent, skipped = (int(st["log_watcher_sent"]),
                          int(st["log_watcher_skipped"]))
         assert skipped > 0 and sent + skipped == 100000
-        seen, told = read_counted(w)
-        assert seen == sent
+        seen, told = read_counted(w, sent)
         # the rest of the count comes before the next line
         c.call(b"get nothing-here-at-all\r\n", b"END\r\n")
-        more_seen, more_told = read_counted(w, 1.0)
-        assert (more_seen, told + more_told) == (1, skipped)
+        more_seen, more_told = read_counted(w, 1)
+        assert told + more_told == skipped
+        assert w.buf == b"" and w.nothing_before(c, "fetchers")
 
 
 @pytest.mark.v1645         # 1.6.18 reads worker_logbuf_size as slab_sizes
@@ -426,15 +451,11 @@ def test_full_worker_ring_drops_and_counts(server_factory):
         for _ in range(50):
             c.send(batch)
             c.read_exact(5 * 1000, timeout=20)
-        time.sleep(0.5)
-        st = c.stats()
+        st = logger_caught_up(c, 50000)
         written, dropped = (int(st["log_worker_written"]),
                             int(st["log_worker_dropped"]))
         assert written + dropped == 50000 and dropped > 0
-        assert int(st["log_watcher_sent"]) + int(
-            st["log_watcher_skipped"]) == written
-        seen, told = read_counted(w)
-        assert seen == int(st["log_watcher_sent"])
+        read_counted(w, int(st["log_watcher_sent"]))
 
 
 def test_stats_conns_lists_watchers(server_factory):
