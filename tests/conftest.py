@@ -542,7 +542,8 @@ class Server:
             touched(self)
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL,
-                                         stderr=self.errfile, env=self.env,
+                                         stderr=self.errfile,
+                                         env=self._counters_env(),
                                          preexec_fn=self.preexec)
             if self._wait_ready():
                 return self
@@ -573,6 +574,15 @@ class Server:
         if DURABILITY:
             opt += ",memory_file_durability=" + DURABILITY
         return ["-o", opt]
+
+    def _counters_env(self):
+        """script/pass-coverage: a server that took the pass's settings
+        writes its gcov counters to MCPM_GCOV_CHANGED, apart from every
+        other process's, so that they count what ran under the setting."""
+        changed = os.environ.get("MCPM_GCOV_CHANGED")
+        if not changed or not self.applied & PASS_SETTINGS:
+            return self.env
+        return dict(self.env or os.environ, GCOV_PREFIX=changed)
 
     def _engine_args(self):
         """MCPM_EVENT_ENGINE: the engine every server runs on."""

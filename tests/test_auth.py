@@ -16,6 +16,10 @@ import pytest
 
 from conftest import free_port, wait_for
 
+# The exchange comes before any command, read as it arrives: credentials
+# split across reads, the close after a refusal.
+pytestmark = pytest.mark.engine
+
 USERS = {"alice": "secret", "bob": "pw2"}
 
 

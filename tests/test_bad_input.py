@@ -157,6 +157,18 @@ def test_disconnect_mid_value(mc):
         c.call(b"get mid mid2\r\n", b"END\r\n")
 
 
+def test_close_while_a_value_is_swallowed(mc):
+    # too large: the value is read and dropped (the error comes after it),
+    # until the client goes; then the server closes too, saying nothing
+    with mc.conn() as c:
+        c.send(b"set big 0 0 2000000\r\n" + b"x" * 10000)
+        c.sock.shutdown(socket.SHUT_WR)
+        assert c.wait_closed()
+        assert c.buf == b""
+    with mc.conn() as c:
+        c.call(b"get big\r\n", b"END\r\n")
+
+
 def test_long_line_without_newline_closes(mc):
     with mc.conn() as c:
         c.send(b"x" * 3000)

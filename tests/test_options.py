@@ -143,6 +143,7 @@ def marked(cases, old):
             for c in cases]
 
 
+@pytest.mark.storage         # sizes, classes, hashes, threads: the file's
 @pytest.mark.parametrize("args, rows", marked(ACCEPTED, OLD_ROWS))
 def test_accepted(binary, reference, args, rows):
     got, _ = settings(binary, args, reference)
@@ -271,6 +272,7 @@ def test_sock_cookie_id_marks_the_listener(binary, reference):
 
 
 @pytest.mark.v1645
+@pytest.mark.engine     # each engine hands accepted sockets out
 def test_napi_ids_fall_back_to_round_robin_on_loopback(binary):
     # Loopback has no NIC receive queue (NAPI id 0): every connection goes
     # round robin and is counted so, as memcached counts it.
