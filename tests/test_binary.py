@@ -223,6 +223,7 @@ def test_sixteen_key_getkq_run(b):
 
 
 @pytest.mark.mcpm
+@pytest.mark.engine             # a yield comes back through the engine
 def test_quiet_run_costs_like_a_multiget(server_factory):
     """-R counts a binary quiet get as 1/64 of a request: a run of GETKQ
     is the binary multiget, and costs about what a text multiget does,
