@@ -70,27 +70,30 @@ def wait_logged(server, text):
 
 def connections_logged_closed(server):
     """Wait until every connection the log shows opened (the readiness
-    probe's) is logged closed too: the workers' lines reach stderr each
-    through a ring of its own, so a late line of the probe could come
-    after the next connection's first, under the same descriptor."""
+    probe's) is logged closed too, and return how many there were: the
+    workers' lines reach stderr each through a ring of its own, so a late
+    line of the probe could come after the next connection's first, under
+    the same descriptor."""
     def all_closed():
         out = server.stderr()
         opened = len(re.findall(r" new (?:auto-negotiating|ascii|binary) "
                                 r"client connection", out))
-        return opened >= 1 and opened == out.count(" connection closed.")
-    wait_for(all_closed, what="the probe's close in the log")
+        return opened >= 1 and opened == out.count(" connection closed.") \
+            and opened
+    return wait_for(all_closed, what="the probe's close in the log")
 
 
-def last_conn_lines(server):
-    """The lines of the last connection opened, once its close is logged
-    (lines reach stderr through a thread of their own), the descriptor
-    written as FD.  Split at "\n" only, so a stray "\r" fails."""
+def last_conn_lines(server, before):
+    """The lines of the connection opened after the `before` the log
+    showed, once its close is logged (lines reach stderr through a thread
+    of their own), the descriptor written as FD.  Split at "\n" only, so a
+    stray "\r" fails."""
     new = " new auto-negotiating client connection"
 
     def closed_connection():
         raw = server.stderr().rstrip("\n").split("\n")
         starts = [i for i, l in enumerate(raw) if l.endswith(new)]
-        if not starts:
+        if len(starts) <= before:
             return None
         fd = raw[starts[-1]].split()[0][1:]
         mine = [l for l in raw[starts[-1]:]
@@ -105,12 +108,12 @@ def last_conn_lines(server):
 
 def test_vv_requests_and_replies(server_factory):
     s = server_factory("-vv")
-    connections_logged_closed(s)
+    before = connections_logged_closed(s)
     with s.conn() as c:
         c.send(REQUESTS)
         assert c.wait_closed()
     got = [re.sub(r"^>FD VERSION .*", ">FD VERSION x", l)
-           for l in last_conn_lines(s)]
+           for l in last_conn_lines(s, before)]
     assert got == EXPECTED
 
 
@@ -143,7 +146,7 @@ def test_vv_binary_client(server_factory):
     bytes to a line, and the command lines (reply CAS bytes masked: the
     counter's start and when memcached fills it in differ)."""
     s = server_factory("-vv")
-    connections_logged_closed(s)
+    before = connections_logged_closed(s)
     with s.conn() as c:
         c.send(pkt(0x01, b"k", b"v", struct.pack(">II", 0, 0)))
         c.read_exact(24)
@@ -151,7 +154,7 @@ def test_vv_binary_client(server_factory):
         c.read_exact(24 + 5)
         c.send(pkt(0x00, b"zz"))
         c.read_exact(24 + 9)
-    got = last_conn_lines(s)
+    got = last_conn_lines(s, before)
     for i, l in enumerate(got):              # mask the reply CAS lines
         if l == ">FD Writing bin response:":
             got[i + 5] = got[i + 6] = ">FD   cas"
