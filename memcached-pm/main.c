@@ -36,6 +36,7 @@
 #include "memcached-pm/conn.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
+#include "memcached-pm/portfile.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/sasl_cyrus.h"
 #include "memcached-pm/stats.h"
@@ -170,6 +171,10 @@ note_structures(void)
     }
 }
 
+/* Set by a refusal, cleared by the next accept failure: see
+ * accept_failed(). */
+static bool refused_since_failure;
+
 /* Over -c: say so and hang up, as memcached's maxconns_fast does when
  * the new descriptor is the last the file limit (-c) leaves.  Without
  * maxconns_fast, accept() itself fails one further on and pauses. */
@@ -186,14 +191,24 @@ over_limit(int fd)
     }
     close(fd);
     SERVER_STAT_INCR(rejected_connections);
+    refused_since_failure = true;
     return true;
 }
 
-/* accept() failed with err: out of descriptors pauses accepting. */
+/* accept() failed with err: out of descriptors pauses accepting.  But
+ * the ring's multishot accept runs ahead of us: it can take the last
+ * descriptor and then fail on the next connection before we have refused
+ * the first and closed it.  A failure that follows a refusal is that
+ * race, not a full table; the ring arms its accept again and the next
+ * connection gets the descriptor just closed (and its refusal). */
 static void
 accept_failed(int err)
 {
     if (err == EMFILE || err == ENFILE) {
+        if (refused_since_failure) {
+            refused_since_failure = false;
+            return;
+        }
         log_error("Too many open connections");
         accept_pause();
     }
@@ -314,6 +329,20 @@ add_listener(int fd, bool is_unix, bool tls, const char *addr)
     return 0;
 }
 
+/* The listener's name, with the port it got (-p -1: the kernel's). */
+static void
+bound_name(int fd, const struct addrinfo *ai, char *name, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        conn_sockaddr_name((struct sockaddr *)&ss, "tcp", name, len);
+    } else {
+        conn_sockaddr_name(ai->ai_addr, "tcp", name, len);
+    }
+}
+
 static int
 listen_one(const struct addrinfo *ai, bool tls)
 {
@@ -347,7 +376,8 @@ listen_one(const struct addrinfo *ai, bool tls)
         errno = e;      /* for open_listeners()' message */
         return -1;
     }
-    conn_sockaddr_name(ai->ai_addr, "tcp", name, sizeof(name));
+    portfile_note(fd, false);
+    bound_name(fd, ai, name, sizeof(name));
     if (add_listener(fd, false, tls, name) != 0) {
         close(fd);
         return -1;
@@ -373,7 +403,7 @@ listen_spec(char *spec)
         host += 6;
         tls = false;
     }
-    snprintf(port, sizeof(port), "%d", settings.port);
+    snprintf(port, sizeof(port), "%d", portfile_bind_port(settings.port));
     if (*host == '[') {
         char *close_br = strchr(host, ']');
         if (close_br == NULL) {
@@ -735,6 +765,7 @@ open_listeners(void)
         /* and neither TCP nor UDP, as memcached */
         return listen_unix() == 0 ? 0 : EXIT_FAILURE;
     }
+    portfile_open();
     errno = 0;
     if (settings.port != 0 && listen_tcp() != 0) {
         listen_failed("TCP", settings.port);
@@ -746,6 +777,7 @@ open_listeners(void)
         listen_failed("UDP", settings.udpport);
         return EX_OSERR;
     }
+    portfile_close();
     return 0;
 }
 

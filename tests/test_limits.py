@@ -4,12 +4,14 @@ and -c without maxconns_fast (accept stops at the file limit and starts
 again).  -c with maxconns_fast, -R and idle_timeout are in
 test_behaviour.py and test_binary.py."""
 
+import os
 import resource
+import select
 import socket
 
 import pytest
 
-from conftest import Conn, ConnClosed, wait_for
+from conftest import REFERENCE_BIN, Conn, ConnClosed, Server, wait_for
 
 # Buffers, queues and accepting: what each event engine does for itself
 # (the tests on the default engine are marked engine).
@@ -163,3 +165,65 @@ def file_limit_pauses_accept(s):
     assert int(st["time_in_listen_disabled_us"]) > 0
     for c in conns[20:] + [stuck, first]:
         c.close()
+
+
+# ---- -c with maxconns_fast (the default) ------------------------------
+
+BOTH = [pytest.param("memcached-pm", marks=pytest.mark.engine),
+        pytest.param("memcached", marks=pytest.mark.skipif(
+            not os.access(REFERENCE_BIN, os.X_OK),
+            reason="Debian's memcached is not installed"))]
+
+
+@pytest.mark.parametrize("which", BOTH)
+def test_connections_past_the_limit_are_refused_at_once(binary, which):
+    """100 connections at -c 64: those past the limit each get memcached's
+    ERROR line within a second and are closed, counted in
+    rejected_connections; the listener never pauses; and once they are
+    gone the server serves new connections.  (On io_uring the multishot
+    accept takes the next connection before the refused one is closed:
+    that failure must not pause the listener.)"""
+    if which == "memcached":
+        binary = REFERENCE_BIN
+    s = Server(binary, ("-t", "1", "-c", "64"), binary == REFERENCE_BIN)
+    s.start()
+    TOO_MANY = b"ERROR Too many open connections\r\n"
+    control = s.conn()
+    socks = []
+    try:
+        for _ in range(100):
+            socks.append(socket.create_connection(("127.0.0.1", s.port)))
+        # accepts go in connect order and nothing closes but refusals:
+        # once one is refused, every later one is; the last surely is
+        ready, _, _ = select.select([socks[-1]], [], [], 1.0)
+        assert ready, "the 100th connection was not answered in a second"
+        ready, _, _ = select.select(socks, [], [], 0)
+        refused = 0
+        for sk in socks:
+            if sk in ready:
+                sk.settimeout(1.0)
+                got = b""
+                while len(got) < len(TOO_MANY):
+                    more = sk.recv(64)
+                    if not more:
+                        break
+                    got += more
+                assert got == TOO_MANY
+                assert sk.recv(64) == b""           # and closed
+                refused += 1
+            else:
+                sk.settimeout(5.0)
+                sk.sendall(b"mn\r\n")
+                assert sk.recv(64) == b"MN\r\n"
+        assert 100 - 64 <= refused < 100
+        st = control.stats()
+        assert int(st["rejected_connections"]) == refused
+        assert st["listen_disabled_num"] == "0"
+        assert st["accepting_conns"] == "1"
+    finally:
+        for sk in socks:
+            sk.close()
+    with s.conn() as c:
+        c.call(b"mn\r\n", b"MN\r\n")
+    control.close()
+    s.assert_clean_stop()
