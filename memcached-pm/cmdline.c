@@ -109,10 +109,11 @@ opt_factor(const char *val)
     return 0;
 }
 
+/* -p, -U: a port, or -1 for one the kernel picks (portfile.h). */
 static int
 parse_port(const char *val, int *out)
 {
-    if (!settings_parse_int(val, 0, 65535, out)) {
+    if (!settings_parse_int(val, -1, 65535, out)) {
         fprintf(stderr, "ERROR: Invalid port number %s.\n", val);
         return -EX_USAGE;
     }

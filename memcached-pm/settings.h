@@ -66,9 +66,9 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
     X(maxconns, I, D(int, maxconns, 1024), 'c', "conn-limit=<num>", NULL,   \
       FN(opt_conns), "max simultaneous connections (default: 1024)")        \
     X(tcpport, I, D(int, port, 11211), 'p', "port=<num>", NULL,             \
-      FN(opt_port), "TCP port to listen on (default: 11211)")               \
+      FN(opt_port), "TCP port to listen on (default: 11211; -1: any)")      \
     X(udpport, I, D(int, udpport, 0), 'U', "udp-port=<num>", NULL,          \
-      FN(opt_udp), "UDP port to listen on (default: 0, off)")               \
+      FN(opt_udp), "UDP port to listen on (default: 0, off; -1: any)")      \
     X(inter, STR_NULL, D(char *, inter, NULL), 'l', "listen=<addr>", NULL,  \
       FN(opt_listen), "interfaces to listen on (default: 127.0.0.1); with " \
       "-Z, a notls: prefix keeps one plaintext (-l notls:<ip>:<port>)")     \

@@ -24,6 +24,7 @@
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/machine.h"
+#include "memcached-pm/portfile.h"
 #include "memcached-pm/ring.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
@@ -344,7 +345,7 @@ resolve(char *spec)
     struct addrinfo hints = { 0 }, *res = NULL;
     char port[16], *host = spec, *p;
 
-    snprintf(port, sizeof(port), "%d", settings.udpport);
+    snprintf(port, sizeof(port), "%d", portfile_bind_port(settings.udpport));
     if (*host == '[' && (p = strchr(host, ']')) != NULL) {
         *p = '\0';
         host++;
@@ -361,24 +362,36 @@ resolve(char *spec)
     return res;
 }
 
-/* Open every worker's socket on every address of ai; appended to fds. */
+/* Open every worker's socket on every address of ai; appended to fds.
+ * The first worker's socket binds the address as given; the others bind
+ * the port it got (at -U -1, the one the kernel picked). */
 static int
 open_address(const struct addrinfo *res, unsigned n_workers,
              int *tmp, size_t *ntmp)
 {
     for (const struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+        struct addrinfo at = *ai;
+        struct sockaddr_storage bound;
+
         for (unsigned w = 0; w < n_workers; w++) {
+            socklen_t len = sizeof(bound);
             int fd;
 
             if (*ntmp == (size_t)MAX_UDP_FDS * n_workers) {
                 log_error("too many UDP addresses");
                 return -1;
             }
-            fd = open_one(ai, n_workers > 1);
+            fd = open_one(&at, n_workers > 1);
             if (fd < 0) {
                 return -1;      /* errno says why, for main's message */
             }
             tmp[(*ntmp)++] = fd;
+            if (w == 0 &&
+                getsockname(fd, (struct sockaddr *)&bound, &len) == 0) {
+                at.ai_addr = (struct sockaddr *)&bound;
+                at.ai_addrlen = len;
+                portfile_note(fd, true);
+            }
         }
         if (n_workers > 1) {
             spread(tmp[*ntmp - n_workers], n_workers);
