@@ -77,11 +77,13 @@ class Watcher(Conn):
 
 
 # A request on a key of its own, what it is answered and the line it makes
-# on each stream.
+# on each stream.  The fetchers' key is never stored: a flushed item of
+# another fence's would read "status=flushed" until the maintainer has
+# reclaimed it.
 FENCES = {
-    "fetchers": (b"get watch-fence\r\n", b"END\r\n",
-                 "type=item_get key=watch-fence status=not_found clsid=0 "
-                 "cfd=F size=0"),
+    "fetchers": (b"get watch-fence-get\r\n", b"END\r\n",
+                 "type=item_get key=watch-fence-get status=not_found "
+                 "clsid=0 cfd=F size=0"),
     "mutations": (b"set watch-fence 0 0 1\r\nx\r\n", b"STORED\r\n",
                   "type=item_store key=watch-fence status=stored cmd=set "
                   "ttl=0 clsid=1 cfd=F size=1"),
