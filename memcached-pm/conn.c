@@ -26,6 +26,7 @@
 #define RBUF_MAX       (2 * 1024 * 1024)  /* longest multiget line */
 #define OBUF_SIZE      (16384 - 2 * sizeof(size_t))
 #define OBUF_KEEP      4              /* arena blocks kept when idle */
+#define RESP_PER_RBUF  13             /* memcached's responses per buffer */
 #define IOV_KEEP       1024           /* iovec entries kept when idle */
 #define IOV_BATCH      (IOV_MAX < 1024 ? IOV_MAX : 1024)
 
@@ -46,23 +47,73 @@ gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
     STAT_ADD(g->read_buf_bytes, (uint64_t)bytes);
 }
 
-/* -o read_buf_mem_limit: may this worker's read buffers grow by add
- * bytes?  Its share is the limit over the workers; a refusal counts as
+/* -o read_buf_mem_limit: the worker's share of the limit, and what its
+ * reply slots (conn_resp_start()) hold of it, in bytes. */
+static uint64_t
+worker_share(void)
+{
+    uint64_t share = settings.read_buf_mem_limit /
+                     (unsigned)settings.num_threads;
+
+    return share < RBUF_SIZE ? RBUF_SIZE : share;   /* memcached's least */
+}
+
+static uint64_t
+slot_bytes(const struct buffer_gauges *g, uint64_t slots)
+{
+    uint64_t n = (slots + RESP_PER_RBUF - 1) / RESP_PER_RBUF;
+
+    if (n == 0 && g->resp_buffer_kept) {
+        n = 1;
+    }
+    return n * RBUF_SIZE;
+}
+
+/* May this worker's read buffers grow by add bytes?  A refusal counts as
  * read_buf_oom, and the connection closes, as memcached's does. */
 static bool
 rbuf_may_grow(struct conn *c, size_t add)
 {
-    uint64_t share;
+    const struct buffer_gauges *g = &c->list->gauges;
 
     if (settings.read_buf_mem_limit == 0 || c->is_udp) {
         return true;
     }
-    share = settings.read_buf_mem_limit / (unsigned)settings.num_threads;
-    if (STAT_LOAD(c->list->gauges.read_buf_bytes) + add <= share) {
+    if (STAT_LOAD(g->read_buf_bytes) + slot_bytes(g, STAT_LOAD(g->resp_slots))
+        + add <= worker_share()) {
         return true;
     }
     STAT_INCR(c->stats->read_buf_oom);
     return false;
+}
+
+bool
+conn_resp_take(struct conn *c)
+{
+    struct buffer_gauges *g = &c->list->gauges;
+    uint64_t slots = STAT_LOAD(g->resp_slots) + 1;
+    uint64_t share = worker_share();
+
+    if (c->is_udp) {
+        return true;
+    }
+    if (STAT_LOAD(g->read_buf_bytes) + slot_bytes(g, slots) > share) {
+        STAT_INCR(c->stats->response_obj_oom);
+        return false;
+    }
+    STAT_ADD(g->resp_slots, 1);
+    g->resp_buffer_kept = true;
+    c->resp_slots++;
+    return true;
+}
+
+static void
+resp_give_back(struct conn *c)
+{
+    if (c->resp_slots > 0) {
+        STAT_ADD(c->list->gauges.resp_slots, -(uint64_t)c->resp_slots);
+        c->resp_slots = 0;
+    }
 }
 
 static void
@@ -243,6 +294,7 @@ conn_release(struct conn *c)
     }
     conn_list_del(c->list, c);
     release_refs(c);
+    resp_give_back(c);
     if (c->nitem != NULL) {
         cache_release(c->nitem);
     }
@@ -590,6 +642,7 @@ out_reset(struct conn *c)
     unsigned kept = 1;
 
     release_refs(c);
+    resp_give_back(c);
     c->iov_len = c->iov_sent = 0;
     c->out_bytes = 0;
     while (b->next != NULL && kept < OBUF_KEEP) {
@@ -614,6 +667,12 @@ out_reset(struct conn *c)
         c->refs = NULL;
         c->refs_cap = 0;
     }
+}
+
+void
+conn_out_discard(struct conn *c)
+{
+    out_reset(c);
 }
 
 int

@@ -59,6 +59,8 @@ struct buffer_gauges {
     uint64_t read_buf_bytes;
     uint64_t response_obj_count;
     uint64_t response_obj_bytes;
+    uint64_t resp_slots;        /* under the limit: see conn_resp_start() */
+    bool     resp_buffer_kept;  /* once a slot was taken (the worker's) */
 };
 
 /* The connections of one worker.  Its thread links and unlinks them
@@ -174,6 +176,7 @@ struct conn {
     struct obuf     *obuf_cur;
     struct item    **refs;           /* items the queue points into */
     size_t           nrefs;
+    unsigned         resp_slots;     /* held until the queue is sent */
     size_t           refs_cap;
     bool             noreply;        /* drop replies of the current request */
 
@@ -290,6 +293,29 @@ void    conn_nread_buffered(struct conn *c);
 ssize_t conn_nread_direct(struct conn *c);
 
 /* ---- output ---------------------------------------------------------- */
+
+/*
+ * Under -o read_buf_mem_limit a reply is built in memory the limit
+ * covers, as memcached's response objects are: each request, and each
+ * key of a text multiget after the first, takes a slot, held until the
+ * queue is sent; a worker's slots come 13 to a 16 KB buffer (memcached's
+ * count) out of the same share as its read buffers, and once it has
+ * taken one it keeps a buffer for them, as memcached keeps its last.  false: no slot to
+ * be had, counted as response_obj_oom; the caller answers as memcached
+ * does (a multiget: SERVER_ERROR out of memory writing get response; a
+ * request: the connection closes).  Without the limit, always true.
+ */
+bool conn_resp_take(struct conn *c);
+
+static inline bool
+conn_resp_start(struct conn *c)
+{
+    return settings.read_buf_mem_limit == 0 || conn_resp_take(c);
+}
+
+/* Drop the replies queued and not yet sent (none of the queue is, while
+ * requests run), their slots with them. */
+void conn_out_discard(struct conn *c);
 
 /* Queue reply bytes (copied) or a fixed reply.  They return 0, or -1 when
  * the arena cannot grow (the connection is then closed after writing what

@@ -228,6 +228,10 @@ parse_one(struct conn *c)
     if (settings.verbose > 1) {
         log_request_line(c, (size_t)n);
     }
+    if (!conn_resp_start(c)) {
+        lookahead_done(c);
+        return CONN_CLOSING;    /* as memcached: nothing more is sent */
+    }
     c->rstart += (size_t)n;
     c->last_cmd = clock_now();
     c->noreply = req->noreply;
@@ -275,6 +279,10 @@ parse_binary(struct conn *c)
      * whose keys are walked side by side before they run. */
     if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
         c->pf_end = c->rstart + lookahead_pipeline_bin(c, &r, (size_t)n);
+    }
+    if (!conn_resp_start(c)) {
+        lookahead_done(c);
+        return CONN_CLOSING;
     }
     lookahead_take_bin(c, r.key.p, r.key.len);
     c->rstart += (size_t)n;

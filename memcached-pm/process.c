@@ -124,6 +124,19 @@ keys_ok(const struct token *keys)
     return more == 0;
 }
 
+/* No memory for the next key's reply (conn_resp_start()): what is queued
+ * goes, and the error is the answer, or with no room even for that, the
+ * connection closes; memcached's answers. */
+static enum process_result
+out_of_reply_memory(struct conn *c)
+{
+    conn_out_discard(c);
+    if (!conn_resp_start(c)) {
+        return PROCESS_CLOSE;
+    }
+    return reply(c, RSP_SERVER_ERROR_OOM_GET);
+}
+
 /*
  * The keys go in windows of prefetch_batch: hashed, walked side by side
  * (lookahead.h), then fetched in order.  A window of one key (the last of
@@ -158,6 +171,9 @@ process_get(struct conn *c, struct request *req)
             /* Over UDP each key's reply is a message, END with the
              * last key's, as memcached sends them. */
             if (!first) {
+                if (!conn_resp_start(c)) {
+                    return out_of_reply_memory(c);
+                }
                 conn_out_next_key(c);
             }
             first = false;

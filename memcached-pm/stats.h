@@ -78,7 +78,7 @@
     X(total_connections,          SERVER,  ALWAYS)                          \
     X(rejected_connections,       SERVER,  FAST)                            \
     X(connection_structures,      SERVER,  ALWAYS)                          \
-    X(response_obj_oom,           ZERO,    ALWAYS)                          \
+    X(response_obj_oom,           THREAD,  ALWAYS)                          \
     X(response_obj_count,         BUFFER,  ALWAYS)                          \
     X(response_obj_bytes,         BUFFER,  ALWAYS)                          \
     X(read_buf_count,             BUFFER,  ALWAYS)                          \

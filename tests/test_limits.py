@@ -227,3 +227,58 @@ def test_connections_past_the_limit_are_refused_at_once(binary, which):
         c.call(b"mn\r\n", b"MN\r\n")
     control.close()
     s.assert_clean_stop()
+
+
+# ---- replies under read_buf_mem_limit ---------------------------------
+
+
+def start_which(which, binary, *flags):
+    if which == "memcached":
+        binary = REFERENCE_BIN
+    return Server(binary, flags, binary == REFERENCE_BIN).start()
+
+
+@pytest.mark.parametrize("which", BOTH)
+def test_replies_take_memory_under_the_read_buffer_limit(binary, which):
+    """At 1 MB over 32 workers a worker has two 16 KB buffers: one reads,
+    the other holds 13 replies being built.  A get of 13 keys is answered;
+    of 14, or 500, memcached's out-of-memory error alone, counted as
+    response_obj_oom.  500 pipelined requests close the connection
+    before any reply is sent, and count again; 12 are answered."""
+    s = start_which(which, binary, "-o", "read_buf_mem_limit=1", "-t", "32",
+                    "-R", "500")
+    try:
+        with s.conn() as c:
+            for n, want in ((13, b"END\r\n"),
+                            (14, b"SERVER_ERROR out of memory writing get "
+                                 b"response\r\n"),
+                            (500, b"SERVER_ERROR out of memory writing get "
+                                  b"response\r\n")):
+                c.call(b"get " + b" ".join([b"foo"] * n) + b"\r\n", want)
+            assert c.stats()["response_obj_oom"] == "2"
+            with s.conn() as p:
+                p.send(b"mg foo v\r\n" * 500)
+                with pytest.raises(ConnClosed):
+                    p.read_exact(1)
+            assert c.stats()["response_obj_oom"] == "3"
+            with s.conn() as p:
+                p.call(b"mg foo v\r\n" * 12, b"EN\r\n" * 12)
+            c.call(b"mn\r\n", b"MN\r\n")
+    finally:
+        s.stop()
+
+
+def test_reply_memory_is_given_back(server_factory):
+    """The slots of sent replies go back: many 13-key gets in a row, on
+    many connections, never run out."""
+    s = server_factory("-o", "read_buf_mem_limit=1", "-t", "32")
+    conns = [s.conn() for _ in range(8)]
+    try:
+        for _ in range(20):
+            for c in conns:
+                c.call(b"get " + b" ".join([b"k"] * 13) + b"\r\n",
+                       b"END\r\n")
+        assert conns[0].stats()["response_obj_oom"] == "0"
+    finally:
+        for c in conns:
+            c.close()
