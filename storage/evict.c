@@ -210,6 +210,15 @@ void *
 evict_retry(size_t size, unsigned tc, unsigned lru_tc,
             int (*cold)(unsigned lru_tc))
 {
+    /* Without the segmented LRU (no_modern) no maintainer walks the tails:
+     * as in memcached, every allocation first takes back what is dead at
+     * its class's tail, so a new item reuses a flushed or expired one's
+     * memory (reclaimed, expired_unfetched). */
+    if (!opts->lru_segmented) {
+        struct evict_pull p = { .fn = NULL };
+
+        evict_pull(lru_tc, ITEM_LRU_COLD, &p);
+    }
     for (int i = 0; i < ALLOC_TRIES; i++) {
         void *mem = slabs_alloc(size, tc);
         int n;

@@ -774,6 +774,35 @@ def test_sets_over_expired_items_count_reclaimed(binary, which):
         s.stop()
 
 
+@pytest.mark.parametrize("which", BOTH)
+def test_no_modern_sets_reuse_flushed_and_expired_items(binary, which):
+    """Under -o no_modern no maintainer walks the tails: a SET first takes
+    back what is dead at its class's tail, as memcached's does.  An item
+    flushed (set, a second on, flush_all) and then an item expired are
+    each reclaimed by the next SET into their class, unfetched."""
+    s = start_which(which, binary, ("-o", "no_modern,no_lru_crawler"))
+    try:
+        with s.conn() as conn:
+            conn.call(b"set key 0 0 5\r\nhello\r\n", b"STORED\r\n")
+            wait_seconds_pass(conn, 2)      # flush_all takes what is older
+            conn.call(b"flush_all\r\n", b"OK\r\n")
+            conn.call(b"set key 0 0 5\r\nhello\r\n", b"STORED\r\n")
+            st = conn.stats()
+            assert (st["reclaimed"], st["expired_unfetched"],
+                    st["curr_items"]) == ("1", "1", "1")
+            # in a class of their own: a live item at the tail ends the
+            # look, in both
+            big = b"v" * 500
+            conn.call(b"set short 0 1 500\r\n%s\r\n" % big, b"STORED\r\n")
+            wait_seconds_pass(conn, 2)
+            conn.call(b"set other 0 0 500\r\n%s\r\n" % big, b"STORED\r\n")
+            st = conn.stats()
+            assert (st["reclaimed"], st["expired_unfetched"],
+                    st["curr_items"]) == ("2", "2", "2")
+    finally:
+        s.stop()
+
+
 # ---- every meta flag, and every pair of them -------------------------------
 
 META_FLAGS = {
