@@ -610,6 +610,16 @@ stats_group(struct conn *c, const struct token *sub)
     return true;
 }
 
+/* "stats reset": the counters, the storage's, and (as memcached) the
+ * prefixes "stats detail dump" shows. */
+static void
+reset_all(void)
+{
+    stats_reset();
+    cache_stats_reset();
+    detail_clear();
+}
+
 enum process_result
 admin_stats(struct conn *c, struct request *req)
 {
@@ -624,8 +634,7 @@ admin_stats(struct conn *c, struct request *req)
     } else if (token_eq(sub, "cachedump")) {
         stats_cachedump(c, req);
     } else if (token_eq(sub, "reset")) {
-        stats_reset();
-        cache_stats_reset();
+        reset_all();
         conn_out_rsp(c, RSP_RESET);
     } else if (token_eq(sub, "detail")) {
         return detail_command(c, req);
@@ -653,8 +662,7 @@ admin_stats_bin(struct conn *c, const char *group, size_t len)
     if (len == 0) {
         stats_general(c);
     } else if (starts(&sub, "reset")) {
-        stats_reset();
-        cache_stats_reset();
+        reset_all();
         stats_end(c);
     } else if (starts(&sub, "settings")) {
         stats_settings(c);

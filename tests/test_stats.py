@@ -420,6 +420,26 @@ def test_detail(conn):
               b"CLIENT_ERROR usage: stats detail on|off|dump\r\n")
 
 
+def test_reset_forgets_the_prefixes(conn):
+    """stats reset empties stats detail dump, as memcached's does; the
+    detail stays on and counts again from nothing."""
+    conn.call(b"stats reset\r\n", b"RESET\r\n")   # other tests' prefixes
+    conn.call(b"stats detail on\r\n", b"OK\r\n")
+    try:
+        conn.call(b"set r:a 0 0 1\r\n1\r\nget r:a\r\n",
+                  b"STORED\r\nVALUE r:a 0 1\r\n1\r\nEND\r\n")
+        conn.call(b"stats detail dump\r\n",
+                  b"PREFIX r get 1 hit 1 set 1 del 0\r\nEND\r\n")
+        conn.call(b"stats reset\r\n", b"RESET\r\n")
+        conn.call(b"stats detail dump\r\n", b"END\r\n")
+        conn.call(b"get q:b\r\n", b"END\r\n")
+        conn.call(b"stats detail dump\r\n",
+                  b"PREFIX q get 1 hit 0 set 0 del 0\r\nEND\r\n")
+    finally:
+        conn.call(b"stats detail off\r\n", b"OK\r\n")
+        conn.call(b"stats reset\r\n", b"RESET\r\n")
+
+
 def test_unknown_stats(conn):
     conn.call(b"stats foo\r\n", b"ERROR\r\n")
 
