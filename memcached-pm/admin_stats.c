@@ -445,71 +445,135 @@ admin_add_listener(int fd, const char *addr)
     listeners = l;
 }
 
-static void
-conn_rows(struct conn *other, void *ctx)
-{
-    struct conn *c = ctx;
-    rel_time_t last = __atomic_load_n(&other->last_cmd, __ATOMIC_RELAXED);
-    char name[48];
+/* One row of "stats conns", taken under the lists' locks and printed
+ * after, all of them in descriptor order, as memcached prints them. */
+struct conn_row {
+    int         fd;
+    bool        udp;
+    bool        listening;
+    const char *state;
+    uint64_t    idle;
+    char        addr[64];
+    char        listen_addr[64];
+    char        peer_cn[64];        /* a TLS client's certificate name */
+};
 
-    if (__atomic_load_n(&other->watching, __ATOMIC_RELAXED)) {
+struct conn_rows {
+    struct conn_row *row;
+    size_t           n;
+    size_t           cap;
+};
+
+static struct conn_row *
+row_add(struct conn_rows *rows, int fd)
+{
+    if (rows->n == rows->cap) {
+        size_t cap = rows->cap ? 2 * rows->cap : 64;
+        struct conn_row *r = realloc(rows->row, cap * sizeof(*r));
+
+        if (r == NULL) {
+            return NULL;
+        }
+        rows->row = r;
+        rows->cap = cap;
+    }
+    memset(&rows->row[rows->n], 0, sizeof(rows->row[0]));
+    rows->row[rows->n].fd = fd;
+    return &rows->row[rows->n++];
+}
+
+static void
+conn_row(struct conn *other, void *ctx)
+{
+    rel_time_t last = __atomic_load_n(&other->last_cmd, __ATOMIC_RELAXED);
+    struct conn_row *r;
+
+    if (__atomic_load_n(&other->watching, __ATOMIC_RELAXED) ||
+        (r = row_add(ctx, other->fd)) == NULL) {
         return;
     }
-    if (other->is_udp) {
-        snprintf(name, sizeof(name), "%d:UDP", other->fd);
-        stat_str(c, name, "UDP");
-    }
-    snprintf(name, sizeof(name), "%d:addr", other->fd);
-    stat_str(c, name, other->addr);
-    if (!other->is_udp) {
-        snprintf(name, sizeof(name), "%d:listen_addr", other->fd);
-        stat_str(c, name, other->listen_addr);
-    }
-    snprintf(name, sizeof(name), "%d:state", other->fd);
-    stat_str(c, name, conn_state_name(other));
-    snprintf(name, sizeof(name), "%d:secs_since_last_cmd", other->fd);
-    stat_u64(c, name, clock_now() - last);
-    if (__atomic_load_n(&other->tls_named, __ATOMIC_ACQUIRE) &&
-        other->peer_cn[0] != '\0') {
-        /* memcached-pm's own line: a TLS client certificate's name */
-        snprintf(name, sizeof(name), "%d:tls_peer_cn", other->fd);
-        stat_str(c, name, other->peer_cn);
+    r->udp = other->is_udp;
+    r->state = conn_state_name(other);
+    r->idle = clock_now() - last;
+    snprintf(r->addr, sizeof(r->addr), "%s", other->addr);
+    snprintf(r->listen_addr, sizeof(r->listen_addr), "%s",
+             other->listen_addr);
+    if (__atomic_load_n(&other->tls_named, __ATOMIC_ACQUIRE)) {
+        snprintf(r->peer_cn, sizeof(r->peer_cn), "%s", other->peer_cn);
     }
 }
 
-/* A watcher's rows: its socket belongs to the mc-log thread now. */
+/* A watcher's row: its socket belongs to the mc-log thread now. */
 static void
-watcher_rows(int fd, const char *addr, const char *listen_addr,
-             rel_time_t since, void *ctx)
+watcher_row(int fd, const char *addr, const char *listen_addr,
+            rel_time_t since, void *ctx)
 {
-    struct conn *c = ctx;
+    struct conn_row *r = row_add(ctx, fd);
+
+    if (r == NULL) {
+        return;
+    }
+    r->state = "conn_watch";
+    r->idle = clock_now() - since;
+    snprintf(r->addr, sizeof(r->addr), "%s", addr);
+    snprintf(r->listen_addr, sizeof(r->listen_addr), "%s", listen_addr);
+}
+
+static int
+by_fd(const void *a, const void *b)
+{
+    const struct conn_row *x = a, *y = b;
+
+    return (x->fd > y->fd) - (x->fd < y->fd);
+}
+
+static void
+row_out(struct conn *c, const struct conn_row *r)
+{
     char name[48];
 
-    snprintf(name, sizeof(name), "%d:addr", fd);
-    stat_str(c, name, addr);
-    snprintf(name, sizeof(name), "%d:listen_addr", fd);
-    stat_str(c, name, listen_addr);
-    snprintf(name, sizeof(name), "%d:state", fd);
-    stat_str(c, name, "conn_watch");
-    snprintf(name, sizeof(name), "%d:secs_since_last_cmd", fd);
-    stat_u64(c, name, clock_now() - since);
+    if (r->udp) {
+        snprintf(name, sizeof(name), "%d:UDP", r->fd);
+        stat_str(c, name, "UDP");
+    }
+    snprintf(name, sizeof(name), "%d:addr", r->fd);
+    stat_str(c, name, r->addr);
+    if (!r->udp && !r->listening) {
+        snprintf(name, sizeof(name), "%d:listen_addr", r->fd);
+        stat_str(c, name, r->listen_addr);
+    }
+    snprintf(name, sizeof(name), "%d:state", r->fd);
+    stat_str(c, name, r->state);
+    snprintf(name, sizeof(name), "%d:secs_since_last_cmd", r->fd);
+    stat_u64(c, name, r->idle);
+    if (r->peer_cn[0] != '\0') {
+        /* memcached-pm's own line: a TLS client certificate's name */
+        snprintf(name, sizeof(name), "%d:tls_peer_cn", r->fd);
+        stat_str(c, name, r->peer_cn);
+    }
 }
 
 static void
 stats_conns(struct conn *c)
 {
-    char name[48];
+    struct conn_rows rows = { NULL, 0, 0 };
 
     for (struct listener *l = listeners; l != NULL; l = l->next) {
-        snprintf(name, sizeof(name), "%d:addr", l->fd);
-        stat_str(c, name, l->addr);
-        snprintf(name, sizeof(name), "%d:state", l->fd);
-        stat_str(c, name, "conn_listening");
-        snprintf(name, sizeof(name), "%d:secs_since_last_cmd", l->fd);
-        stat_u64(c, name, 0);
+        struct conn_row *r = row_add(&rows, l->fd);
+
+        if (r != NULL) {
+            r->listening = true;
+            r->state = "conn_listening";
+            snprintf(r->addr, sizeof(r->addr), "%s", l->addr);
+        }
     }
-    conn_each(conn_rows, c);
-    logger_each_watcher(watcher_rows, c);
+    conn_each(conn_row, &rows);
+    logger_each_watcher(watcher_row, &rows);
+    qsort(rows.row, rows.n, sizeof(rows.row[0]), by_fd);
+    for (size_t i = 0; i < rows.n; i++) {
+        row_out(c, &rows.row[i]);
+    }
+    free(rows.row);
     stats_end(c);
 }
 

@@ -775,6 +775,31 @@ def test_sets_over_expired_items_count_reclaimed(binary, which):
 
 
 @pytest.mark.parametrize("which", BOTH)
+def test_stats_conns_lists_by_descriptor(binary, which):
+    """stats conns lists every socket by descriptor, lowest first, a
+    watcher among the others: a script that takes the last row as its own
+    connection (the newest, highest descriptor) finds it there."""
+    s = start_which(which, binary)
+    try:
+        with s.conn() as first, s.conn() as watcher, s.conn() as me:
+            first.sync()
+            watcher.call(b"watch\r\n", b"OK\r\n")
+
+            def rows():
+                block = me.get_block(b"stats conns\r\n")
+                fds = [int(fd) for fd in
+                       re.findall(rb"STAT (\d+):state ", block)]
+                states = re.findall(rb"STAT \d+:state (\S+)", block)
+                return b"conn_watch" in states and (fds, states)
+            fds, states = wait_for(rows, what="the watcher in stats conns")
+            assert fds == sorted(fds)
+            assert states[-1] == b"conn_parse_cmd"      # the asker's own
+            assert states.index(b"conn_watch") < len(states) - 1
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("which", BOTH)
 def test_no_modern_sets_reuse_flushed_and_expired_items(binary, which):
     """Under -o no_modern no maintainer walks the tails: a SET first takes
     back what is dead at its class's tail, as memcached's does.  An item
