@@ -58,32 +58,27 @@ struct listener {
     bool          tls;              /* -Z, not "notls:" */
     char          addr[64];
     struct event *ev;
-    struct ring_io *rio;            /* its multishot accept (io_uring) */
 };
 
 static struct event_base *main_base;
 static struct listener listeners[MAX_LISTENERS];
 static unsigned nlisteners;
 static struct event *resume_ev;     /* re-enables accept after EMFILE */
-/* -o event_engine=io_uring: the listeners accept through a ring of their
- * own, which the main loop waits on as one descriptor. */
-static struct ring *accept_ring;
-static struct event *accept_ring_ev;
-static struct thread_stats accept_counters;     /* its faults: unshown */
 
-static void on_ring_accept(int fd, short what, void *arg);
+/*
+ * The listeners accept on the main thread's libevent loop (epoll) on
+ * either engine.  An io_uring accept would hold the listening socket in
+ * the ring, and a ring is torn down by the kernel after its process has
+ * gone: after a SIGKILL the port went on completing handshakes, and then
+ * resetting them, for 1-18 ms, where a dead server must refuse at once.
+ */
 
 /* Stop or start taking connections on every listener. */
 static void
 listeners_stop(void)
 {
     for (unsigned i = 0; i < nlisteners; i++) {
-        if (listeners[i].rio != NULL) {
-            ring_remove(listeners[i].rio, NULL, NULL);
-            listeners[i].rio = NULL;
-        } else {
-            event_del(listeners[i].ev);
-        }
+        event_del(listeners[i].ev);
     }
 }
 
@@ -91,17 +86,7 @@ static void
 listeners_start(void)
 {
     for (unsigned i = 0; i < nlisteners; i++) {
-        if (accept_ring == NULL) {
-            event_add(listeners[i].ev, NULL);
-        } else if ((listeners[i].rio = ring_add_accept(accept_ring,
-                        listeners[i].fd, on_ring_accept, &listeners[i]))
-                   == NULL) {
-            log_error("no memory for listener %u's accept", i);
-        }
-    }
-    if (accept_ring != NULL) {
-        ring_pass(accept_ring, false);      /* hand the accepts over */
-        ring_submit(accept_ring);
+        event_add(listeners[i].ev, NULL);
     }
 }
 
@@ -171,10 +156,6 @@ note_structures(void)
     }
 }
 
-/* Set by a refusal, cleared by the next accept failure: see
- * accept_failed(). */
-static bool refused_since_failure;
-
 /* Over -c: say so and hang up, as memcached's maxconns_fast does when
  * the new descriptor is the last the file limit (-c) leaves.  Without
  * maxconns_fast, accept() itself fails one further on and pauses. */
@@ -191,31 +172,20 @@ over_limit(int fd)
     }
     close(fd);
     SERVER_STAT_INCR(rejected_connections);
-    refused_since_failure = true;
     return true;
 }
 
-/* accept() failed with err: out of descriptors pauses accepting.  But
- * the ring's multishot accept runs ahead of us: it can take the last
- * descriptor and then fail on the next connection before we have refused
- * the first and closed it.  A failure that follows a refusal is that
- * race, not a full table; the ring arms its accept again and the next
- * connection gets the descriptor just closed (and its refusal). */
+/* accept() failed with err: out of descriptors pauses accepting. */
 static void
 accept_failed(int err)
 {
     if (err == EMFILE || err == ENFILE) {
-        if (refused_since_failure) {
-            refused_since_failure = false;
-            return;
-        }
         log_error("Too many open connections");
         accept_pause();
     }
 }
 
-/* A connection accepted on l, by either engine: the -c checks, then a
- * worker. */
+/* A connection accepted on l: the -c checks, then a worker. */
 static void
 take_connection(struct listener *l, int fd)
 {
@@ -246,59 +216,6 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
     } else {
         take_connection(arg, fd);
     }
-}
-
-static void
-on_ring_accept(int fd, short what, void *arg)
-{
-    (void)what;
-    if (fd < 0) {
-        accept_failed(-fd);
-    } else {
-        take_connection(arg, fd);
-    }
-}
-
-static void
-on_accept_ring(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    ring_pass(accept_ring, false);
-    ring_submit(accept_ring);       /* accepts armed again, cancels */
-}
-
-/* On the io_uring engine, move the listeners' accepts to a ring of the
- * main thread's; without one (it cannot be made), they stay on epoll. */
-static void
-accept_through_ring(void)
-{
-    struct ring_config cfg = {
-        .entries = 64, .buffers = 1, .buffer_size = 64, .polled = true
-    };
-    char why[128];
-
-    if (settings.event_engine != ENGINE_IO_URING) {
-        return;
-    }
-    accept_ring = ring_new(&cfg, &accept_counters, why, sizeof(why));
-    if (accept_ring == NULL) {
-        log_error("listeners: no io_uring (%s): they accept on epoll", why);
-        return;
-    }
-    accept_ring_ev = event_new(main_base, ring_fd(accept_ring),
-                               EV_READ | EV_PERSIST, on_accept_ring, NULL);
-    if (accept_ring_ev == NULL || event_add(accept_ring_ev, NULL) != 0) {
-        log_error("listeners: cannot watch the accept ring");
-        ring_free(accept_ring);
-        accept_ring = NULL;
-        return;
-    }
-    for (unsigned i = 0; i < nlisteners; i++) {
-        event_del(listeners[i].ev);
-    }
-    listeners_start();
 }
 
 /* ---- listening sockets ------------------------------------------------ */
@@ -490,12 +407,6 @@ listen_unix(void)
 static void
 close_listeners(bool graceful)
 {
-    if (accept_ring != NULL) {
-        listeners_stop();
-        event_free(accept_ring_ev);
-        ring_free(accept_ring);
-        accept_ring = NULL;
-    }
     for (unsigned i = 0; i < nlisteners; i++) {
         event_free(listeners[i].ev);
         if (graceful) {
@@ -831,7 +742,6 @@ start(void)
     if (worker_start_all((unsigned)settings.num_threads) != 0) {
         return EXIT_FAILURE;
     }
-    accept_through_ring();
     placement_serving();
     write_pidfile();
     return 0;

@@ -42,9 +42,6 @@ queue_init(struct io_uring *u, const struct ring_config *cfg, bool disabled)
     for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
         struct io_uring_params p;
 
-        if (cfg->polled && (tries[i] & IORING_SETUP_DEFER_TASKRUN)) {
-            continue;
-        }
         memset(&p, 0, sizeof(p));
         p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL |
                   (disabled ? IORING_SETUP_R_DISABLED : 0);
@@ -368,21 +365,6 @@ ring_arm_poll(struct ring *r, struct ring_io *io)
     io->inflight++;
 }
 
-void
-ring_arm_accept(struct ring *r, struct ring_io *io)
-{
-    struct io_uring_sqe *sqe = sqe_for(r, io);
-
-    if (sqe == NULL) {
-        return;
-    }
-    io_uring_prep_multishot_accept(sqe, io->fd, NULL, NULL,
-                                   SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, ud(io, OP_ACCEPT));
-    io->recv_armed = true;
-    io->inflight++;
-}
-
 static void
 arm_tick(struct ring *r)
 {
@@ -499,30 +481,6 @@ got_poll(struct ring *r, struct ring_io *io, int res)
     ring_ready(r, io, what);
 }
 
-/* A connection accepted, or the accept's error: to the owner at once
- * (it only hands the socket on).  An accept the kernel ended is armed
- * again in the pass, unless its owner removed it. */
-static void
-got_accept(struct ring *r, struct ring_io *io, const struct io_uring_cqe *cqe)
-{
-    if (!(cqe->flags & IORING_CQE_F_MORE)) {
-        io->recv_armed = false;
-        io->inflight--;
-    }
-    if (io->removed) {
-        if (cqe->res >= 0) {
-            close(cqe->res);
-        }
-        return;
-    }
-    if (cqe->res != -ECANCELED) {
-        io->cb(cqe->res, 0, io->arg);
-    }
-    if (!io->removed && !io->recv_armed) {
-        ring_ready(r, io, 0);
-    }
-}
-
 static void
 on_cqe(struct ring *r, const struct io_uring_cqe *cqe)
 {
@@ -533,7 +491,6 @@ on_cqe(struct ring *r, const struct io_uring_cqe *cqe)
     case OP_RECV: got_recv(r, io, cqe); break;
     case OP_SEND: got_send(r, io, cqe->res); break;
     case OP_POLL: got_poll(r, io, cqe->res); break;
-    case OP_ACCEPT: got_accept(r, io, cqe); break;
     case OP_TIMER:
         r->tick_armed = false;
         r->tick_due = true;
@@ -605,11 +562,7 @@ run_ready(struct ring *r)
         }
         /* level-triggered: a readiness source still waiting polls again;
          * a stream that reads keeps its receive */
-        if (io->accept) {
-            if (!io->recv_armed) {
-                ring_arm_accept(r, io);
-            }
-        } else if (!io->poll) {
+        if (!io->poll) {
             ring_want_recv(r, io);
         } else if (!io->poll_armed) {
             ring_arm_poll(r, io);

@@ -43,8 +43,6 @@ struct ring_config {
     unsigned buffers;       /* provided receive buffers, a power of two */
     size_t   buffer_size;
     bool     sqpoll;        /* a kernel thread polls the submissions */
-    bool     polled;        /* another loop waits on ring_fd(): its
-                               completions may not wait to be asked for */
     unsigned files;         /* streams whose sockets are registered files
                                (no file lookup per operation); 0: none */
 };
@@ -64,18 +62,6 @@ void ring_free(struct ring *r);
  * only learns readiness.  NULL when out of memory. */
 struct ring_io *ring_add(struct ring *r, int fd, bool poll, ring_cb cb,
                          void *arg);
-
-/* A listening socket on fd, accepting by a multishot accept: cb(fd, 0,
- * arg) runs for each connection it takes (non-blocking, close-on-exec),
- * as its completion comes in; cb(-errno, 0, arg) for an error (EMFILE:
- * the owner may remove it and add it again later).  NULL when out of
- * memory. */
-struct ring_io *ring_add_accept(struct ring *r, int fd, ring_cb cb,
-                                void *arg);
-
-/* The ring's descriptor: readable when it has completions, for a thread
- * whose own loop waits on it (then ring_pass(r, false)). */
-int ring_fd(const struct ring *r);
 
 /* Wait for EV_READ and/or EV_WRITE (0: nothing) until said otherwise. */
 void ring_wait(struct ring_io *io, short what);

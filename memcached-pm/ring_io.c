@@ -42,25 +42,6 @@ ring_add(struct ring *r, int fd, bool poll, ring_cb cb, void *arg)
     return io;
 }
 
-struct ring_io *
-ring_add_accept(struct ring *r, int fd, ring_cb cb, void *arg)
-{
-    struct ring_io *io = ring_add(r, fd, true, cb, arg);
-
-    if (io != NULL) {
-        io->accept = true;
-        io->want = EV_READ;
-        ring_arm_accept(r, io);
-    }
-    return io;
-}
-
-int
-ring_fd(const struct ring *r)
-{
-    return r->uring.ring_fd;
-}
-
 void
 ring_wait(struct ring_io *io, short what)
 {

@@ -34,13 +34,6 @@ ring_add(struct ring *r, int fd, bool poll, ring_cb cb, void *arg)
     (void)r; (void)fd; (void)poll; (void)cb; (void)arg;
     return NULL;
 }
-struct ring_io *
-ring_add_accept(struct ring *r, int fd, ring_cb cb, void *arg)
-{
-    (void)r; (void)fd; (void)cb; (void)arg;
-    return NULL;
-}
-int ring_fd(const struct ring *r) { (void)r; return -1; }
 void ring_wait(struct ring_io *io, short what) { (void)io; (void)what; }
 void ring_again(struct ring_io *io, short what) { (void)io; (void)what; }
 void

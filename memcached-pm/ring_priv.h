@@ -13,7 +13,7 @@
 
 #include "memcached-pm/ring.h"
 
-enum op { OP_NONE, OP_RECV, OP_SEND, OP_POLL, OP_TIMER, OP_ACCEPT };
+enum op { OP_NONE, OP_RECV, OP_SEND, OP_POLL, OP_TIMER };
 #define OP_MASK 7u
 
 #define BGID 0                  /* the worker's one buffer group */
@@ -31,7 +31,6 @@ struct ring_io {
     short           fired;          /* what became ready since it ran */
     short           polled;         /* poll: what the armed poll asks */
     bool            poll;           /* a readiness source */
-    bool            accept;         /* a listener: multishot accept */
     bool            poll_armed;
     bool            poll_cancelled;
     bool            recv_armed;
@@ -136,8 +135,6 @@ void ring_cancel(struct ring *r, uint64_t what);
 /* Poll a readiness source for what it wants. */
 void ring_arm_poll(struct ring *r, struct ring_io *io);
 
-/* Keep a listener's multishot accept armed. */
-void ring_arm_accept(struct ring *r, struct ring_io *io);
 
 /* Free the removed sources nothing in the ring points at any more,
  * running their done(). */

@@ -121,8 +121,8 @@ def test_accept_stops_at_the_file_limit_and_resumes(server_factory):
 
 @pytest.mark.mcpm
 def test_ring_accept_stops_at_the_file_limit_and_resumes(server_factory):
-    """The same on the io_uring engine: the listeners' multishot accepts
-    end with EMFILE, are removed, and are armed again."""
+    """The same with the workers on io_uring (the listeners accept on
+    epoll on either engine)."""
     file_limit_pauses_accept(server_factory(
         "-t", "1", "-c", "64", "-o", "no_maxconns_fast,event_engine=io_uring",
         preexec=nofile(64)))
