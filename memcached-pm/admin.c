@@ -287,7 +287,8 @@ mgdump_line(const struct cache_meta *m, void *ctx)
     return conn_out(ctx, line, n);
 }
 
-/* lru_crawler metadump, or mgdump (`mg`): "OK", the keys, "EN". */
+/* lru_crawler metadump: "OK" (memcached 1.6.28 on), a line per item,
+ * "END"; or mgdump (`mg`): "OK", the keys, "EN". */
 static enum process_result
 crawler_dump(struct conn *c, struct request *req, bool mg)
 {
@@ -308,9 +309,7 @@ crawler_dump(struct conn *c, struct request *req, bool mg)
     if (!all && !crawl_classes(&req->tokens[2], classes)) {
         return reply(c, RSP_CRAWLER_BADCLASS);
     }
-    if (mg) {
-        reply(c, RSP_OK);
-    }
+    reply(c, RSP_OK);
     cache_metadump(all ? NULL : classes, mg ? mgdump_line : metadump_line,
                    c);
     return reply(c, mg ? RSP_EN : RSP_END);

@@ -672,6 +672,7 @@ def test_replaces_racing_a_clean_stop_leave_one_copy(server_factory,
     expect_recovery(s, len(keys), checksummed=0)
     with s.conn(timeout=10) as c:
         c.send(b"lru_crawler metadump all\r\n")
+        assert c.readline() == b"OK\r\n"
         block = c.read_until(b"END\r\n", timeout=10)
         lines = block[:-len(b"END\r\n")].split(b"\n")[:-1]
         listed = sorted(line.split(b" ")[0][len(b"key="):] for line in lines)
