@@ -170,7 +170,12 @@ auto_due(bool want[CACHE_MAX_CLASSES])
     memset(want, 0, CACHE_MAX_CLASSES * sizeof(bool));
     for (unsigned id = 1; id <= slabs_largest(); id++) {
         if (cr.interval[id] == 0) {
-            cr.interval[id] = AUTO_MIN_S;
+            /* As memcached's first crawl, at start, of a cache that holds
+             * nothing yet: the next is a minute and five seconds on.
+             * Until then what expires is the LRU maintainer's to take
+             * (counted as reclaimed, not crawler_reclaimed). */
+            cr.interval[id] = AUTO_MAX_S;
+            cr.next_auto[id] = now + AUTO_MAX_S + AUTO_MIN_S;
         }
         if (now >= cr.next_auto[id] && lru_items_in_class(id) > 0) {
             want[id] = true;
@@ -293,6 +298,9 @@ crawler_request(const bool classes[CACHE_MAX_CLASSES])
             st = classes[id] ? CACHE_OK : st;
         }
         cr.pending = st == CACHE_OK;
+        /* Running from the OK on, as memcached's: a client that waits
+         * for lru_crawler_running 0 waits for this crawl. */
+        cr.st.lru_crawler_running = cr.pending;
         pthread_cond_signal(&cr.cond);
     }
     pthread_mutex_unlock(&cr.lock);
