@@ -331,19 +331,27 @@ chunk_alloc(item_mem_fn *mem, unsigned t, size_t want)
     return ch;
 }
 
-/* Build the chain for `total` value bytes; NULL (and nothing held) if
- * memory runs out part way. */
+/* Build the chain for `total` value bytes in full chunks, then `tail`
+ * (or nothing); NULL (and nothing held, the tail aside) if memory runs
+ * out part way. */
 static struct item_chunk *
-chain_alloc(item_mem_fn *mem, struct item *head, size_t total)
+chain_alloc(item_mem_fn *mem, struct item *head, size_t total,
+            struct item_chunk *tail)
 {
     struct item_chunk *first = NULL, *last = NULL;
 
-    while (total > 0) {
-        struct item_chunk *ch = chunk_alloc(mem, head->tier, total);
+    while (total > 0 || tail != NULL) {
+        struct item_chunk *ch;
 
-        if (ch == NULL) {
-            free_chunks(first);
-            return NULL;
+        if (total > 0) {
+            if ((ch = chunk_alloc(mem, head->tier, total)) == NULL) {
+                free_chunks(first);
+                return NULL;
+            }
+            total -= ch->used;
+        } else {
+            ch = tail;
+            tail = NULL;
         }
         __atomic_store_n(&ch->head, head, __ATOMIC_RELEASE);
         ch->prev = last;
@@ -353,11 +361,18 @@ chain_alloc(item_mem_fn *mem, struct item *head, size_t total)
             first = ch;
         }
         last = ch;
-        total -= ch->used;
     }
     return first;
 }
 
+/*
+ * A value over the largest chunk: a header item, then full chunks of the
+ * largest class and a tail in the class that fits the rest.  The tail is
+ * taken first: its class may have no page yet, and the page mover that
+ * brings it one must not find this item's other chunks, held and not
+ * linked anywhere, in the page it empties (it would wait on them while
+ * this thread waits on it).
+ */
 static struct item *
 alloc_chunked(item_mem_fn *mem, unsigned t, const char *key, size_t nkey,
               uint32_t client_flags, rel_time_t exptime, uint32_t vlen,
@@ -365,18 +380,26 @@ alloc_chunked(item_mem_fn *mem, unsigned t, const char *key, size_t nkey,
 {
     size_t htotal = item_size(nkey, client_flags, 0, use_cas) - 2 +
                     sizeof(struct item_chunk *);
+    size_t cap = slabs_chunk_max() - sizeof(struct item_chunk);
+    size_t total = (size_t)vlen + 2, rest = total % cap;
     unsigned hid = slabs_clsid(htotal);
-    struct item *it = hid != 0 ? mem(htotal, SLABS_TC(t, hid),
-                                     SLABS_TC(t, hid)) : NULL;
-    struct item_chunk *ch;
+    struct item_chunk *tail = NULL, *ch;
+    struct item *it = NULL;
 
+    if (hid == 0 ||
+        (rest > 0 && (tail = chunk_alloc(mem, t, rest)) == NULL)) {
+        return NULL;
+    }
+    it = mem(htotal, SLABS_TC(t, hid), SLABS_TC(t, hid));
     if (it == NULL) {
+        free_chunks(tail);
         return NULL;
     }
     fill_header(it, key, nkey, client_flags, exptime, vlen, use_cas);
     item_flags_set(it, ITEM_CHUNKED);
-    ch = chain_alloc(mem, it, (size_t)vlen + 2);
+    ch = chain_alloc(mem, it, total - rest, tail);
     if (ch == NULL) {
+        free_chunks(tail);
         slabs_free(it, htotal, SLABS_TC(t, hid));
         return NULL;
     }
