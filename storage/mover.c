@@ -25,7 +25,8 @@ static struct {
     bool                running;
     struct cache_stats  st;             /* slab_reassign_* */
     uint64_t            evicted[SLABS_TC_MAX];      /* at the last tick */
-    uint64_t            window[SLABS_TC_MAX];       /* a bit per tick */
+    uint64_t            window[SLABS_TC_MAX];       /* a bit per tick;
+                                                       the mover reads */
 } mv;
 
 /* ---- emptying a page -------------------------------------------------- */
@@ -37,6 +38,7 @@ struct visit {
     char         key[256];
     size_t       nkey;
     bool         rescue;        /* an unchunked item: may be copied */
+    struct item_chunk *piece;   /* the chunk, when a piece of a value */
 };
 
 /* Copy the key of an item whose owner may still be writing it (no item
@@ -85,6 +87,7 @@ take_item(void *chunk, size_t room, void *ctx)
                             sizeof(struct item) - sizeof(uint64_t));
     v->it = it;
     v->rescue = !piece && !(item_flags(it) & ITEM_CHUNKED);
+    v->piece = piece ? chunk : NULL;
     return 0;
 }
 
@@ -107,7 +110,7 @@ drain(unsigned src, char *page)
             }
             live++;
             busy += rc == 0 ? (unsigned)place_evacuate(v.it, v.key, v.nkey,
-                                                       v.rescue,
+                                                       v.rescue, v.piece,
                                                        pass >= FORCE_PASS,
                                                        &mv.st)
                             : 1;
@@ -118,6 +121,23 @@ drain(unsigned src, char *page)
         mv.st.slab_reassign_busy_items += busy;
         usleep(backoff);
         backoff = backoff < 100000 ? backoff * 2 : backoff;
+    }
+}
+
+static bool spare_free(unsigned tc);
+
+/* A page of src went back to the pool: under automove the next goes at
+ * once, while the class still has pages of free chunks and has not
+ * evicted within the window (memcached paces moves between classes to
+ * one a second, not these). */
+static void
+again_to_pool(unsigned src, unsigned dst)
+{
+    if (SLABS_TC_ID(dst) == 0 && SLABS_TC_ID(src) != 0 &&
+        mv.opts->slab_automove == 1 &&
+        __atomic_load_n(&mv.window[src], __ATOMIC_RELAXED) == 0 &&
+        spare_free(src)) {
+        slabs_reassign(SLABS_TC_TIER(src), (int)SLABS_TC_ID(src), 0);
     }
 }
 
@@ -139,6 +159,7 @@ mover_thread(void *arg)
                              __ATOMIC_RELAXED);
         }
         slabs_move_done();
+        again_to_pool(src, dst);
     }
     return NULL;
 }
@@ -199,7 +220,7 @@ window_update(unsigned tc, uint64_t evicted)
     uint64_t bits = (mv.window[tc] << 1) | (evicted != mv.evicted[tc]);
 
     mv.evicted[tc] = evicted;
-    mv.window[tc] = bits & mask;
+    __atomic_store_n(&mv.window[tc], bits & mask, __ATOMIC_RELAXED);
     return (bits & mask) != 0;
 }
 
@@ -223,10 +244,9 @@ static bool
 shrink_to_limit(unsigned t)
 {
     unsigned best = 0, most = 1;
-    uint64_t limit, used;
+    bool over = slabs_shrinking(t);
 
-    slabs_tier_usage(t, &limit, &used);
-    for (unsigned id = 1; used > limit && id <= slabs_largest(); id++) {
+    for (unsigned id = 1; over && id <= slabs_largest(); id++) {
         if (slabs_npages(SLABS_TC(t, id)) > most) {
             most = slabs_npages(SLABS_TC(t, id));
             best = id;

@@ -284,6 +284,40 @@ rescue(struct item *it, uint32_t hv)
     return true;
 }
 
+/* Copy a piece of a chunked item's value into another chunk of its class
+ * and link the copy in its place: the item stays whole, its other chunks
+ * where they are.  DRAM only: a chain in the memory file changes only as
+ * recovery expects.  No reader holds the item (its walk of the chain
+ * would race). */
+static bool
+rescue_piece(struct item *it, struct item_chunk *old)
+{
+    unsigned tc = SLABS_TC(old->tier, old->clsid);
+    size_t bytes = sizeof(*old) + old->used;
+    struct item_chunk *n;
+
+    if (old->tier != TIER_DRAM || (n = slabs_alloc(bytes, tc)) == NULL) {
+        return false;
+    }
+    memcpy(n->data, old->data, old->used);
+    n->size = old->size;
+    n->used = old->used;
+    n->prev = old->prev;
+    n->next = old->next;
+    __atomic_store_n(&n->head, it, __ATOMIC_RELEASE);
+    __atomic_store_n(&n->flags, ITEM_CHUNK, __ATOMIC_RELAXED);
+    if (n->prev != NULL) {
+        n->prev->next = n;
+    } else {
+        item_set_first_chunk(it, n);
+    }
+    if (n->next != NULL) {
+        n->next->prev = n;
+    }
+    slabs_free(old, bytes, tc);
+    return true;
+}
+
 /* The mover cannot keep an item in its class: it leaves DRAM as the
  * policy says, or the cache. */
 static void
@@ -304,8 +338,8 @@ leave_chunk(struct item *it, uint32_t hv)
 /* Move a linked item out of its chunk; item lock held.  Returns 1 if
  * readers hold it and the mover should come back later. */
 static int
-evacuate_linked(struct item *it, uint32_t hv, bool rescue_it, bool force,
-                struct cache_stats *mst)
+evacuate_linked(struct item *it, uint32_t hv, bool rescue_it,
+                struct item_chunk *piece, bool force, struct cache_stats *mst)
 {
     if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 2) {
         if (!force) {
@@ -317,6 +351,8 @@ evacuate_linked(struct item *it, uint32_t hv, bool rescue_it, bool force,
     } else if (rescue_it && !(item_flags(it) & ITEM_CHUNKED) &&
                rescue(it, hv)) {
         mst->slab_reassign_rescues++;
+    } else if (piece != NULL && rescue_piece(it, piece)) {
+        mst->slab_reassign_chunk_rescues++;
     } else {
         mst->slab_reassign_inline_reclaim++;
         leave_chunk(it, hv);
@@ -326,7 +362,8 @@ evacuate_linked(struct item *it, uint32_t hv, bool rescue_it, bool force,
 
 int
 place_evacuate(struct item *it, const char *key, size_t nkey,
-               bool rescue_it, bool force, struct cache_stats *mst)
+               bool rescue_it, struct item_chunk *piece, bool force,
+               struct cache_stats *mst)
 {
     uint32_t hv = hash_key(key, nkey);
     int busy = 1;
@@ -347,7 +384,7 @@ place_evacuate(struct item *it, const char *key, size_t nkey,
     /* The key was copied without the item lock: only trust it if it is
      * still the item's key now that the lock is held. */
     if ((item_flags(it) & ITEM_LINKED) && same_key(it, key, nkey)) {
-        busy = evacuate_linked(it, hv, rescue_it, force, mst);
+        busy = evacuate_linked(it, hv, rescue_it, piece, force, mst);
     }
     locks_unlock(hv);
     item_release(it);

@@ -59,17 +59,20 @@ place_new_in(unsigned t, const char *key, size_t nkey, uint32_t client_flags,
 struct item *place_hit(struct item *it, uint32_t hv);
 
 /*
- * The page mover's hand-off: `it` is an allocated item (or the head of a
- * chunk) whose reference the mover took, `key` a copy of its key taken
- * without the item lock.  Rescue it (a copy in another chunk of its
- * class) if `rescue`, else move it out of the class (policy_leave()); an
+ * The page mover's hand-off: `it` is an allocated item (or the head of
+ * `piece`, a chunk of its value in the page) whose reference the mover
+ * took, `key` a copy of its key taken without the item lock.  Rescue it
+ * (a copy in another chunk of its class) if `rescue`, or the piece into
+ * another chunk of its class (in DRAM), else move the item out of the
+ * class (policy_leave()); an
  * item readers hold is left alone unless `force`, then unlinked so that
  * its chunk frees when they let go.  Drops the mover's reference in all
  * cases and counts in mst (slab_reassign_*).  Returns 0 when the item left
  * its chunk (or will when readers let go), 1 when busy (retry later).
  */
 int place_evacuate(struct item *it, const char *key, size_t nkey,
-                   bool rescue, bool force, struct cache_stats *mst);
+                   bool rescue, struct item_chunk *piece, bool force,
+                   struct cache_stats *mst);
 
 /* Items a tier received from the other since start: promotions into DRAM,
  * demotions into the file (0 for the other direction). */

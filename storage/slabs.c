@@ -48,6 +48,8 @@ struct move {
     bool         pending;       /* a request is queued or running */
     unsigned     src, dst;
     bool         taken;         /* the mover took the request */
+    bool         queued;        /* another waits behind it: */
+    unsigned     next_src, next_dst;
     char        *start, *end;   /* the page being drained, or NULL */
     int          pick_cursor;   /* round robin for "any class" */
 };
@@ -63,6 +65,7 @@ static struct {
     size_t             prefix;          /* bytes before each item */
     struct tier       *tiers[SLABS_NTIERS];     /* by id; NULL if unused */
     unsigned           mtier;           /* the tier -m sizes */
+    bool               shrinking;       /* a lowered limit not reached */
     struct move        mv;
     struct cache_stats st;              /* malloc_fails, slabs_moved */
 } sl;
@@ -382,7 +385,11 @@ cut(unsigned tc, char *page)
     }
 }
 
-/* A page for tier class tc from its tier's pool or the tier. */
+/* A page for tier class tc from its tier's pool or the tier.  A class
+ * with no page gets one even past the tier's limit where the tier can
+ * grow, as memcached gives a class its first page past -m: a small
+ * value after the large ones filled the memory is stored, not refused
+ * (without the page mover, nothing else could make room for it). */
 static bool
 grow(unsigned tc)
 {
@@ -393,6 +400,9 @@ grow(unsigned tc)
         page = pop_page(pool);
     } else {
         page = tier_page_alloc(tier_of(tc));
+        if (page == NULL && sl.cls[tc].npages == 0) {
+            page = tier_page_alloc_past(tier_of(tc));
+        }
         if (page == NULL) {
             return false;
         }
@@ -583,8 +593,22 @@ slabs_set_memlimit(size_t bytes)
     while (rc == 0 && t->used > bytes && pool->npages > 0) {
         give_back(t, pop_page(pool));
     }
+    sl.shrinking = rc == 0 && t->used > bytes;
     pthread_mutex_unlock(&sl.lock);
     return rc;
+}
+
+bool
+slabs_shrinking(unsigned tier_id)
+{
+    struct tier *t = slabs_tier(tier_id);
+    bool over;
+
+    pthread_mutex_lock(&sl.lock);
+    over = sl.shrinking && tier_id == sl.mtier && t->used > t->limit;
+    sl.shrinking = over;
+    pthread_mutex_unlock(&sl.lock);
+    return over;
 }
 
 /* ---- page moves: requests --------------------------------------------- */
@@ -619,14 +643,16 @@ pick_donor(unsigned t, int dst)
     return -1;
 }
 
-/* Validate and queue a move between classes src and dst of tier t. */
+/* Validate and queue a move between classes src and dst of tier t.  A
+ * request made while a move is under way waits behind it (one, as
+ * memcached's mover takes a second request once it is between pages). */
 static enum cache_status
 do_reassign(unsigned t, int src, int dst, bool donor)
 {
     if (!sl.mv.attached) {
         return CACHE_DISABLED;
     }
-    if (sl.mv.pending) {
+    if (sl.mv.pending && (sl.mv.queued || donor)) {
         return CACHE_BUSY;
     }
     if (src == dst) {
@@ -641,6 +667,12 @@ do_reassign(unsigned t, int src, int dst, bool donor)
     }
     if (sl.cls[SLABS_TC(t, src)].npages < (donor ? 1u : 2u)) {
         return CACHE_NOSPARE;
+    }
+    if (sl.mv.pending) {
+        sl.mv.queued = true;
+        sl.mv.next_src = SLABS_TC(t, src);
+        sl.mv.next_dst = SLABS_TC(t, dst);
+        return CACHE_OK;
     }
     sl.mv.pending = true;
     sl.mv.taken = false;
@@ -713,7 +745,7 @@ slabs_mover_attach(bool on)
     pthread_mutex_lock(&sl.lock);
     sl.mv.attached = on;
     if (!on) {
-        sl.mv.pending = false;
+        sl.mv.pending = sl.mv.queued = false;
         pthread_cond_broadcast(&sl.cond);
         pthread_cond_broadcast(&sl.done);
     }
@@ -830,8 +862,13 @@ void
 slabs_move_done(void)
 {
     pthread_mutex_lock(&sl.lock);
-    sl.mv.pending = false;
     sl.mv.taken = false;
+    sl.mv.pending = sl.mv.queued;
+    if (sl.mv.queued) {
+        sl.mv.queued = false;
+        sl.mv.src = sl.mv.next_src;
+        sl.mv.dst = sl.mv.next_dst;
+    }
     pthread_cond_broadcast(&sl.done);
     pthread_mutex_unlock(&sl.lock);
 }

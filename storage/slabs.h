@@ -140,6 +140,10 @@ void  slabs_stats_reset(void);
  * Pages of the pool over it go back at once; automove returns the rest. */
 int   slabs_set_memlimit(size_t bytes);
 
+/* Is tier tier_id over a limit lowered by slabs_set_memlimit()?  (Over
+ * the limit otherwise, by the first pages of classes, it stays.) */
+bool  slabs_shrinking(unsigned tier_id);
+
 /* ---- recovery ----------------------------------------------------------
  *
  * Before serving.  slabs_perslab() and slabs_chunk() name chunk i of a
@@ -162,8 +166,9 @@ int      slabs_recover_page(unsigned id, void *page,
 /*
  * Move one page of tier `tier` from class src (-1: any class with pages
  * to spare) to dst (0: the pool).  Returns at once: CACHE_OK when the move
- * was queued, else CACHE_BUSY, CACHE_BADCLASS, CACHE_NOSPARE, CACHE_SAME
- * or CACHE_DISABLED (no mover is attached).
+ * was queued (behind the one under way, if any: one may wait), else
+ * CACHE_BUSY (one waits already), CACHE_BADCLASS, CACHE_NOSPARE,
+ * CACHE_SAME or CACHE_DISABLED (no mover is attached).
  */
 enum cache_status slabs_reassign(unsigned tier, int src, int dst);
 

@@ -28,6 +28,10 @@ struct tier_ops {
     /* One page of t->page_size bytes, aligned to it; NULL when the limit
      * is reached or the memory cannot be had. */
     void *(*page_alloc)(struct tier *t);
+    /* A page past the limit, for a class that has none (memcached grants
+     * a class its first page past -m); NULL (or no op) where the tier
+     * cannot grow past it: a file, a preallocated block. */
+    void *(*page_alloc_past)(struct tier *t);
     /* Give a page back (shutdown, or a lowered memory limit). */
     void  (*page_free)(struct tier *t, void *page);
     /* Make [addr, addr + len) durable; a no-op for volatile tiers. */
@@ -215,6 +219,13 @@ static inline void *
 tier_page_alloc(struct tier *t)
 {
     return t->ops->page_alloc(t);
+}
+
+static inline void *
+tier_page_alloc_past(struct tier *t)
+{
+    return t->ops->page_alloc_past != NULL ? t->ops->page_alloc_past(t)
+                                           : NULL;
 }
 
 static inline void

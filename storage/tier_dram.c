@@ -123,15 +123,13 @@ extent_page_free(struct dram *d, void *page)
     free((void *)base);
 }
 
+/* A page whatever the limit. */
 static void *
-dram_page_alloc(struct tier *t)
+take_page(struct tier *t)
 {
     struct dram *d = t->priv;
     void *page;
 
-    if (t->used + t->page_size > t->limit) {
-        return NULL;
-    }
     if ((page = pop_spare(d)) == NULL) {
         if (d->extent != 0) {
             page = extent_alloc(d, t->page_size);
@@ -143,6 +141,22 @@ dram_page_alloc(struct tier *t)
         t->used += t->page_size;
     }
     return page;
+}
+
+static void *
+dram_page_alloc(struct tier *t)
+{
+    return t->used + t->page_size > t->limit ? NULL : take_page(t);
+}
+
+/* Past the limit: only from the heap (a preallocated block is all of
+ * the limit). */
+static void *
+dram_page_alloc_past(struct tier *t)
+{
+    struct dram *d = t->priv;
+
+    return d->extent != 0 ? take_page(t) : NULL;
 }
 
 static void
@@ -203,6 +217,7 @@ dram_set_limit(struct tier *t, size_t limit)
 static const struct tier_ops dram_ops = {
     .name = "dram",
     .page_alloc = dram_page_alloc,
+    .page_alloc_past = dram_page_alloc_past,
     .page_free = dram_page_free,
     .persist = dram_persist,
     .set_limit = dram_set_limit,
