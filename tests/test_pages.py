@@ -10,11 +10,12 @@ take them before it evicts.
 """
 
 import os
-import time
+import struct
 
 import pytest
 
 from conftest import REFERENCE_BIN, Server, wait_for
+from test_binary import GET, NOOP, OK, SETQ, req, set_req
 
 HAVE_MEMCACHED = os.access(REFERENCE_BIN, os.X_OK)
 # memcached-pm's side depends on where items live; memcached's does not
@@ -210,3 +211,45 @@ def test_pieces_of_large_values_are_rescued(server_factory):
                     i, value)
                 hits += 1
         assert hits > 4000
+
+
+@pytest.mark.parametrize("which", ["memcached-pm", BOTH[1]])
+def test_binary_setq_after_large_values_and_split_pairs(binary, which):
+    """memcached's binary test, at no_modern: after a hundred 560 KB
+    values a SETQ of 1,900 bytes is stored silently (it was answered
+    'Out of memory', status 0x82); then pairs of SETQ, the pair cut in
+    two writes at every byte from 2,024 to 2,096, are all stored."""
+    flags = ["-o", "no_modern"]
+    if which == "memcached-pm":
+        flags = ["-o", "no_modern,tier_policy=dram"]
+    s = start_which(which, binary, *flags)
+    big = b"a big value that's > .5M and < 1M. "
+    while len(big) * 2 < MB:
+        big += big
+    try:
+        with s.conn(timeout=20) as t:
+            for i in range(100):
+                t.call(b"set some_key_%d 0 0 %d\r\n%s\r\n" % (i, len(big), big),
+                       b"STORED\r\n")
+        with s.conn(timeout=20) as c:
+            for n in (1900, 2000, 2050):
+                pair = (set_req(b"test_key_%d" % n, b"x" * n, 82, op=SETQ) +
+                        set_req(b"alt_test_key_%d" % n, b"blah", 82, op=SETQ))
+                cuts = range(2024, min(2096, len(pair))) if len(pair) > 2024 \
+                    else [len(pair)]
+                for j in cuts:
+                    s.send_read(c, pair[:j])
+                    c.send(pair[j:])
+                c.send(req(NOOP))
+                head = c.read_exact(24)
+                assert head[1] == NOOP, head     # no error came before it
+                for key, value in ((b"test_key_%d" % n, b"x" * n),
+                                   (b"alt_test_key_%d" % n, b"blah")):
+                    c.send(req(GET, key))
+                    got = c.read_exact(24)
+                    status = struct.unpack(">H", got[6:8])[0]
+                    body = c.read_exact(struct.unpack(">I", got[8:12])[0])
+                    assert (got[1], status) == (GET, OK)
+                    assert body == struct.pack(">I", 82) + value
+    finally:
+        s.stop()
