@@ -38,10 +38,16 @@ struct obuf {
 
 /* Buffer gauges of the owning worker: single writer, so a relaxed load
  * and store (STAT_ADD) is enough; a negative delta wraps as intended. */
+/* A UDP socket's buffer is its own, outside -o read_buf_mem_limit (as
+ * memcached's UDP connections read into theirs): not counted. */
 static void
 gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
 {
     struct buffer_gauges *g = &c->list->gauges;
+
+    if (c->is_udp) {
+        return;
+    }
 
     STAT_ADD(g->read_buf_count, (uint64_t)count);
     STAT_ADD(g->read_buf_bytes, (uint64_t)bytes);
@@ -170,11 +176,11 @@ bound_proto(void)
     return CONN_NEGOTIATE;
 }
 
-/* A connection on fd with a read buffer of rbuf_size (0: none until its
- * first read), on o's list; no name yet.  NULL on allocation failure (fd
- * closed). */
+/* A connection on fd (a UDP socket if udp) with a read buffer of
+ * rbuf_size (0: none until its first read), on o's list; no name yet.
+ * NULL on allocation failure (fd closed). */
 static struct conn *
-conn_make(const struct conn_owner *o, int fd, size_t rbuf_size)
+conn_make(const struct conn_owner *o, int fd, size_t rbuf_size, bool udp)
 {
     struct conn *c = calloc(1, sizeof(*c));
 
@@ -190,6 +196,7 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size)
         return NULL;
     }
     c->fd = fd;
+    c->is_udp = udp;
     c->proto = bound_proto();
     c->base = o->base;
     c->ring = o->ring;
@@ -217,7 +224,7 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix, bool tls,
     /* Under read_buf_mem_limit a buffer is held only while reading: the
      * first read takes one (rbuf_room()). */
     struct conn *c = conn_make(o, fd, settings.read_buf_mem_limit > 0
-                                      ? 0 : RBUF_SIZE);
+                                      ? 0 : RBUF_SIZE, false);
 
     if (c == NULL) {
         return NULL;
@@ -259,13 +266,12 @@ conn_new_udp(const struct conn_owner *o, int fd, const char *name,
         close(fd);
         return NULL;
     }
-    c = conn_make(o, fd, rbuf_size);
+    c = conn_make(o, fd, rbuf_size, true);
     if (c == NULL) {
         free(msgs);
         free(u);
         return NULL;
     }
-    c->is_udp = true;
     c->udp = u;
     c->msgs = msgs;
     c->msgs_cap = 16;

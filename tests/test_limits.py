@@ -11,7 +11,8 @@ import socket
 
 import pytest
 
-from conftest import REFERENCE_BIN, Conn, ConnClosed, Server, wait_for
+from conftest import (REFERENCE_BIN, Conn, ConnClosed, Server, free_port,
+                      wait_for)
 
 # Buffers, queues and accepting: what each event engine does for itself
 # (the tests on the default engine are marked engine).
@@ -282,3 +283,22 @@ def test_reply_memory_is_given_back(server_factory):
     finally:
         for c in conns:
             c.close()
+
+
+@pytest.mark.parametrize("which", BOTH)
+def test_udp_buffers_are_outside_the_read_buffer_limit(binary, which):
+    """With UDP on, at 1 MB over 32 workers (two buffers each), TCP
+    connections are still served: each worker's UDP socket reads into a
+    buffer of its own, not one of the share (memcached-pm's counted it
+    and reset every TCP connection)."""
+    s = start_which(which, binary, "-o", "read_buf_mem_limit=1", "-t", "32",
+                    "-U", str(free_port()))
+    try:
+        conns = [s.conn() for _ in range(40)]
+        for c in conns:
+            c.call(b"mn\r\n", b"MN\r\n")
+        assert conns[0].stats()["read_buf_oom"] == "0"
+        for c in conns:
+            c.close()
+    finally:
+        s.stop()
