@@ -362,6 +362,13 @@ tls_read(struct tls *t, void *buf, size_t n)
         int r = SSL_read(t->ssl, (char *)buf + got,
                          n - got > INT32_MAX ? INT32_MAX : (int)(n - got));
 
+        /* The client's last flight may end the handshake with no data
+         * after it: the connection is established all the same (else a
+         * client that waits before its first request would be taken for
+         * one that never finished, and closed at ssl_handshake_timeout). */
+        if (!t->established && SSL_is_init_finished(t->ssl)) {
+            established(t);
+        }
         if (r <= 0) {
             ssize_t e = failed(t, r, "read");
 
@@ -372,9 +379,6 @@ tls_read(struct tls *t, void *buf, size_t n)
                 return -1;
             }
             break;      /* bytes in hand; EAGAIN or the end comes next */
-        }
-        if (!t->established) {
-            established(t);
         }
         got += (size_t)r;
         if (!SSL_has_pending(t->ssl)) {

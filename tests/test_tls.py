@@ -15,7 +15,7 @@ import time
 import pytest
 from pymemcache.client.base import Client
 
-from conftest import (Conn, ConnClosed, free_port,
+from conftest import (Conn, ConnClosed, free_port, wait_seconds_pass,
                       tls_client_context)
 
 # TLS sessions ride on each engine's reads and writes.
@@ -404,6 +404,20 @@ def test_stalled_handshake_is_closed_and_blocks_nobody(server_factory,
     stalled.close()
     half.close()
     assert s.stats()["ssl_handshake_errors"] == "2"
+
+
+@pytest.mark.mcpm       # ssl_handshake_timeout is memcached-pm's
+def test_a_finished_handshake_is_not_timed_out(server_factory, certs):
+    """A client that finished its handshake and sends nothing for longer
+    than ssl_handshake_timeout stays connected: the handshake ends on the
+    client's last flight, not on its first request (the server counted
+    it finished only once data came, and closed idle clients; memcached's
+    maxconns test, over TLS, lost a third of its connections so)."""
+    s = server_factory(*tls_flags(certs, "ssl_handshake_timeout=1"))
+    with s.conn() as idle, s.conn() as clock:
+        wait_seconds_pass(clock, 3)
+        idle.call(b"mn\r\n", b"MN\r\n")
+        assert clock.stats()["ssl_handshake_errors"] == "0"
 
 
 @pytest.mark.v1645      # ssl_proto_errors is newer than 1.6.18
