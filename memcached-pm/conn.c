@@ -218,7 +218,7 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size, bool udp)
 }
 
 struct conn *
-conn_new(const struct conn_owner *o, int fd, bool is_unix, bool tls,
+conn_new(const struct conn_owner *o, int fd, bool is_unix, enum tls_mode tls,
          const char *listen_addr)
 {
     /* Under read_buf_mem_limit a buffer is held only while reading: the
@@ -230,7 +230,7 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix, bool tls,
         return NULL;
     }
 #ifdef ENABLE_TLS
-    if (tls && (c->tls = tls_new(fd)) == NULL) {
+    if (tls != TLS_OFF && (c->tls = tls_new(fd, tls)) == NULL) {
         log_info("<%d no TLS session for it", fd);
         close(fd);
         conn_release(c);

@@ -31,6 +31,7 @@
 
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
+#include "memcached-pm/tls.h"
 #include "proto/request.h"
 #include "storage/cache.h"
 
@@ -232,7 +233,7 @@ void conn_list_del(struct conn_list *l, struct conn *c);
  * whose handshake its first reads do.  NULL on allocation failure (the fd
  * is then closed). */
 struct conn *conn_new(const struct conn_owner *o, int fd, bool is_unix,
-                      bool tls, const char *listen_addr);
+                      enum tls_mode tls, const char *listen_addr);
 
 /* A worker's UDP socket as a connection, named `name` ("udp:host:port")
  * for stats conns, its read buffer room for a whole datagram, its reply

@@ -55,7 +55,7 @@
 struct listener {
     int           fd;
     bool          is_unix;
-    bool          tls;              /* -Z, not "notls:" */
+    enum tls_mode tls;              /* -Z, or a listener's prefix */
     char          addr[64];
     struct event *ev;
 };
@@ -221,7 +221,7 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
 /* ---- listening sockets ------------------------------------------------ */
 
 static int
-add_listener(int fd, bool is_unix, bool tls, const char *addr)
+add_listener(int fd, bool is_unix, enum tls_mode tls, const char *addr)
 {
     struct listener *l;
 
@@ -261,7 +261,7 @@ bound_name(int fd, const struct addrinfo *ai, char *name, size_t len)
 }
 
 static int
-listen_one(const struct addrinfo *ai, bool tls)
+listen_one(const struct addrinfo *ai, enum tls_mode tls)
 {
     int one = 1;
     char name[64];
@@ -302,23 +302,21 @@ listen_one(const struct addrinfo *ai, bool tls)
     return 0;
 }
 
-/* "host", "host:port", "[v6]" or "[v6]:port", each after an optional
- * "notls:" (a plaintext listener next to -Z's TLS ones). */
+/* "host", "host:port", "[v6]" or "[v6]:port", each after an optional TLS
+ * prefix (tls_listen_prefix()), refused without -Z. */
 static int
 listen_spec(char *spec)
 {
     struct addrinfo hints = { 0 }, *res, *ai;
-    char port[16], *host = spec, *colon;
-    bool tls = settings.ssl_enabled;
+    enum tls_mode tls = settings.ssl_enabled ? TLS_ON : TLS_OFF;
+    const char *prefix = NULL;
+    char port[16], *colon;
+    char *host = (char *)tls_listen_prefix(spec, &tls, &prefix);
     int rc = -1;
 
-    if (strncmp(host, "notls:", 6) == 0) {
-        if (!settings.ssl_enabled) {
-            log_error("'notls' option is valid only when SSL is enabled");
-            return -1;
-        }
-        host += 6;
-        tls = false;
+    if (prefix != NULL && !settings.ssl_enabled) {
+        log_error("'%s' option is valid only when SSL is enabled", prefix);
+        return -1;
     }
     snprintf(port, sizeof(port), "%d", portfile_bind_port(settings.port));
     if (*host == '[') {
@@ -399,7 +397,7 @@ listen_unix(void)
     }
     umask(old);
     snprintf(name, sizeof(name), "unix:%s", settings.socketpath);
-    return add_listener(fd, true, false, name);
+    return add_listener(fd, true, TLS_OFF, name);
 }
 
 /* Close the listening sockets; a graceful stop says so for each at -vv,

@@ -251,7 +251,7 @@ tls_since_refresh(void)
 }
 
 struct tls *
-tls_new(int fd)
+tls_new(int fd, enum tls_mode mode)
 {
     struct tls *t = calloc(1, sizeof(*t));
 
@@ -268,6 +268,12 @@ tls_new(int fd)
         ERR_clear_error();
         SERVER_STAT_INCR(ssl_handshake_errors);
         return NULL;
+    }
+    if (mode == TLS_NOPEER) {
+        SSL_set_verify(t->ssl, SSL_VERIFY_NONE, NULL);
+    } else if (mode == TLS_PEER) {
+        SSL_set_verify(t->ssl, SSL_VERIFY_PEER |
+                       SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     }
     SSL_set_accept_state(t->ssl);
     return t;

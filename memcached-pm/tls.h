@@ -25,10 +25,44 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
 struct tls;
+
+/* A listener's TLS, as memcached's -l prefixes set it: none ("notls:",
+ * or no -Z), -Z's (ssl_verify_mode), "btls:" (no client certificate
+ * asked) or "mtls:" (a client certificate required). */
+enum tls_mode { TLS_OFF, TLS_ON, TLS_NOPEER, TLS_PEER };
+
+/* The -l entry past its TLS prefix, if it has one (*mode set, and *name
+ * the prefix's name in memcached's refusal without -Z: "otls" for mtls,
+ * as memcached words it); else spec itself, nothing set. */
+static inline const char *
+tls_listen_prefix(const char *spec, enum tls_mode *mode, const char **name)
+{
+    static const struct {
+        const char   *prefix;
+        const char   *name;
+        enum tls_mode mode;
+    } prefixes[] = {
+        { "notls:", "notls", TLS_OFF },
+        { "btls:", "btls", TLS_NOPEER },
+        { "mtls:", "otls", TLS_PEER },
+    };
+
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        size_t n = strlen(prefixes[i].prefix);
+
+        if (strncmp(spec, prefixes[i].prefix, n) == 0) {
+            *mode = prefixes[i].mode;
+            *name = prefixes[i].name;
+            return spec + n;
+        }
+    }
+    return spec;
+}
 
 #ifdef ENABLE_TLS
 
@@ -45,9 +79,9 @@ int tls_refresh(char *err, size_t len);
 /* Seconds since the certificates were last loaded. */
 uint64_t tls_since_refresh(void);
 
-/* A session on an accepted socket (server side); NULL on failure, counted
- * as a handshake error. */
-struct tls *tls_new(int fd);
+/* A session on an accepted socket (server side) of a listener in mode;
+ * NULL on failure, counted as a handshake error. */
+struct tls *tls_new(int fd, enum tls_mode mode);
 
 /* Send close_notify if the socket takes it, and free the session. */
 void tls_free(struct tls *t);

@@ -343,7 +343,11 @@ static struct addrinfo *
 resolve(char *spec)
 {
     struct addrinfo hints = { 0 }, *res = NULL;
-    char port[16], *host = spec, *p;
+    enum tls_mode tls;
+    const char *prefix;
+    /* a TLS prefix is the TCP listener's business (and checked there) */
+    char port[16], *host = (char *)tls_listen_prefix(spec, &tls, &prefix);
+    char *p;
 
     snprintf(port, sizeof(port), "%d", portfile_bind_port(settings.udpport));
     if (*host == '[' && (p = strchr(host, ']')) != NULL) {

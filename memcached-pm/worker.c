@@ -32,7 +32,7 @@ struct pending {
     struct pending *next;
     int             fd;
     bool            is_unix;
-    bool            tls;
+    enum tls_mode   tls;
     char            listen_addr[64];
 };
 
@@ -362,7 +362,8 @@ pick_worker(int fd)
 }
 
 int
-worker_dispatch(int fd, bool is_unix, bool tls, const char *listen_addr)
+worker_dispatch(int fd, bool is_unix, enum tls_mode tls,
+                const char *listen_addr)
 {
     struct worker *w = pick_worker(fd);
     struct pending *p = calloc(1, sizeof(*p));

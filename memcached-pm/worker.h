@@ -49,7 +49,8 @@ int worker_start_all(unsigned n);
 
 /* Hand an accepted fd to the next worker, round robin (with tls, the
  * worker starts its TLS session).  0, or -1 (the fd is closed). */
-int worker_dispatch(int fd, bool is_unix, bool tls, const char *listen_addr);
+int worker_dispatch(int fd, bool is_unix, enum tls_mode tls,
+                    const char *listen_addr);
 
 /* Ask every worker to close its connections and exit, and join them. */
 void worker_stop_all(void);

@@ -281,6 +281,41 @@ def test_verify_mode_2_requires_a_client_certificate(server_factory, certs):
         assert c.stats()["ssl_handshake_errors"] == "1"
 
 
+@pytest.mark.v1645      # listener prefixes newer than 1.6.18
+def test_mtls_and_btls_listeners(server_factory, certs):
+    """memcached's -l prefixes: an "mtls:" listener requires a client
+    certificate whatever ssl_verify_mode says, a "btls:" one asks for
+    none even under ssl_verify_mode=2; the -Z listener keeps the mode."""
+    mtls, btls = free_port(), free_port()
+    ca = "ssl_ca_cert=%s" % (certs / "ca.crt")
+    s = server_factory(*tls_flags(certs, ca), "-l", "mtls:127.0.0.1:%d" % mtls)
+    with s.conn() as c:                             # -Z's: none asked
+        c.call(b"mn\r\n", b"MN\r\n")
+    with Conn(mtls, tls=client_cert(certs)) as c:
+        c.call(b"mn\r\n", b"MN\r\n")
+    with pytest.raises((ssl.SSLError, ConnClosed, ConnectionError)):
+        with Conn(mtls, tls=tls_client_context()) as c:
+            c.req(b"version\r\n")
+    s = server_factory(*tls_flags(certs, ca, "ssl_verify_mode=2"),
+                       "-l", "btls:127.0.0.1:%d" % btls, tls=client_cert(certs))
+    with Conn(btls, tls=tls_client_context()) as c:
+        c.call(b"mn\r\n", b"MN\r\n")
+    with pytest.raises((ssl.SSLError, ConnClosed, ConnectionError)):
+        with Conn(s.port, tls=tls_client_context()) as c:
+            c.req(b"version\r\n")
+
+
+@pytest.mark.v1645
+@pytest.mark.parametrize("prefix,name", [("mtls", "otls"), ("btls", "btls")])
+def test_tls_prefixes_need_tls(run, prefix, name):
+    """Refused without -Z in memcached's words ("otls" for mtls, as it
+    prints it)."""
+    r = run("-l", "%s:127.0.0.1:%d" % (prefix, free_port()))
+    assert r.returncode != 0
+    assert (b"'%s' option is valid only when SSL is enabled" % name.encode()
+            in r.stderr)
+
+
 def test_verify_mode_1_asks_but_does_not_require(server_factory, certs):
     s = server_factory(*tls_flags(certs, "ssl_verify_mode=1",
                                   "ssl_ca_cert=%s" % (certs / "ca.crt")))
