@@ -27,6 +27,7 @@ static struct {
     uint64_t            evicted[SLABS_TC_MAX];      /* at the last tick */
     uint64_t            window[SLABS_TC_MAX];       /* a bit per tick;
                                                        the mover reads */
+    uint64_t            ticks;          /* automove decisions so far */
 } mv;
 
 /* ---- emptying a page -------------------------------------------------- */
@@ -288,7 +289,11 @@ automove_tier(unsigned t)
             oldest = (int)id;
         }
     }
-    return youngest > 0 && oldest > 0 && youngest != oldest &&
+    /* Between classes only once a whole window has been seen, as
+     * memcached's automover waits (no page moves on the first 30 s of a
+     * fresh cache's evictions). */
+    return mv.ticks > mv.opts->automove_window &&
+           youngest > 0 && oldest > 0 && youngest != oldest &&
            (double)young_age < (double)old_age * mv.opts->automove_ratio &&
            slabs_reassign(t, oldest, youngest) == CACHE_OK;
 }
@@ -299,6 +304,7 @@ mover_tick(void)
     if (!mv.running) {
         return;
     }
+    mv.ticks++;
     for (unsigned t = 0; t < SLABS_NTIERS; t++) {
         if (slabs_tier(t) != NULL && automove_tier(t)) {
             return;

@@ -87,8 +87,10 @@ def test_automove_follows_value_sizes(server_factory, memfile, policy,
     hold the older items.  Without it the large classes keep what one
     emergency move gave them.  One tier of 16 MB (under two, the cache
     would demote instead of evicting)."""
-    s = server_factory("-m", "16", *tiers(policy, memfile),
-                       "-o", "slab_automove=%d" % automove)
+    # a short window: memcached's automover moves between classes only
+    # once it has seen a whole one (30 s by default)
+    s = server_factory("-m", "16", *tiers(policy, memfile), "-o",
+                       "slab_automove=%d,slab_automove_window=4" % automove)
     small = b"x" * 2000
     with s.conn(timeout=30) as c:
         c.send(b"".join(b"set s%d 0 0 2000 noreply\r\n%s\r\n" % (i, small)
