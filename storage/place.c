@@ -264,7 +264,7 @@ static bool
 rescue(struct item *it, uint32_t hv)
 {
     size_t size = item_alloc_size(it);
-    struct item *n = slabs_alloc(size, lru_tc(it));
+    struct item *n = slabs_alloc_free(size, lru_tc(it));
 
     if (n == NULL) {
         return false;
@@ -296,7 +296,7 @@ rescue_piece(struct item *it, struct item_chunk *old)
     size_t bytes = sizeof(*old) + old->used;
     struct item_chunk *n;
 
-    if (old->tier != TIER_DRAM || (n = slabs_alloc(bytes, tc)) == NULL) {
+    if (old->tier != TIER_DRAM || (n = slabs_alloc_free(bytes, tc)) == NULL) {
         return false;
     }
     memcpy(n->data, old->data, old->used);

@@ -416,8 +416,8 @@ grow(unsigned tc)
     return true;
 }
 
-void *
-slabs_alloc(size_t size, unsigned tc)
+static void *
+alloc(size_t size, unsigned tc, bool may_grow)
 {
     struct slab_class *c = &sl.cls[tc];
     struct slabs_chunk *ch = NULL;
@@ -426,7 +426,7 @@ slabs_alloc(size_t size, unsigned tc)
         return NULL;
     }
     pthread_mutex_lock(&sl.lock);
-    if (c->sl_curr > 0 || grow(tc)) {
+    if (c->sl_curr > 0 || (may_grow && grow(tc))) {
         ch = c->slots;
         unlink_free(c, ch);
         c->requested += size;
@@ -438,6 +438,18 @@ slabs_alloc(size_t size, unsigned tc)
     }
     pthread_mutex_unlock(&sl.lock);
     return ch;
+}
+
+void *
+slabs_alloc(size_t size, unsigned tc)
+{
+    return alloc(size, tc, true);
+}
+
+void *
+slabs_alloc_free(size_t size, unsigned tc)
+{
+    return alloc(size, tc, false);
 }
 
 void

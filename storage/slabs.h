@@ -111,6 +111,10 @@ size_t   slabs_chunk_max(void);
  */
 void *slabs_alloc(size_t size, unsigned tc);
 
+/* The same from the class's free chunks only, never a new page: the page
+ * mover's rescues, which must not grow the class they empty a page of. */
+void *slabs_alloc_free(size_t size, unsigned tc);
+
 /* Give a chunk back (its refcount is 0). */
 void  slabs_free(void *ptr, size_t size, unsigned tc);
 

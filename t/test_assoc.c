@@ -750,8 +750,8 @@ grow_reader(void *arg)
         stats(NULL, NULL, &e);
         if (e) {
             atomic_store(&g->saw_expanding, true);
-        } else if (done) {
-            break;
+        } else if (done && n_done > 0) {
+            break;      /* at least one look, if the run went by unseen */
         }
         n = atomic_load(&g->inserted);
         if (n == 0) {

@@ -100,21 +100,38 @@ test_mem_limit(void)
 {
     struct cache_options o;
     struct cache_stats s;
+    void **one;
     void *p[4];
+    unsigned per, got = 0;
 
     defaults(&o);
     o.mem_limit = 3u << 20;
     slabs_only(&o);
+    per = slabs_perslab(1);
+    one = calloc(per + 1, sizeof(*one));
     p[0] = slabs_alloc(96, 1);
     p[1] = slabs_alloc(120, 2);
     p[2] = slabs_alloc(152, 3);
     p[3] = slabs_alloc(192, 4);
     ok(p[0] && p[1] && p[2], "three pages for three classes");
-    ok(p[3] == NULL, "a fourth page is over -m");
+    ok(p[3] != NULL, "a fourth class gets its first page past -m");
     memset(&s, 0, sizeof(s));
     slabs_totals(&s);
-    is_int(s.total_malloced, 3u << 20, "exactly the limit taken");
-    for (int i = 0; i < 3; i++) {
+    is_int(s.total_malloced, 4u << 20, "the limit and one page taken");
+    /* a class that has a page gets no second one past the limit */
+    for (unsigned i = 0; one != NULL && i <= per; i++) {
+        if ((one[i] = slabs_alloc(96, 1)) != NULL) {
+            got++;
+        }
+    }
+    is_int(got, per - 1, "class 1 keeps to its one page");
+    for (unsigned i = 0; one != NULL && i <= per; i++) {
+        if (one[i] != NULL) {
+            slabs_free(one[i], 96, 1);
+        }
+    }
+    free(one);
+    for (int i = 0; i < 4; i++) {
         slabs_free(p[i], slabs_size((unsigned)i + 1), (unsigned)i + 1);
     }
     slabs_destroy();
@@ -236,8 +253,9 @@ put_small(unsigned i, uint32_t vlen)
     return st;
 }
 
-/* Memory full of one class; a store in another class gets a page moved
- * to it instead of failing, and -m still holds. */
+/* Memory full of one class, in a tier that cannot grow past -m (-L, as a
+ * file): a store in another class gets a page moved to it instead of
+ * failing, and -m still holds. */
 static void
 test_starved_class(void)
 {
@@ -248,6 +266,7 @@ test_starved_class(void)
 
     defaults(&o);
     o.mem_limit = 4u << 20;
+    o.prealloc = true;
     clock_init();
     if (cache_init(&o, 4) != 0) {
         exit(1);
@@ -377,6 +396,7 @@ test_automove(void)
     defaults(&o);
     o.mem_limit = 6u << 20;
     o.slab_automove = 1;
+    o.automove_window = 3;
     clock_init();
     if (cache_init(&o, 4) != 0) {
         exit(1);
@@ -394,6 +414,10 @@ test_automove(void)
     if (tail != NULL) {
         item_time_store(tail, 1);
         cache_release(tail);
+    }
+    /* Between classes automove waits out a whole window first. */
+    for (i = 0; i <= o.automove_window; i++) {
+        cache_tick();
     }
     for (i = 0; i < 1000; i++) {
         put_small(1000000 + i, 5000);
