@@ -71,7 +71,8 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       FN(opt_udp), "UDP port to listen on (default: 0, off; -1: any)")      \
     X(inter, STR_NULL, D(char *, inter, NULL), 'l', "listen=<addr>", NULL,  \
       FN(opt_listen), "interfaces to listen on (default: 127.0.0.1); with " \
-      "-Z, a notls: prefix keeps one plaintext (-l notls:<ip>:<port>)")     \
+      "-Z, a notls: prefix keeps one plaintext (-l notls:<ip>:<port>), "    \
+      "btls: asks no client certificate, mtls: requires one")               \
     X(verbosity, I, D(int, verbose, 0), 'v', "verbose", NULL, COUNT,        \
       "verbose (-vv: also print client commands)")                          \
     X(oldest, U, V(exec_oldest()), 0, NULL, NULL, NONE, NULL)               \
