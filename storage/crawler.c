@@ -204,13 +204,14 @@ crawler_thread(void *arg)
     while (!cr.stop) {
         if (cr.pending) {
             memcpy(want, cr.want, sizeof(want));
-            cr.pending = false;
+            cr.pending = false;         /* counted when asked for */
         } else if (!auto_due(want)) {
             wait_a_second();
             continue;
+        } else {
+            cr.st.lru_crawler_running = 1;
+            cr.st.lru_crawler_starts++;
         }
-        cr.st.lru_crawler_running = 1;
-        cr.st.lru_crawler_starts++;
         pthread_mutex_unlock(&cr.lock);
         crawl(want);
         pthread_mutex_lock(&cr.lock);
@@ -298,9 +299,12 @@ crawler_request(const bool classes[CACHE_MAX_CLASSES])
             st = classes[id] ? CACHE_OK : st;
         }
         cr.pending = st == CACHE_OK;
-        /* Running from the OK on, as memcached's: a client that waits
-         * for lru_crawler_running 0 waits for this crawl. */
-        cr.st.lru_crawler_running = cr.pending;
+        /* Started and running from the OK on, as memcached's: a client
+         * that waits for lru_crawler_running 0 waits for this crawl. */
+        if (cr.pending) {
+            cr.st.lru_crawler_running = 1;
+            cr.st.lru_crawler_starts++;
+        }
         pthread_cond_signal(&cr.cond);
     }
     pthread_mutex_unlock(&cr.lock);
