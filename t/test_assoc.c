@@ -858,11 +858,15 @@ grow_once(uint32_t n, unsigned bulk, uint64_t want_power, const char *what,
     return overlapped;
 }
 
+/* Up to 40 runs, until one overlaps a move: under two busy loops five
+ * tries were seen to all fall between a reader's looks. */
+#define GROW_TRIES 40
+
 static void
 grow_run(uint32_t n, unsigned bulk, uint64_t want_power, const char *what)
 {
-    for (int i = 0; i < 5; i++) {
-        if (grow_once(n, bulk, want_power, what, i == 4)) {
+    for (int i = 0; i < GROW_TRIES; i++) {
+        if (grow_once(n, bulk, want_power, what, i == GROW_TRIES - 1)) {
             return;
         }
     }
