@@ -190,6 +190,7 @@ def test_connections_past_the_limit_are_refused_at_once(binary, which):
     s.start()
     TOO_MANY = b"ERROR Too many open connections\r\n"
     control = s.conn()
+    idle = control.stats()["curr_connections"]
     socks = []
     try:
         for _ in range(100):
@@ -224,6 +225,9 @@ def test_connections_past_the_limit_are_refused_at_once(binary, which):
     finally:
         for sk in socks:
             sk.close()
+    # once it has seen the closes, it serves new connections
+    wait_for(lambda: control.stats()["curr_connections"] == idle,
+             what="the server to see the closes")
     with s.conn() as c:
         c.call(b"mn\r\n", b"MN\r\n")
     control.close()
