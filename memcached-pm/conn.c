@@ -37,8 +37,8 @@ struct obuf {
 };
 
 /* Buffer gauges of the owning worker: single writer, so a relaxed load
- * and store (STAT_ADD) is enough; a negative delta wraps as intended. */
-/* A UDP socket's buffer is its own, outside -o read_buf_mem_limit (as
+ * and store (STAT_ADD) is enough; a negative delta wraps as intended.  A
+ * UDP socket's buffer is its own, outside -o read_buf_mem_limit (as
  * memcached's UDP connections read into theirs): not counted. */
 static void
 gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
@@ -48,7 +48,6 @@ gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
     if (c->is_udp) {
         return;
     }
-
     STAT_ADD(g->read_buf_count, (uint64_t)count);
     STAT_ADD(g->read_buf_bytes, (uint64_t)bytes);
 }
@@ -75,18 +74,22 @@ slot_bytes(const struct buffer_gauges *g, uint64_t slots)
     return n * RBUF_SIZE;
 }
 
+/* Does the worker's share hold its read buffers grown by `add` bytes
+ * and its reply slots grown by `more`? */
+static bool
+share_holds(const struct buffer_gauges *g, size_t add, uint64_t more)
+{
+    return STAT_LOAD(g->read_buf_bytes) + add +
+           slot_bytes(g, STAT_LOAD(g->resp_slots) + more) <= worker_share();
+}
+
 /* May this worker's read buffers grow by add bytes?  A refusal counts as
  * read_buf_oom, and the connection closes, as memcached's does. */
 static bool
 rbuf_may_grow(struct conn *c, size_t add)
 {
-    const struct buffer_gauges *g = &c->list->gauges;
-
-    if (settings.read_buf_mem_limit == 0 || c->is_udp) {
-        return true;
-    }
-    if (STAT_LOAD(g->read_buf_bytes) + slot_bytes(g, STAT_LOAD(g->resp_slots))
-        + add <= worker_share()) {
+    if (settings.read_buf_mem_limit == 0 || c->is_udp ||
+        share_holds(&c->list->gauges, add, 0)) {
         return true;
     }
     STAT_INCR(c->stats->read_buf_oom);
@@ -97,13 +100,11 @@ bool
 conn_resp_take(struct conn *c)
 {
     struct buffer_gauges *g = &c->list->gauges;
-    uint64_t slots = STAT_LOAD(g->resp_slots) + 1;
-    uint64_t share = worker_share();
 
     if (c->is_udp) {
         return true;
     }
-    if (STAT_LOAD(g->read_buf_bytes) + slot_bytes(g, slots) > share) {
+    if (!share_holds(g, 0, 1)) {
         STAT_INCR(c->stats->response_obj_oom);
         return false;
     }

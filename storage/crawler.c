@@ -194,6 +194,14 @@ wait_a_second(void)
     pthread_cond_timedwait(&cr.cond, &cr.lock, &ts);
 }
 
+/* A crawl begins: counted, and running until the thread is done. */
+static void
+crawl_begins(void)
+{
+    cr.st.lru_crawler_running = 1;
+    cr.st.lru_crawler_starts++;
+}
+
 static void *
 crawler_thread(void *arg)
 {
@@ -209,8 +217,7 @@ crawler_thread(void *arg)
             wait_a_second();
             continue;
         } else {
-            cr.st.lru_crawler_running = 1;
-            cr.st.lru_crawler_starts++;
+            crawl_begins();
         }
         pthread_mutex_unlock(&cr.lock);
         crawl(want);
@@ -302,8 +309,7 @@ crawler_request(const bool classes[CACHE_MAX_CLASSES])
         /* Started and running from the OK on, as memcached's: a client
          * that waits for lru_crawler_running 0 waits for this crawl. */
         if (cr.pending) {
-            cr.st.lru_crawler_running = 1;
-            cr.st.lru_crawler_starts++;
+            crawl_begins();
         }
         pthread_cond_signal(&cr.cond);
     }

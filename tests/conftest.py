@@ -487,6 +487,26 @@ def tls_client_context(cert=None, key=None, **versions):
     return ctx
 
 
+# Side by side: a test parametrized over "memcached-pm" and "memcached"
+# runs the second against Debian's memcached where it is installed.
+HAVE_MEMCACHED = os.access(REFERENCE_BIN, os.X_OK)
+against_memcached = pytest.mark.skipif(
+    not HAVE_MEMCACHED, reason="Debian's memcached is not installed")
+
+
+def which_binary(which, binary):
+    """The binary a side-by-side case runs: memcached-pm's (or, with
+    --reference, memcached), or memcached."""
+    return REFERENCE_BIN if which == "memcached" else binary
+
+
+def start_which(which, binary, *flags):
+    """A server of that side (which_binary()), started; the caller stops
+    it."""
+    binary = which_binary(which, binary)
+    return Server(binary, flags, binary == REFERENCE_BIN).start()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -24,16 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REFERENCE_BIN, Server, touched, wait_for,
-                      wait_seconds_pass)
+from conftest import (REFERENCE_BIN, Server, against_memcached, start_which,
+                      touched, wait_for, wait_seconds_pass)
 
 # The same bytes as memcached, over items and connections: the cases on
 # memcached-pm's default servers depend on the engine and the tiers.
 ON_OURS = [pytest.mark.engine, pytest.mark.storage]
 
-HAVE_MEMCACHED = os.access(REFERENCE_BIN, os.X_OK)
-against_memcached = pytest.mark.skipif(
-    not HAVE_MEMCACHED, reason="Debian's memcached is not installed")
 
 # Where memcached-pm differs from memcached on purpose: each with the
 # words the man page's DIFFERENCES FROM MEMCACHED section uses for it
@@ -567,13 +564,6 @@ BOTH = [pytest.param("memcached-pm", marks=ON_OURS),
         pytest.param("memcached", marks=against_memcached)]
 
 
-def start_which(which, binary, flags=()):
-    """memcached-pm (or, with --reference, memcached), or memcached."""
-    if which == "memcached":
-        binary = REFERENCE_BIN
-    return Server(binary, flags, binary == REFERENCE_BIN).start()
-
-
 @pytest.mark.parametrize("which", BOTH)
 def test_growing_sets_at_the_default_memory_limit(binary, which):
     """A fresh server at the default -m 64 stores every one of a run of
@@ -751,7 +741,7 @@ def test_sets_over_expired_items_count_reclaimed(binary, which):
     """Fifty SETs over fifty expired items: reclaimed and
     expired_unfetched count each expired item once it is taken, by a SET
     or by the LRU maintainer (whichever comes first, on a busy host)."""
-    s = start_which(which, binary, ("-o", "no_lru_crawler"))
+    s = start_which(which, binary, "-o", "no_lru_crawler")
     try:
         with s.conn() as conn:
             for i in range(50):
@@ -806,7 +796,7 @@ def test_no_modern_sets_reuse_flushed_and_expired_items(binary, which):
     back what is dead at its class's tail, as memcached's does.  An item
     flushed (set, a second on, flush_all) and then an item expired are
     each reclaimed by the next SET into their class, unfetched."""
-    s = start_which(which, binary, ("-o", "no_modern,no_lru_crawler"))
+    s = start_which(which, binary, "-o", "no_modern,no_lru_crawler")
     try:
         with s.conn() as conn:
             conn.call(b"set key 0 0 5\r\nhello\r\n", b"STORED\r\n")

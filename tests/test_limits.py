@@ -4,15 +4,14 @@ and -c without maxconns_fast (accept stops at the file limit and starts
 again).  -c with maxconns_fast, -R and idle_timeout are in
 test_behaviour.py and test_binary.py."""
 
-import os
 import resource
 import select
 import socket
 
 import pytest
 
-from conftest import (REFERENCE_BIN, Conn, ConnClosed, Server, free_port,
-                      wait_for)
+from conftest import (Conn, ConnClosed, against_memcached, free_port,
+                      start_which, wait_for)
 
 # Buffers, queues and accepting: what each event engine does for itself
 # (the tests on the default engine are marked engine).
@@ -171,9 +170,7 @@ def file_limit_pauses_accept(s):
 # ---- -c with maxconns_fast (the default) ------------------------------
 
 BOTH = [pytest.param("memcached-pm", marks=pytest.mark.engine),
-        pytest.param("memcached", marks=pytest.mark.skipif(
-            not os.access(REFERENCE_BIN, os.X_OK),
-            reason="Debian's memcached is not installed"))]
+        pytest.param("memcached", marks=against_memcached)]
 
 
 @pytest.mark.parametrize("which", BOTH)
@@ -181,13 +178,10 @@ def test_connections_past_the_limit_are_refused_at_once(binary, which):
     """100 connections at -c 64: those past the limit each get memcached's
     ERROR line within a second and are closed, counted in
     rejected_connections; the listener never pauses; and once they are
-    gone the server serves new connections.  (On io_uring the multishot
-    accept takes the next connection before the refused one is closed:
-    that failure must not pause the listener.)"""
-    if which == "memcached":
-        binary = REFERENCE_BIN
-    s = Server(binary, ("-t", "1", "-c", "64"), binary == REFERENCE_BIN)
-    s.start()
+    gone the server serves new connections.  (An io_uring multishot
+    accept took the next connection before the refused one was closed,
+    and that failure paused the listener.)"""
+    s = start_which(which, binary, "-t", "1", "-c", "64")
     TOO_MANY = b"ERROR Too many open connections\r\n"
     control = s.conn()
     idle = control.stats()["curr_connections"]
@@ -235,12 +229,6 @@ def test_connections_past_the_limit_are_refused_at_once(binary, which):
 
 
 # ---- replies under read_buf_mem_limit ---------------------------------
-
-
-def start_which(which, binary, *flags):
-    if which == "memcached":
-        binary = REFERENCE_BIN
-    return Server(binary, flags, binary == REFERENCE_BIN).start()
 
 
 @pytest.mark.parametrize("which", BOTH)

@@ -15,12 +15,11 @@ import tempfile
 
 import pytest
 
-from conftest import REFERENCE_BIN, SANITIZER_MARKS, Conn, wait_for
+from conftest import (SANITIZER_MARKS, Conn, against_memcached,
+                      which_binary, wait_for)
 
-HAVE_MEMCACHED = os.access(REFERENCE_BIN, os.X_OK)
 BOTH = [pytest.param("memcached-pm"),
-        pytest.param("memcached", marks=pytest.mark.skipif(
-            not HAVE_MEMCACHED, reason="Debian's memcached is not installed"))]
+        pytest.param("memcached", marks=against_memcached)]
 
 
 class PortFileServer:
@@ -59,10 +58,6 @@ class PortFileServer:
         err = self.stderr()
         self.dir.cleanup()
         assert not any(m in err for m in SANITIZER_MARKS), err
-
-
-def which_binary(which, binary):
-    return REFERENCE_BIN if which == "memcached" else binary
 
 
 @pytest.mark.parametrize("which", BOTH)
