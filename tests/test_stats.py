@@ -455,7 +455,17 @@ def wait_cold(c, clsid, n):
              == str(n), what="the items to reach COLD")
 
 
-def test_cachedump(conn):
+@pytest.fixture
+def alone(server_factory):
+    """A connection to a server of the test's own: cachedump lists what
+    the LRU holds, and items flushed by earlier tests stay there (unlisted
+    nowhere else) until they are reclaimed, as in memcached."""
+    with server_factory().conn() as c:
+        yield c
+
+
+def test_cachedump(alone):
+    conn = alone
     t0 = int(conn.stats()["time"])
     conn.call(b"set a 0 100 5\r\nhello\r\n", b"STORED\r\n")
     conn.call(b"set bb 0 0 3\r\nxyz\r\n", b"STORED\r\n")
@@ -495,7 +505,8 @@ def test_cachedump_disabled(server_factory):
 
 
 @pytest.mark.v1645
-def test_cachedump_skips_binary_keys(conn):
+def test_cachedump_skips_binary_keys(alone):
+    conn = alone
     conn.call(b"ms YmluAGtleQ== 1 b\r\nx\r\n", b"HD\r\n")    # "bin\0key"
     conn.call(b"set plain 0 0 1\r\ny\r\n", b"STORED\r\n")
     wait_cold(conn, 1, 2)
