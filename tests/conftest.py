@@ -507,10 +507,49 @@ def start_which(which, binary, *flags):
     return Server(binary, flags, binary == REFERENCE_BIN).start()
 
 
+def _port_block():
+    """This process's ports: a block of its own per pytest-xdist worker,
+    below the kernel's ephemeral range (where clients' ports and bind(0)'s
+    come from).  A port the kernel picked is free only until someone binds
+    it: two workers starting servers at once could be handed the same one,
+    and one test would then talk to the other's server."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        hi = int(f.read().split()[0])
+    lo = 1024 if hi < 20000 else 10000
+    n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    size = (hi - lo) // max(n, 1)
+    return lo + int(worker[2:]) * size, size
+
+
+_port = {"block": None, "next": 0}
+
+
+def _bindable(port):
+    """Nothing holds the port, over TCP or UDP."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a server, free over TCP and UDP, not handed out before
+    by this process (until its block wraps around)."""
+    if _port["block"] is None:
+        _port["block"] = _port_block()
+        # another run's ports (a developer's second run) start elsewhere
+        _port["next"] = uuid.uuid4().int % _port["block"][1]
+    lo, size = _port["block"]
+    for _ in range(size):
+        port = lo + _port["next"] % size
+        _port["next"] += 1
+        if _bindable(port):
+            return port
+    raise RuntimeError("no free port in %d..%d" % (lo, lo + size - 1))
 
 
 def base_args(port):

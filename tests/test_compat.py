@@ -15,7 +15,6 @@ absent, so the suite still runs without it.
 """
 
 import itertools
-import os
 import re
 import socket
 import struct

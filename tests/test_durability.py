@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from conftest import new_memory_file, remove_memory_file
+from conftest import free_port, new_memory_file, remove_memory_file
 
 # Each engine ends a pass of its loop with the group commit's sync.
 pytestmark = [pytest.mark.mcpm, pytest.mark.engine]
@@ -135,9 +135,7 @@ def test_noreply_changes_are_synced_by_the_pass(server_factory, diskfile):
 
 
 def test_udp_replies_wait_for_the_sync(server_factory, diskfile):
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     s = server_factory("-e", diskfile, "-U", str(port))
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     u.settimeout(5)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import free_port, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MCPM_BIN = os.environ.get("MCPM_BIN",
@@ -30,12 +30,6 @@ def binaries_built():
     """Missing binaries fail the test: a skipped check would hide them."""
     assert os.access(MCPM_BIN, os.X_OK), f"server not built: {MCPM_BIN}"
     assert os.access(MCLOAD_BIN, os.X_OK), f"mcload not built: {MCLOAD_BIN}"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stats(port):

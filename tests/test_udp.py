@@ -16,19 +16,13 @@ import threading
 
 import pytest
 
-from conftest import save_fuzz_seed, wait_for, wait_udp_read
+from conftest import free_port, save_fuzz_seed, wait_for, wait_udp_read
 from test_binary import req as bin_req, rsp as bin_rsp, GETK, GETKQ, NOOP
 
 # UDP sockets are the engines' too, and a reply waits for its pass's sync.
 pytestmark = [pytest.mark.engine, pytest.mark.durability]
 
 FRAME = struct.Struct(">HHHH")
-
-
-def free_udp_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Udp:
@@ -73,7 +67,7 @@ class Udp:
 
 @pytest.fixture
 def udp_server(server_factory):
-    port = free_udp_port()
+    port = free_port()
     s = server_factory("-U", str(port))
     s.udp_port = port
     return s
@@ -238,7 +232,7 @@ def test_many_clients_at_once(udp_server):
 # ---------------------------------------------------------------------------
 
 def test_stats(server_factory):
-    port = free_udp_port()
+    port = free_port()
     s = server_factory("-U", str(port), "-t", "3")
     with Udp(port) as u:
         u.call(b"get a\r\n", one(b"END\r\n"))
@@ -260,20 +254,8 @@ def test_stats(server_factory):
     assert conns.count(b":addr udp:127.0.0.1:%d\r\n" % port) == 3
 
 
-def free_tcp_udp_port():
-    """A port free for both TCP and UDP right now."""
-    while True:
-        port = free_udp_port()
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            try:
-                t.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-
-
 def test_u_alone_moves_tcp_too(binary, tmp_path):
-    port = free_tcp_udp_port()
+    port = free_port()      # free over TCP and UDP
     cmd = [binary, "-l", "127.0.0.1", "-U", str(port)]
     if os.geteuid() == 0:
         cmd += ["-u", "root"]
