@@ -93,8 +93,9 @@ restart_file(const struct cache_options *opts)
 {
     struct stat st;
 
-    if (!opts->memory_file_restart || stat(opts->memory_file, &st) != 0) {
-        return;
+    if (!opts->memory_file_restart || stat(opts->memory_file, &st) != 0 ||
+        tier_pmem_file_busy(opts->memory_file)) {
+        return;     /* a server's file in use is refused, not removed */
     }
     if (!opts->memory_file_fresh &&
         (size_t)st.st_size == opts->memory_file_size) {

@@ -145,6 +145,10 @@ struct tier_pmem_options {
 struct tier *tier_pmem_open(const struct tier_pmem_options *o, char *err,
                             size_t errlen);
 
+/* Does another process hold the memory file at path open as its tier (a
+ * server running on it)?  tier_pmem_open() refuses such a file. */
+bool tier_pmem_file_busy(const char *path);
+
 /* Start of the mapping (the superblock lives here), its length, whether
  * libpmem found real PMEM, whether this open created the file.  The
  * address changes with every open and with tier_pmem_crash(). */

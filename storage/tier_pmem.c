@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -66,7 +67,8 @@ struct pmem_state {
     enum tier_flush flush;
     uint64_t    crash_at;   /* strict: the flush count that kills us */
     uint64_t    crash_count; /* flushes since crash_at was armed */
-    int         fd;         /* strict: re-read the file on a crash */
+    int         fd;         /* the file, locked (lock_file()); strict:
+                               re-read on a crash */
     pthread_mutex_t copy_lock;  /* strict: one line copy at a time */
     void       *resv;       /* strict: the whole reserved address range */
     size_t      resv_len;
@@ -458,6 +460,27 @@ options_valid(const struct tier_pmem_options *o, char *err, size_t errlen)
     return true;
 }
 
+/* One process at a time: a second server started on a file in use (two
+ * instances given one path) would tear the first one's items.  The lock
+ * lives as long as the descriptor, and the kernel drops it when the
+ * process dies, so a crashed server's file opens again at once. */
+static bool
+lock_file(struct pmem_state *s, const char *path, char *err, size_t errlen)
+{
+    s->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (s->fd < 0) {
+        snprintf(err, errlen, "memory file %s: %s", path, strerror(errno));
+        return false;
+    }
+    if (flock(s->fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen, "memory file %s: %s", path,
+                 errno == EWOULDBLOCK ? "in use by another process"
+                                      : strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 static bool
 map_existing(struct pmem_state *s, const struct tier_pmem_options *o,
              const struct stat *st, char *err, size_t errlen)
@@ -514,14 +537,30 @@ map_file(struct pmem_state *s, const struct tier_pmem_options *o, char *err,
     struct stat st;
 
     if (stat(o->path, &st) == 0) {
-        return map_existing(s, o, &st, err, errlen);
+        /* locked before it is mapped: another server may be using it */
+        return lock_file(s, o->path, err, errlen) &&
+               map_existing(s, o, &st, err, errlen);
     }
     if (errno != ENOENT) {
         snprintf(err, errlen, "memory file %s: %s", o->path,
                  strerror(errno));
         return false;
     }
-    return map_new(s, o, err, errlen);
+    return map_new(s, o, err, errlen) && lock_file(s, o->path, err, errlen);
+}
+
+bool
+tier_pmem_file_busy(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    bool busy;
+
+    if (fd < 0) {
+        return false;
+    }
+    busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return busy;
 }
 
 /* (Re)map the private view over the file at s->base. */
@@ -543,10 +582,6 @@ strict_setup(struct pmem_state *s, const char *path, size_t page_size,
     size_t align = page_size < 4096 ? 4096 : page_size;
     uintptr_t a;
 
-    s->fd = open(path, O_RDWR | O_CLOEXEC);
-    if (s->fd < 0) {
-        goto fail;
-    }
     s->resv_len = s->len + align;
     s->resv = mmap(NULL, s->resv_len, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

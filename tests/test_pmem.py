@@ -78,6 +78,25 @@ def test_file_of_another_size_is_refused(server_factory, run, memfile):
     assert os.path.getsize(memfile) == 17 * MB     # never resized
 
 
+@pytest.mark.parametrize("flag", ["-o memory_file=", "-e "])
+def test_file_in_use_is_refused(server_factory, run, memfile, flag):
+    """Two servers given one file: the second refuses it (and under -e
+    does not start the file afresh), the first keeps its items."""
+    opt = (flag + memfile).split()
+    s = server_factory(*opt, "-m", "8")
+    with s.conn() as c:
+        c.call(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
+    inode = os.stat(memfile).st_ino
+    r = run("-p", "0", *opt, "-m", "8")
+    assert (r.returncode, r.stderr.decode().splitlines()[-1]) == \
+        (1, "memory file %s: in use by another process" % memfile)
+    assert os.stat(memfile).st_ino == inode
+    s.assert_clean_stop()
+    s = server_factory(*opt, "-m", "8")
+    with s.conn() as c:
+        c.call(b"get k\r\n", b"VALUE k 0 1\r\nx\r\nEND\r\n")
+
+
 @pytest.mark.parametrize("flags, message", [
     (["-o", "tier_policy=pmem"], "tier_policy=pmem needs a memory file"),
     (["-o", "tier_policy=cache"],
