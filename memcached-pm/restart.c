@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/settings.h"
+#include "storage/cache.h"
 #include "storage/clock.h"
 
 #define META_TAG    "main"
@@ -139,6 +140,13 @@ restart_meta_check(void)
         return;
     }
     f = fopen(path, "r");
+    if (f == NULL && cache_file_may_lack_meta(settings.memory_file)) {
+        /* an upgrade from a build that wrote the file alone */
+        fprintf(stderr, "[restart] no metadata save file; the memory file's "
+                "layout is older than them: its items are kept\n");
+        free(path);
+        return;
+    }
     if (f == NULL) {
         fprintf(stderr, "[restart] no metadata save file, starting with a "
                 "clean cache\n");

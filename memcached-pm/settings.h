@@ -272,6 +272,10 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       NULL, NONE, NULL)                                                     \
     X(memory_file_flush, STR, V(settings_flush_name()), 0, NULL, NULL,      \
       NONE, NULL)                                                           \
+    X(memory_file_max_downtime, U, C(memory_file_max_downtime), 0, NULL,    \
+      "memory_file_max_downtime", UINT(0, UINT_MAX, NULL), "seconds: a "    \
+      "memory file last written longer ago starts empty, its items "       \
+      "possibly stale (default: 0, no bound)")                              \
     X(worker_cpus, STR, V(placement_worker_cpus()), 0, NULL, "worker_cpus", \
       FN(placement_opt_worker_cpus), "pin worker threads round robin to "   \
       "these CPUs (Linux cpu-list syntax: 0-3,8)")                          \

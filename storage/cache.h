@@ -50,8 +50,14 @@ int  cache_init(struct cache_options *opts, unsigned nworkers);
  * flight. */
 void cache_shutdown(void);
 
-/* Once a second from the daemon's clock: expansion check, automove. */
+/* Once a second from the daemon's clock: expansion check, automove, and
+ * the memory file's note of when the server last ran. */
 void cache_tick(void);
+
+/* Under -e, with no <file>.meta: may the memory file at path come from a
+ * build that kept none (layout 2), rather than from one whose metadata an
+ * operator removed to start cold? */
+bool cache_file_may_lack_meta(const char *path);
 
 /*
  * Durability of the memory file (tier.h enum tier_durability), as stats

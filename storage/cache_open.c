@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct cache_priv cache_priv;
@@ -253,6 +254,7 @@ pmem_new_file(const struct cache_options *opts, struct tier *t,
         return -1;
     }
     ca->sb.epoch = (int64_t)clock_process_started();
+    ca->sb.alive_time = ca->sb.epoch;
     sblock_commit(&ca->sb);
     return 0;
 }
@@ -277,6 +279,53 @@ restart_clean(int st, const struct sblock_params *p)
     }
 }
 
+/* The file's downtime as start-up measured it, and whether it was over
+ * memory_file_max_downtime (recovery_downtime, recovery_discarded_stale). */
+static struct {
+    uint64_t    seconds;
+    bool        stale;
+} down;
+
+static int64_t
+wall_now(void)
+{
+    return (int64_t)time(NULL);
+}
+
+/* Seconds since the file was last written: the time its superblock says
+ * the server last ran, or for a layout 2 file, which does not keep it,
+ * the file's modification time. */
+static uint64_t
+file_downtime(const struct cache_options *opts)
+{
+    int64_t last = ca->sb.alive_time, now = wall_now();
+    struct stat st;
+
+    if (last == 0 && stat(opts->memory_file, &st) == 0) {
+        last = (int64_t)st.st_mtime;
+    }
+    return last <= 0 || now < last ? 0 : (uint64_t)(now - last);
+}
+
+/* A node down longer than the operator's bound missed the deletes and
+ * updates sent meanwhile (they failed, or went to another node): what it
+ * held may be stale, so it serves none of it. */
+static bool
+too_long_down(const struct cache_options *opts)
+{
+    down.seconds = file_downtime(opts);
+    if (opts->memory_file_max_downtime == 0 ||
+        down.seconds <= opts->memory_file_max_downtime) {
+        return false;
+    }
+    fprintf(stderr, "memory file %s: last written %llu s ago, more than "
+            "memory_file_max_downtime=%u: its items are discarded\n",
+            opts->memory_file, (unsigned long long)down.seconds,
+            opts->memory_file_max_downtime);
+    down.stale = true;
+    return true;
+}
+
 /*
  * Open the file's superblock: 1 when the file holds items to recover
  * (ca->sb loaded), 0 when it starts empty (new, or discarded as
@@ -296,7 +345,7 @@ pmem_superblock(const struct cache_options *opts, struct tier *t)
         st = sblock_load(t, tier_pmem_base(t), &p, &ca->sb, err, sizeof(err));
     }
     if (st == SBLOCK_OK) {
-        return 1;
+        return too_long_down(opts) ? pmem_new_file(opts, t, &p) : 1;
     }
     if (st == SBLOCK_INCOMPATIBLE || st == SBLOCK_CORRUPT) {
         if (opts->memory_file_restart) {
@@ -404,6 +453,7 @@ pmem_recover(struct cache_options *opts)
                 (double)ca->recovery.seconds / 1e6);
     }
     ca->sb.clean = false;
+    ca->sb.alive_time = wall_now();
     sblock_commit(&ca->sb);
     return 0;
 }
@@ -454,6 +504,7 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     int old;
 
     memset(ca, 0, sizeof(*ca));
+    memset(&down, 0, sizeof(down));
     ca->opts = opts;
     hash_use(opts->hash_algorithm);
     cas_init();
@@ -477,6 +528,8 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     if (old > 0 && pmem_recover(opts) != 0) {
         goto fail_lists;
     }
+    ca->recovery.downtime = down.seconds;
+    ca->recovery.discarded_stale = down.stale;
     if (ca->sb.tier != NULL) {
         pmem_serve();
     }
@@ -509,6 +562,7 @@ cache_shutdown(void)
         persist_set_sblock(NULL);
         cas_use_sblock(NULL);
         ca->sb.clean = true;
+        ca->sb.alive_time = wall_now();
         sblock_commit(&ca->sb);
         ca->sb.tier = NULL;
     }
@@ -531,6 +585,16 @@ cache_tick(void)
         assoc_maybe_expand(n);
     }
     mover_tick();
+    if (ca->sb.tier != NULL) {
+        /* how long the file was left alone, should the server die now */
+        sblock_set_alive(&ca->sb, wall_now());
+    }
+}
+
+bool
+cache_file_may_lack_meta(const char *path)
+{
+    return sblock_file_version(path) == SBLOCK_VERSION_PREV;
 }
 
 /* ---- administration --------------------------------------------------- */

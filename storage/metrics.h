@@ -155,6 +155,12 @@
     X(dropped_flushed,        GAUGE,   COUNT)                               \
     X(dropped_replaced,       GAUGE,   COUNT) /* an older live copy */      \
     X(checksummed,            GAUGE,   COUNT) /* the checksum pass ran */   \
+    X(downtime,               GAUGE,   COUNT) /* seconds from the file's  \
+                                                 last write to this start  \
+                                                 (0: not known) */          \
+    X(discarded_stale,        GAUGE,   COUNT) /* 1: down longer than      \
+                                                 memory_file_max_downtime, \
+                                                 the file started empty */  \
     X(threads,                GAUGE,   COUNT) /* scan and link threads */   \
     X(seconds,                GAUGE,   US)    /* all of it, of which: */    \
     X(scan_seconds,           GAUGE,   US)    /* pages read, pieces sorted */\

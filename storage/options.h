@@ -67,6 +67,9 @@ enum hash_algorithm {
                                                  and made anew */           \
     X(bool,        memory_file_fresh,  false) /* -e found no metadata: the \
                                                  file is made anew */       \
+    X(unsigned,    memory_file_max_downtime, 0) /* seconds: a file last  \
+                                                 written longer ago starts \
+                                                 empty (0: no bound) */     \
     X(const char *, memory_kind,       NULL)  /* "dax:<dir>" or "kmem":   \
                                                  a memkind heap for DRAM */ \
     X(bool,        prealloc,           false) /* -L */                      \

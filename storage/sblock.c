@@ -9,10 +9,12 @@
 
 #include "storage/crc.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SBLOCK_COPY_STRIDE  4096    /* one copy per page: msync is per page */
 #define SBLOCK_F_CAS        0x1u
@@ -36,7 +38,8 @@ struct sblock_disk {
     uint32_t    chunk_max;
     uint32_t    flags;          /* SBLOCK_F_* */
     uint32_t    item_max;
-    uint8_t     pad[36];
+    int64_t     alive_time;     /* layout 3; zero in layout 2 */
+    uint8_t     pad[28];
     uint32_t    crc;            /* crc_32c of everything above */
 };
 
@@ -60,7 +63,7 @@ to_disk(const struct sblock *sb, uint64_t generation, struct sblock_disk *d)
 {
     memset(d, 0, sizeof(*d));
     memcpy(d->magic, sblock_magic, sizeof(d->magic));
-    d->version = sb->version;
+    d->version = SBLOCK_VERSION;     /* a layout 2 file converts here */
     d->disk_size = sizeof(*d);
     d->generation = generation;
     d->file_size = sb->file_size;
@@ -73,6 +76,7 @@ to_disk(const struct sblock *sb, uint64_t generation, struct sblock_disk *d)
     d->classes_crc = sb->classes_crc;
     d->chunk_max = sb->chunk_max;
     d->item_max = sb->item_max;
+    d->alive_time = sb->alive_time;
     d->flags = (sb->use_cas ? SBLOCK_F_CAS : 0) |
                (sb->clean ? SBLOCK_F_CLEAN : 0);
     d->crc = disk_crc(d);
@@ -94,6 +98,7 @@ from_disk(const struct sblock_disk *d, struct sblock *sb)
     sb->flush_time = d->flush_time;
     sb->epoch = d->epoch;
     sb->clean = (d->flags & SBLOCK_F_CLEAN) != 0;
+    sb->alive_time = d->alive_time;
     sb->generation = d->generation;
 }
 
@@ -188,6 +193,15 @@ sblock_set_flush(struct sblock *sb, int64_t wall)
     pthread_mutex_unlock(&sblock_lock);
 }
 
+void
+sblock_set_alive(struct sblock *sb, int64_t wall)
+{
+    pthread_mutex_lock(&sblock_lock);
+    sb->alive_time = wall;
+    sblock_commit(sb);
+    pthread_mutex_unlock(&sblock_lock);
+}
+
 /* How one copy looks: absent, from another version, torn, or good. */
 enum copy_state { COPY_NONE, COPY_VERSION, COPY_TORN, COPY_GOOD };
 
@@ -197,7 +211,7 @@ copy_check(const struct sblock_disk *d)
     if (memcmp(d->magic, sblock_magic, sizeof(d->magic)) != 0) {
         return COPY_NONE;
     }
-    if (d->version != SBLOCK_VERSION) {
+    if (d->version != SBLOCK_VERSION && d->version != SBLOCK_VERSION_PREV) {
         return COPY_VERSION;
     }
     if (d->disk_size != sizeof(*d) || d->crc != disk_crc(d)) {
@@ -332,6 +346,26 @@ newest_copy(void *base, int *status, char *err, size_t errlen)
         *status = SBLOCK_CORRUPT;
     }
     return NULL;
+}
+
+uint32_t
+sblock_file_version(const char *path)
+{
+    _Alignas(struct sblock_disk) char buf[SBLOCK_COPY_STRIDE +
+                                          sizeof(struct sblock_disk)];
+    const struct sblock_disk *d;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int status;
+    char err[8];
+    bool whole;
+
+    if (fd < 0) {
+        return 0;
+    }
+    whole = pread(fd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf);
+    close(fd);
+    d = whole ? newest_copy(buf, &status, err, sizeof(err)) : NULL;
+    return d == NULL ? 0 : d->version;
 }
 
 int

@@ -22,7 +22,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SBLOCK_VERSION  2
+/*
+ * Layout versions.  A build reads its own and the one before it, and
+ * writes its own from the first commit on (the double-buffered commit
+ * makes that switch crash-safe: either copy is readable).
+ *   2  the item, chunk and page table layout of today
+ *   3  as 2, and the superblock keeps the time the server was last known
+ *      running (alive_time); under -e, <file>.meta is kept beside it
+ */
+#define SBLOCK_VERSION       3
+#define SBLOCK_VERSION_PREV  2
 #define SBLOCK_SIZE     8192    /* the reserve must be at least this */
 #define SBLOCK_REINIT   "-o memory_file_reinit"
 
@@ -64,6 +73,10 @@ struct sblock {
     int64_t         epoch;          /* wall-clock seconds of rel_time_t 0:
                                        the items' times count from it */
     bool            clean;          /* the last shutdown was clean */
+    int64_t         alive_time;     /* wall-clock seconds the server was
+                                       last known running: its stop, or
+                                       its last tick (0: not known, a
+                                       layout 2 file) */
     /* Bookkeeping. */
     uint64_t        generation;     /* of the copy last loaded/committed */
     struct tier    *tier;           /* persist() goes through it */
@@ -120,6 +133,14 @@ void sblock_commit(struct sblock *sb);
  * -C sequence counter alike.
  */
 void sblock_reserve_seq(struct sblock *sb, uint64_t seq);
+
+/* Record that the server runs at `wall` (seconds) and commit it.
+ * Thread-safe against sblock_reserve_seq. */
+void sblock_set_alive(struct sblock *sb, int64_t wall);
+
+/* The layout version of the newest good superblock copy of the file at
+ * path (read, not mapped), or 0 when it has none this build reads. */
+uint32_t sblock_file_version(const char *path);
 
 /*
  * Record a flush_all cut-off (wall-clock seconds) and commit it before

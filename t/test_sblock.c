@@ -5,6 +5,7 @@
  */
 #include "storage/sblock.h"
 
+#include "storage/crc.h"
 #include "storage/tier.h"
 #include "t/tap.h"
 
@@ -240,6 +241,63 @@ test_version_and_reinit(void)
     is_int(load(&params, &got), SBLOCK_EMPTY, "a wiped file is EMPTY");
 }
 
+/* Rewrite the copy holding generation g as the previous layout wrote
+ * it: its version, no alive_time (bytes 88-95), its crc (bytes 124-127
+ * over the 124 before). */
+static void
+as_previous(uint64_t g)
+{
+    char *c = base + (g & 1) * 4096;
+    uint32_t v = SBLOCK_VERSION_PREV, crc;
+
+    memcpy(c + 8, &v, 4);
+    memset(c + 88, 0, 8);
+    crc = crc_32c(0, c, 124);
+    memcpy(c + 124, &crc, 4);
+    tier_persist(t, c, 128);
+}
+
+static void
+test_previous_layout(void)
+{
+    struct sblock sb, got;
+
+    is_int(sblock_init_new(&sb, t, base, &params, err, sizeof(err)),
+           SBLOCK_OK, "a new superblock");
+    sblock_set_alive(&sb, 1234567);
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &got), SBLOCK_OK, "alive_time committed");
+    ok(got.version == SBLOCK_VERSION && got.alive_time == 1234567,
+       "read back with the layout version");
+    is_int(sblock_file_version(path), SBLOCK_VERSION,
+           "sblock_file_version reads the file");
+    as_previous(1);
+    as_previous(2);
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &got), SBLOCK_OK, "the previous layout loads");
+    ok(got.version == SBLOCK_VERSION_PREV && got.alive_time == 0 &&
+       got.generation == 2, "as it is: its version, no alive_time");
+    is_int(sblock_file_version(path), SBLOCK_VERSION_PREV,
+           "sblock_file_version says which");
+    got.alive_time = 99;
+    sblock_commit(&got);
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &sb), SBLOCK_OK, "the first commit converts");
+    ok(sb.version == SBLOCK_VERSION && sb.generation == 3 &&
+       sb.alive_time == 99, "to the current layout");
+    tear(3, 40);
+    ok(tier_pmem_crash(t), "crash");
+    is_int(load(&params, &sb), SBLOCK_OK, "a converting commit torn");
+    ok(sb.version == SBLOCK_VERSION_PREV && sb.generation == 2,
+       "leaves the previous layout's copy");
+    as_previous(2);
+    memcpy(base + 8, &(uint32_t){ SBLOCK_VERSION_PREV - 1 }, 4);
+    tier_persist(t, base, 128);
+    ok(tier_pmem_crash(t), "crash");
+    expect_incompatible(&params, "layout version");
+    is_int(sblock_file_version(path), 0, "older layouts are not read");
+}
+
 int
 main(void)
 {
@@ -263,6 +321,7 @@ main(void)
     test_incompatible();
     test_torn();
     test_version_and_reinit();
+    test_previous_layout();
     tier_destroy(&t);
     unlink(path);
     return done_testing();
