@@ -121,9 +121,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Files the tests make in /dev/shm (memory files, their .meta, memkind
-# directories) start with this; a run must leave none of them behind.
+# directories) start with this; a run must leave none of them behind.  The
+# run's own mark (shared with its pytest-xdist workers through the
+# environment) keeps a second run beside it from counting as its leftovers.
 SHM_DIR = "/dev/shm"
-SHM_PREFIX = "mcpm-"
+SHM_PREFIX = "mcpm-%s-" % os.environ.setdefault("MCPM_TEST_RUN",
+                                                uuid.uuid4().hex[:8])
 
 
 def shm_files():
@@ -625,7 +628,7 @@ class Server:
                                      for f in self.flags):
             return []           # the test chose its own tiers
         self.memory_file = os.path.join(MEMORY_FILE_DIR,
-                                        "mcpm-test-%d.pm" % self.port)
+                                        SHM_PREFIX + "test-%d.pm" % self.port)
         remove_memory_file(self.memory_file)
         opt = "memory_file=" + self.memory_file
         if TIER_POLICY:
@@ -844,7 +847,7 @@ def memfile():
     """A PMEM-tier memory file path under /dev/shm (tmpfs stands in for a
     DAX filesystem), unique per test; the file is removed after the test,
     so servers restarted on it within the test see their own file."""
-    path = new_memory_file("/dev/shm/mcpm-pmem-test-%s.pm"
+    path = new_memory_file(SHM_DIR + "/" + SHM_PREFIX + "pmem-%s.pm"
                            % uuid.uuid4().hex)
     yield path
     remove_memory_file(path)

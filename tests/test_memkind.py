@@ -16,6 +16,8 @@ import tempfile
 
 import pytest
 
+from conftest import SHM_DIR, SHM_PREFIX
+
 pytestmark = pytest.mark.mcpm
 
 MB = 1024 * 1024
@@ -24,7 +26,7 @@ MB = 1024 * 1024
 @pytest.fixture
 def kinddir():
     """An empty directory under /dev/shm, removed after the test."""
-    d = tempfile.mkdtemp(prefix="mcpm-memkind-", dir="/dev/shm")
+    d = tempfile.mkdtemp(prefix=SHM_PREFIX + "memkind-", dir=SHM_DIR)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
