@@ -566,12 +566,13 @@ class Server:
     """One server process; start() waits until `version` answers."""
 
     def __init__(self, binary, flags, reference, tls=None, env=None,
-                 preexec=None):
+                 preexec=None, port=None):
         self.binary = binary
         self.flags = list(flags)
         self.reference = reference
         self.proc = None
         self.port = None
+        self.fixed_port = port      # a node restarted where its pool knows it
         self.errfile = None
         self.returncode = None
         self.memory_file = None
@@ -594,7 +595,7 @@ class Server:
 
     def start(self):
         for attempt in range(3):
-            self.port = free_port()
+            self.port = self.fixed_port or free_port()
             self.errfile = tempfile.NamedTemporaryFile(
                 prefix="mcpm-err-", suffix=".log")
             cmd = [self.binary] + base_args(self.port) + self.flags
@@ -855,15 +856,17 @@ def memfile():
 
 @pytest.fixture
 def server_factory(binary, reference):
-    """start(*flags, tls=ctx, env=vars) -> Server; every server started is
-    stopped after.  With -Z, tls is the client context its connections use
-    (by default one that takes any certificate and shows none); env adds
-    to the server's environment; preexec runs in the child before exec
-    (limits)."""
+    """start(*flags, tls=ctx, env=vars, port=n) -> Server; every server
+    started is stopped after.  With -Z, tls is the client context its
+    connections use (by default one that takes any certificate and shows
+    none); env adds to the server's environment; preexec runs in the child
+    before exec (limits); port is the port to listen on (default: a free
+    one), and binary another build's server."""
     started = []
 
-    def start(*flags, tls=None, env=None, preexec=None):
-        s = Server(binary, flags, reference, tls, env, preexec)
+    def start(*flags, tls=None, env=None, preexec=None, port=None,
+              binary=binary):
+        s = Server(binary, flags, reference, tls, env, preexec, port)
         started.append(s)
         return s.start()
 

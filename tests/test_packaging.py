@@ -1,6 +1,7 @@
 """What packaging needs: the man page lists every option -h lists and
-renders without a groff warning, `make install` puts it in man1, and the
-systemd unit passes systemd-analyze."""
+renders without a groff warning, `make install` puts it in man1, the
+systemd units pass systemd-analyze and start the server their options
+files describe, and the twemproxy configuration for a pool is valid."""
 
 import os
 import re
@@ -10,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 PAGE = REPO / "doc" / "memcached-pm.1"
-UNIT = REPO / "contrib" / "memcached-pm.service"
+UNITS = [REPO / "contrib" / "memcached-pm.service",
+         REPO / "contrib" / "memcached-pm@.service"]
 
 
 def help_names(binary):
@@ -67,16 +71,89 @@ def test_make_install_puts_the_page_in_man1(binary, tmp_path):
     assert list(tmp_path.rglob("bin/memcached-pm"))
 
 
+def installed(unit, binary, tmp_path):
+    """The unit as `make install` would find it: systemd-analyze checks
+    that its server exists, so it names this build's."""
+    path = tmp_path / unit.name
+    path.write_text(unit.read_text().replace(
+        "/usr/local/bin/memcached-pm", os.path.abspath(binary)))
+    return path
+
+
 @pytest.mark.mcpm
-def test_systemd_unit_verifies():
+def test_systemd_units_verify(binary, tmp_path):
     assert shutil.which("systemd-analyze"), "systemd-analyze is missing"
-    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(UNIT)],
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no"] +
+                       [str(installed(u, binary, tmp_path)) for u in UNITS],
                        capture_output=True)
     assert r.returncode == 0 and r.stderr == b"", r.stderr
-    unit = UNIT.read_text()
-    for key in ("StateDirectory=memcached-pm", "Restart=on-failure",
-                "NoNewPrivileges=yes", "ProtectSystem=strict",
-                "PrivateTmp=yes"):
-        assert key in unit
-    conf = (REPO / "contrib" / "memcached-pm.conf").read_text()
-    assert "-e /var/lib/memcached-pm/items.pm" in conf
+    for unit in UNITS:
+        text = unit.read_text()
+        for key in ("StateDirectory=memcached-pm", "Restart=on-failure",
+                    "NoNewPrivileges=yes", "ProtectSystem=strict",
+                    "PrivateTmp=yes", "ExecStart=/usr/local/bin/memcached-pm",
+                    "EnvironmentFile=/etc/memcached-pm"):
+            assert key in text, (unit.name, key)
+        assert "sh -c" not in text
+
+
+def exec_start(unit, conf, instance, state):
+    """The command systemd runs for the unit: ExecStart with %i and %S
+    expanded, and the EnvironmentFile's variables (${NAME} one word,
+    $NAME split at white space)."""
+    line = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
+    env = dict(re.findall(r"^(\w+)=(.*)$", conf, re.M))
+    words = []
+    for w in line.replace("%i", instance).replace("%S", state).split():
+        m = re.fullmatch(r"\$(\{)?(\w+)(?(1)\})", w)
+        if m is None:
+            words.append(w)
+        elif m.group(1):
+            words.append(env[m.group(2)])
+        else:
+            words += env[m.group(2)].split()
+    return words
+
+
+@pytest.mark.mcpm
+@pytest.mark.parametrize("unit, conf, instance, settings", [
+    ("memcached-pm.service", "memcached-pm.conf", "",
+     {"maxconns": "1024", "num_threads": "4"}),
+    ("memcached-pm@.service", "memcached-pm-node.conf", "11211",
+     {"maxconns": "4096", "num_threads": "4",
+      "memory_file_max_downtime": "300"}),
+])
+def test_unit_starts_the_server_its_conf_describes(server_factory, tmp_path,
+                                                    unit, conf, instance,
+                                                    settings):
+    """What the unit runs with its shipped options file starts, with those
+    settings and its memory file in the StateDirectory (the port and -m
+    made this test's)."""
+    argv = exec_start((REPO / "contrib" / unit).read_text(),
+                      (REPO / "contrib" / conf).read_text(), instance,
+                      str(tmp_path))
+    assert argv[0] == "/usr/local/bin/memcached-pm"
+    args = argv[1:]
+    port = free_port()
+    args[args.index("-p") + 1] = str(port)
+    args[args.index("-m") + 1] = "8"
+    at = args.index("-l")           # the suite listens on 127.0.0.1 too
+    assert args.pop(at + 1) == "127.0.0.1"
+    args.pop(at)
+    state = tmp_path / "memcached-pm" / instance
+    state.mkdir(parents=True, exist_ok=True)     # systemd makes it
+    s = server_factory(*args, port=port)
+    st = s.stats("settings")
+    assert st["tcpport"] == str(port)
+    assert st["memory_file"] == str(state / "items.pm")
+    for name, want in settings.items():
+        assert st[name] == want, name
+    assert os.path.getsize(state / "items.pm") > 8 << 20
+
+
+@pytest.mark.mcpm
+def test_nutcracker_conf_is_valid():
+    r = subprocess.run(["nutcracker", "-t", "-c",
+                        str(REPO / "contrib" / "nutcracker.yml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "syntax is ok" in r.stderr, r.stderr
