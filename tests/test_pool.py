@@ -309,6 +309,56 @@ def call(server, req, expect):
         c.call(req, expect)
 
 
+PHP = r"""<?php
+require $argv[1] . '/pool_php_memcached.php';
+$servers = [];
+foreach (explode(',', $argv[3]) as $s) {
+    [$host, $port] = explode(':', $s);
+    $servers[] = [$host, (int)$port];
+}
+$mc = pool_client($servers);
+$n = (int)$argv[4];
+if ($argv[2] === 'fill') {
+    for ($i = 0; $i < $n; $i++) {
+        if (!$mc->set("pool:$i", "php$i")) {
+            fwrite(STDERR, "set pool:$i: " . $mc->getResultMessage() . "\n");
+            exit(1);
+        }
+    }
+}
+$out = [];
+for ($i = 0; $i < $n; $i++) {
+    $r = $mc->get("pool:$i", null, Memcached::GET_EXTENDED);
+    $out["pool:$i"] = $r === false ? null : [$r['value'], $r['cas']];
+}
+echo json_encode($out);
+"""
+
+
+def php(pool, what):
+    r = subprocess.run(
+        ["php", "-r", "?>" + PHP, "--", str(REPO / "contrib"), what,
+         ",".join("127.0.0.1:%d" % p for p in pool.ports), str(KEYS)],
+        capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def test_php_memcached_shares_pylibmcs_ring(server_factory):
+    """contrib's php-memcached settings put every key on the node
+    contrib's pylibmc settings look for it, and keep it there through a
+    crash."""
+    pool = Pool(server_factory, e=False)
+    want = php(pool, "fill")
+    assert len(want) == KEYS and None not in want.values()
+    shares = [int(n.stats()["curr_items"]) for n in pool.nodes]
+    assert sum(shares) == KEYS and min(shares) > KEYS // 10, shares
+    assert {k: [v, cas] for k, (_, v, cas) in ketama(pool, "read").items()} \
+        == want
+    pool.restart(1, "kill")
+    assert php(pool, "read") == want
+
+
 def test_node_down_longer_than_the_bound_starts_empty(server_factory,
                                                       memfile):
     bound = 3
