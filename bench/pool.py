@@ -3,7 +3,7 @@
 rolling upgrade, memcached-pm against Debian's memcached, side by side.
 
     /usr/bin/python3 bench/pool.py [--nodes 3] [--keys 20000]
-        [--after 4] [--servers mcpm,memcached,memcached-e]
+        [--after 4] [--db-ms 1] [--servers mcpm,memcached,memcached-e]
         [--layers proxy,ketama] [--scenarios kill,rolling,upgrade]
         [--out doc/pool]
 
@@ -11,7 +11,9 @@ N nodes on 127.0.0.1 behind twemproxy (nutcracker, contrib/nutcracker.yml)
 or reached directly through pylibmc's ketama (contrib/pool_pylibmc.py).
 Two cache-aside readers run side by side, one on Zipf-distributed keys
 (s = 1.0) and one on uniform keys: a hit is served, a miss or an error
-goes to the "database" and a miss sets the key again.  Per half second,
+goes to the "database" (--db-ms, 1 ms: a miss costs the reader that
+much, as a real one, and a node that fails fast cannot flood the counts)
+and a miss sets the key again.  Per half second,
 each counts requests, hits, misses and errors.  After two seconds of
 steady state, the event:
 
@@ -193,9 +195,10 @@ class Zipf:
 class Reader(threading.Thread):
     """A cache-aside reader counting per half second from t0."""
 
-    def __init__(self, mc, nkeys, dist, t0, stop):
+    def __init__(self, mc, nkeys, dist, t0, stop, db):
         super().__init__(daemon=True)
         self.mc, self.nkeys, self.t0, self.halt = mc, nkeys, t0, stop
+        self.db = db
         self.draw = Zipf(nkeys).draw if dist == "zipf" else \
             (lambda rng: rng.randrange(nkeys))
         self.buckets = {}       # index: [requests, hits, misses, errors]
@@ -213,11 +216,13 @@ class Reader(threading.Thread):
                 v = self.mc.get(k)
             except pylibmc.Error:
                 b[3] += 1                   # to the database, no set
+                time.sleep(self.db)
                 continue
             if v is not None:
                 b[1] += 1
                 continue
             b[2] += 1                       # a miss: database, then set
+            time.sleep(self.db)
             try:
                 self.mc.set(k, VALUE)
             except pylibmc.Error:
@@ -279,7 +284,8 @@ def run_one(kind, layer, scenario, args, tmp):
         stop = threading.Event()
         t0 = time.monotonic()
         readers = {d: Reader(client(layer, nodes, proxy), args.keys, d, t0,
-                             stop) for d in ("zipf", "uniform")}
+                             stop, args.db_ms / 1000)
+                   for d in ("zipf", "uniform")}
         for r in readers.values():
             r.start()
         time.sleep(STEADY)              # the steady state being measured
@@ -345,6 +351,7 @@ def main():
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--keys", type=int, default=20000)
     ap.add_argument("--after", type=float, default=4.0)
+    ap.add_argument("--db-ms", type=float, default=1.0)
     ap.add_argument("--servers", default="mcpm,memcached,memcached-e")
     ap.add_argument("--layers", default="proxy,ketama")
     ap.add_argument("--scenarios", default="kill,rolling,upgrade")

@@ -23,8 +23,9 @@ function pool_client(array $servers): Memcached
         // restarts instead of moving to a node that would serve them
         // stale once it is back
         Memcached::OPT_REMOVE_FAILED_SERVERS => false,
-        // retry a failed node after a second
-        Memcached::OPT_RETRY_TIMEOUT => 1,
+        // retry a failed node from the next second of the wall clock on
+        // (libmemcached counts whole seconds; its default is two)
+        Memcached::OPT_RETRY_TIMEOUT => 0,
         // milliseconds to connect and to wait on a reply
         Memcached::OPT_CONNECT_TIMEOUT => 100,
         Memcached::OPT_POLL_TIMEOUT => 400,

@@ -23,9 +23,11 @@ POOL_BEHAVIORS = {
     # no other node is handed keys it would serve stale once the node is
     # back.
     "remove_failed": 0,
-    # After a failure, try the node again one second on (libmemcached
-    # counts in whole seconds; its default is two).
-    "retry_timeout": 1,
+    # After a failure, try the node again as soon as libmemcached will:
+    # it counts in whole seconds of the wall clock, and 0 means "from the
+    # next second on" (its default, 2, costs a restarted node two to
+    # three seconds of errors however fast it is back).
+    "retry_timeout": 0,
     # Milliseconds to connect, and to wait on a reply: a node that is down
     # refuses at once, a hung one costs this much.
     "connect_timeout": 100,
