@@ -319,6 +319,9 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       "(SIGKILL) at the n-th flush once serving")                           \
     X(_, HIDE, C(hash_expand), 0, NULL, "no_hashexpand", OFF,               \
       "never grow the hash table")                                          \
+    X(_, HIDE, C(recovery_progress_ms), 0, NULL, "recovery_progress_ms",   \
+      UINT(1, 3600000, NULL), "with -v: milliseconds between the lines a "  \
+      "restart prints of its progress (default: 1000)")                     \
     X(_, HIDE, C(hash_bulk_move), 0, NULL, "hash_bulk_move",                \
       UINT(1, 1 << 20, NULL),                                               \
       "buckets moved per step of a hash table growth")                      \

@@ -429,6 +429,7 @@ pmem_recover(struct cache_options *opts)
         .check_crc = !ca->sb.clean,
         .use_cas = opts->use_cas,
         .hash_bulk_move = opts->hash_bulk_move,
+        .progress_ms = opts->recovery_progress_ms,
         .verbose = opts->verbose,
     };
 

@@ -87,6 +87,8 @@ enum hash_algorithm {
     X(unsigned,    hashpower,          16)                                  \
     X(bool,        hash_expand,        true)                                \
     X(unsigned,    hash_bulk_move,     1)                                   \
+    X(unsigned,    recovery_progress_ms, 1000) /* -v: between progress  \
+                                                 lines of a restart */      \
     X(unsigned,    lock_power,         0)     /* 0: from the workers */     \
     /* LRU, maintainer, crawler (runtime unless said) */                    \
     X(bool,        lru_segmented,      true)  /* HOT/WARM/COLD */           \

@@ -226,18 +226,35 @@ scan_chunk(struct worker *w, void *chunk, unsigned id)
     }
 }
 
-/* Progress on stderr in tenths, for a large file (256 pages in use,
- * 256 MB of items, take a noticeable moment to scan). */
+/* With -v, a line on stderr every progress_ms (a second) of the scan:
+ * pages read of the total, items linked so far (after a clean stop the
+ * scan links them; after a crash a later phase does) and their rate.
+ * Whichever scan thread finishes a page past the due time writes it. */
 static void
 note_progress(struct recovery *rc)
 {
     size_t done = __atomic_add_fetch(&rc->scanned, 1, __ATOMIC_RELAXED);
+    uint64_t now, due, every, linked = 0;
 
-    if (rc->p->verbose > 0 && rc->npages >= 256 &&
-        done * 10 / rc->npages != (done - 1) * 10 / rc->npages) {
-        fprintf(stderr, "recovery: scanned %zu of %zu pages\n", done,
-                rc->npages);
+    if (rc->p->verbose == 0) {
+        return;
     }
+    now = clock_mono_us();
+    due = __atomic_load_n(&rc->next_note_us, __ATOMIC_RELAXED);
+    every = (rc->p->progress_ms ? rc->p->progress_ms : 1000) * 1000ull;
+    if (now < due ||
+        !__atomic_compare_exchange_n(&rc->next_note_us, &due, now + every,
+                                     false, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED)) {
+        return;
+    }
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        linked += __atomic_load_n(&rc->w[i].linked, __ATOMIC_RELAXED);
+    }
+    fprintf(stderr, "recovery: scanned %zu of %zu pages, %llu items "
+            "linked, %.0f items/s\n", done, rc->npages,
+            (unsigned long long)linked,
+            (double)linked * 1e6 / (double)(now - rc->started_us + 1));
 }
 
 static void *
@@ -547,6 +564,9 @@ recover_run(struct tier *t, const struct recover_params *p,
     uint64_t start = clock_mono_us();
     int ret;
 
+    rc.started_us = start;
+    rc.next_note_us = start + (p->progress_ms ? p->progress_ms : 1000) *
+                              1000ull;
     memset(out, 0, sizeof(*out));
     out->checksummed = p->check_crc;
     out->threads = rc.nthreads;

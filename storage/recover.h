@@ -37,6 +37,7 @@ struct recover_params {
     unsigned    nthreads;       /* scan threads; 0 = one per CPU */
     unsigned    hash_bulk_move; /* for a hash table presized to fit */
     int         verbose;        /* > 0: progress on stderr */
+    unsigned    progress_ms;    /* between progress lines (0: 1000) */
 };
 
 /*

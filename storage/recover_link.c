@@ -114,7 +114,8 @@ unlink_scanned(struct worker *w, struct item *it)
     pthread_mutex_lock(&rc->unlink);
     link_unrecovered(sets, rc->nthreads, it, age_rank(rc, item_time(it)));
     pthread_mutex_unlock(&rc->unlink);
-    w->linked--;    /* counted by the scan thread; only the sum is read */
+    /* counted by the scan thread; only the sum is read */
+    __atomic_store_n(&w->linked, w->linked - 1, __ATOMIC_RELAXED);
 }
 
 /*
@@ -285,7 +286,7 @@ run_head(struct worker *w, const struct head *h)
     if (link_recovered(w->runs, h->it, age_rank(w->rc, h->time)) != 0) {
         w->oom = true;
     }
-    w->linked++;
+    __atomic_store_n(&w->linked, w->linked + 1, __ATOMIC_RELAXED);
 }
 
 /* The scan's link of a head (recover_link_push()): table, then runs. */

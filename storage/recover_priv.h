@@ -57,7 +57,9 @@ struct worker {
     struct lru_runs    *runs;       /* the COLD lists it rebuilds */
     struct head         ring[RING]; /* linked in the scan, RING behind */
     uint64_t            nring;      /* heads through the ring so far */
-    uint64_t            linked;     /* in the hash table and the runs */
+    uint64_t            linked;     /* in the hash table and the runs;
+                                       written by its thread alone, read
+                                       by the progress lines (relaxed) */
     uint64_t            torn, expired, flushed, replaced;
     bool                oom;
 };
@@ -77,6 +79,8 @@ struct recovery {
     uint32_t            seen_mask;  /* bit of a hash in seen */
     size_t              npieces;
     size_t              scanned;    /* pages, for progress */
+    uint64_t            started_us; /* clock_mono_us() at the start */
+    uint64_t            next_note_us;   /* the next progress line */
 };
 
 /* ---- recover.c -------------------------------------------------------- */

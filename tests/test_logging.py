@@ -270,8 +270,10 @@ def test_a_stuck_stderr_blocks_no_worker(binary):
 
 @pytest.mark.mcpm       # memcached's -e restart prints no progress
 def test_v_shows_recovery_progress(server_factory, memfile):
-    """With -v, a start on a memory file holding 256 MB of items or more
-    reports the scan in tenths, then what it recovered."""
+    """With -v, a start on a memory file reports its scan every
+    recovery_progress_ms (a second; 1 ms here, to see several lines on a
+    file of 300 pages): pages scanned of the total, items linked so far
+    and their rate; then what it recovered."""
     value = b"v" * (100 * 1024)
     s = server_factory("-e", memfile, "-m", "400")
     with s.conn(timeout=60) as c:
@@ -281,11 +283,18 @@ def test_v_shows_recovery_progress(server_factory, memfile):
                             for i in range(100)))
         c.sync()
     s.stop()
-    s = server_factory("-v", "-e", memfile, "-m", "400")
+    s = server_factory("-v", "-e", memfile, "-m", "400",
+                       "-o", "recovery_progress_ms=1")
     out = lines(s)
-    progress = [l for l in out if l.startswith("recovery: scanned ")]
-    assert len(progress) == 10, out
-    assert progress[-1].startswith("recovery: scanned %s of %s pages"
-                                   % ((progress[-1].split()[2],) * 2))
+    progress = [re.fullmatch(r"recovery: scanned (\d+) of (\d+) pages, "
+                             r"(\d+) items linked, (\d+) items/s", l)
+                for l in out if l.startswith("recovery: scanned ")]
+    assert progress and None not in progress, out
+    scanned = [int(m.group(1)) for m in progress]
+    linked = [int(m.group(3)) for m in progress]
+    total = int(progress[0].group(2))
+    assert scanned == sorted(scanned) and scanned[-1] <= total, out
+    assert linked == sorted(linked) and linked[-1] <= 3000, out
+    assert total >= 300
     assert any(re.match(r"memory file .*: recovered 3000 items from \d+ "
                         r"pages in [\d.]+ s", l) for l in out), out
