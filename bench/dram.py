@@ -11,7 +11,7 @@ Loads --items keys of --value-size bytes, --step at a time (mcload
 curr_items, the process's anonymous memory (RssAnon: what DRAM it holds
 beyond the file's pages), bytes of it per item, hash_power_level, and
 whether the table is growing.  Samples are also taken while a growth is
-under way, when one is.  With --memcached, Debian's memcached `-e <file>`
+under way, when one is, and once the last one has finished.  With --memcached, Debian's memcached `-e <file>`
 (its items in the file too) is loaded and sampled the same way.
 
 Environment: MCPM_BIN [build/memcached-pm/memcached-pm], MCLOAD_BIN
@@ -108,6 +108,12 @@ def run(name, argv, args, rows):
             loaded += n
             step += 1
             sample(name, proc, port, rows)
+        # and once the table has finished growing
+        deadline = time.monotonic() + 120
+        while stats(port).get("hash_is_expanding") == "1" and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        sample(name + " (settled)", proc, port, rows)
     finally:
         proc.terminate()
         proc.wait(60)
