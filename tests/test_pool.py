@@ -290,17 +290,26 @@ def ketama(pool, what):
     return json.loads(r.stdout)
 
 
-def test_ketama_pool_through_pylibmc(server_factory):
-    pool = Pool(server_factory, e=False)
+@pytest.mark.parametrize("upgrade", [False, True])
+def test_ketama_pool_through_pylibmc(server_factory, upgrade):
+    """Through SIGKILL of a node and a SIGTERM restart of each; or, from
+    the build before the last layout change, an upgrade of each node and
+    then the SIGKILL."""
+    pool = Pool(server_factory, e=False,
+                binary=prev_binary() if upgrade else None)
     want = ketama(pool, "fill")
     assert len(want) == KEYS
     assert {t for t, _, _ in want.values()} == {"bytes", "str", "int"}
     shares = [int(n.stats()["curr_items"]) for n in pool.nodes]
     assert sum(shares) == KEYS and min(shares) > KEYS // 10, shares
-    pool.restart(0, "kill")
-    assert ketama(pool, "read") == want
+    if not upgrade:
+        pool.restart(0, "kill")
+        assert ketama(pool, "read") == want
     for i in range(NODES):
         pool.restart(i, "term")
+        assert ketama(pool, "read") == want
+    if upgrade:
+        pool.restart(0, "kill")
         assert ketama(pool, "read") == want
 
 
