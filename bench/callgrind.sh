@@ -24,9 +24,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-MCPM_BIN=${MCPM_BIN:-$ROOT/memcached-pm/memcached-pm}
+MCPM_BIN=${MCPM_BIN:-$ROOT/build/memcached-pm/memcached-pm}
 MC_BIN=${MC_BIN:-/usr/bin/memcached}
-MCLOAD=${MCLOAD_BIN:-$ROOT/bench/mcload}
+MCLOAD=${MCLOAD_BIN:-$ROOT/build/bench/mcload}
 KEYS=${KEYS:-10000}
 REQUESTS=${REQUESTS:-20000}
 VALUE_SIZE=${VALUE_SIZE:-32}
@@ -36,8 +36,8 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     cat <<EOF
 usage: bench/callgrind.sh
 environment (defaults in brackets):
-  MCPM_BIN [memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
-  MCLOAD_BIN [bench/mcload]  KEYS [10000]  REQUESTS [20000]
+  MCPM_BIN [build/memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
+  MCLOAD_BIN [build/bench/mcload]  KEYS [10000]  REQUESTS [20000]
   VALUE_SIZE [32]  SETTLE [3] seconds between preload and measurement
 EOF
     exit 0

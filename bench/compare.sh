@@ -20,9 +20,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-MCPM_BIN=${MCPM_BIN:-$ROOT/memcached-pm/memcached-pm}
+MCPM_BIN=${MCPM_BIN:-$ROOT/build/memcached-pm/memcached-pm}
 MC_BIN=${MC_BIN:-/usr/bin/memcached}
-MCLOAD=${MCLOAD_BIN:-$ROOT/bench/mcload}
+MCLOAD=${MCLOAD_BIN:-$ROOT/build/bench/mcload}
 THREADS=${THREADS:-4}
 MEM=${MEM:-1024}
 ROUNDS=${ROUNDS:-3}
@@ -67,8 +67,8 @@ usage() {
     cat <<EOF
 usage: bench/compare.sh
 environment (defaults in brackets):
-  MCPM_BIN [memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
-  MCLOAD_BIN [bench/mcload]              THREADS [4] (-t for both)
+  MCPM_BIN [build/memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
+  MCLOAD_BIN [build/bench/mcload]              THREADS [4] (-t for both)
   MEM [1024] (-m for both)               ROUNDS [3] runs per side
   DURATION [10] seconds per run          CONNS [50]  KEYS [100000]
   VALUE_SIZE [32]  GET_RATIO [0.9]       GROWTH_KEYS [3000000]

@@ -26,9 +26,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-MCPM_BIN=${MCPM_BIN:-$ROOT/memcached-pm/memcached-pm}
+MCPM_BIN=${MCPM_BIN:-$ROOT/build/memcached-pm/memcached-pm}
 MC_BIN=${MC_BIN:-/usr/bin/memcached}
-MCLOAD=${MCLOAD_BIN:-$ROOT/bench/mcload}
+MCLOAD=${MCLOAD_BIN:-$ROOT/build/bench/mcload}
 THREADS=${THREADS:-4}
 MEM=${MEM:-1024}
 ROUNDS=${ROUNDS:-5}

@@ -13,7 +13,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-MCPM_BIN=${MCPM_BIN:-$ROOT/memcached-pm/memcached-pm}
+MCPM_BIN=${MCPM_BIN:-$ROOT/build/memcached-pm/memcached-pm}
 PREFETCH_KEYS=${PREFETCH_KEYS:-2000000}
 PREFETCH_MEM=${PREFETCH_MEM:-1024}
 export MCPM_BIN
@@ -22,7 +22,7 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     cat <<USAGE
 usage: bench/engines.sh
 environment (defaults in brackets):
-  MCPM_BIN [memcached-pm/memcached-pm]  MCLOAD_BIN [bench/mcload]
+  MCPM_BIN [build/memcached-pm/memcached-pm]  MCLOAD_BIN [build/bench/mcload]
   PREFETCH_KEYS [2000000]  PREFETCH_MEM [1024]
   and compare.sh's and kernel.sh's knobs (ROUNDS, DURATION, THREADS, ...)
 USAGE

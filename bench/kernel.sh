@@ -19,9 +19,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-MCPM_BIN=${MCPM_BIN:-$ROOT/memcached-pm/memcached-pm}
+MCPM_BIN=${MCPM_BIN:-$ROOT/build/memcached-pm/memcached-pm}
 MC_BIN=${MC_BIN:-/usr/bin/memcached}
-MCLOAD=${MCLOAD_BIN:-$ROOT/bench/mcload}
+MCLOAD=${MCLOAD_BIN:-$ROOT/build/bench/mcload}
 THREADS=${THREADS:-4}
 MEM=${MEM:-1024}
 KEYS=${KEYS:-100000}
@@ -36,8 +36,8 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     cat <<EOF
 usage: bench/kernel.sh
 environment (defaults in brackets):
-  MCPM_BIN [memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
-  MCLOAD_BIN [bench/mcload]  THREADS [4]  MEM [1024]  KEYS [100000]
+  MCPM_BIN [build/memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
+  MCLOAD_BIN [build/bench/mcload]  THREADS [4]  MEM [1024]  KEYS [100000]
   CONNS [50]  DURATION [10]  ROUNDS [3]  SERVER_CPU [1]  LOAD_CPU [0]
   PERF_DURATION [3] (the separate run that counts system calls)
 EOF

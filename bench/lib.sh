@@ -32,11 +32,12 @@ wait_ready() {
     die "server on port $port did not answer"
 }
 
-# Build only what is missing; a configured tree is assumed.
+# Build what is missing, as the README does (script/bootstrap, into
+# build/, where the defaults look).
 build_if_missing() {
     if [ ! -x "$MCPM_BIN" ] || [ ! -x "$MCLOAD" ]; then
-        echo "== building (make)"
-        make -C "$ROOT" >/dev/null
+        echo "== building (script/bootstrap: build/)"
+        bash "$ROOT/script/bootstrap" >/dev/null
     fi
     [ -x "$MCPM_BIN" ] || die "no server binary at $MCPM_BIN"
     [ -x "$MCLOAD" ] || die "no load generator at $MCLOAD"

@@ -46,9 +46,9 @@ else
     d_rss_items="1000000 10000000"
     d_mem=4096
 fi
-MCPM_BIN=${MCPM_BIN:-$ROOT/memcached-pm/memcached-pm}
+MCPM_BIN=${MCPM_BIN:-$ROOT/build/memcached-pm/memcached-pm}
 MC_BIN=${MC_BIN:-/usr/bin/memcached}
-MCLOAD=${MCLOAD_BIN:-$ROOT/bench/mcload}
+MCLOAD=${MCLOAD_BIN:-$ROOT/build/bench/mcload}
 THREADS=${THREADS:-4}
 MEM=${MEM:-$d_mem}
 ITEMS=${ITEMS:-$d_items}
@@ -79,8 +79,8 @@ usage() {
 usage: bench/pmem.sh
 environment (defaults in brackets; QUICK=1 changes the starred ones):
   QUICK [0] 1: 1M items, 1 round, 3 s runs, -m 1024, RSS_ITEMS 100k 1M
-  MCPM_BIN [memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
-  MCLOAD_BIN [bench/mcload]              THREADS [4] (-t for all)
+  MCPM_BIN [build/memcached-pm/memcached-pm]   MC_BIN [/usr/bin/memcached]
+  MCLOAD_BIN [build/bench/mcload]              THREADS [4] (-t for all)
   MEM* [4096] -m of the restart and DRAM-per-item servers
   ITEMS* [10000000] items of the restart part
   ITEM_PREFIX [k:] ITEM_SIZE [32]        keys <prefix><n>, value bytes
