@@ -55,6 +55,8 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM  # so that EXIT runs: the servers go too
 
 die() {
     echo "callgrind.sh: $*" >&2

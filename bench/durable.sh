@@ -77,6 +77,8 @@ cleanup() {
     rm -rf "$TMP" "$SHM" "$DISK"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM  # so that EXIT runs: the servers go too
 trap 'exit 130' INT TERM
 
 declare -A PID PORT

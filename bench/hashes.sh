@@ -43,6 +43,8 @@ cleanup() {
     rm -f "$OUT"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM  # so that EXIT runs: the servers go too
 
 # one_pair HASH_A HASH_B: both servers, ROUNDS rounds of A B B A.
 one_pair() {

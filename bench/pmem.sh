@@ -116,6 +116,8 @@ cleanup() {
     rm -rf "$TMP" "$SHM"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM  # so that EXIT runs: the servers go too
 trap 'exit 130' INT TERM
 
 die() {
