@@ -45,7 +45,6 @@ import argparse
 import bisect
 import os
 import random
-import re
 import signal
 import socket
 import subprocess
@@ -59,6 +58,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "contrib"))
 
 import pylibmc  # noqa: E402
+from nutcracker_conf import nutcracker_conf  # noqa: E402
 from pool_pylibmc import POOL_BEHAVIORS  # noqa: E402
 
 BUCKET = 0.5            # seconds per sample
@@ -138,16 +138,9 @@ class Node:
 class Proxy:
     def __init__(self, ports, tmp):
         self.port = free_port()
-        conf = open(os.path.join(ROOT, "contrib", "nutcracker.yml")).read()
-        conf = re.sub(r"listen: \S+", "listen: 127.0.0.1:%d" % self.port,
-                      conf)
-        servers = "".join("    - 127.0.0.1:%d:1 node-%d\n" % (p, i)
-                          for i, p in enumerate(ports))
-        conf = re.sub(r"(  servers:\n)(    - .*\n)+", r"\g<1>" + servers,
-                      conf)
         path = os.path.join(tmp, "nutcracker.yml")
         with open(path, "w") as f:
-            f.write(conf)
+            f.write(nutcracker_conf(self.port, ports))
         self.proc = subprocess.Popen(
             ["nutcracker", "-c", path, "-o", os.path.join(tmp, "nc.log"),
              "-a", "127.0.0.1", "-s", str(free_port())],

@@ -279,13 +279,6 @@ restart_clean(int st, const struct sblock_params *p)
     }
 }
 
-/* The file's downtime as start-up measured it, and whether it was over
- * memory_file_max_downtime (recovery_downtime, recovery_discarded_stale). */
-static struct {
-    uint64_t    seconds;
-    bool        stale;
-} down;
-
 static int64_t
 wall_now(void)
 {
@@ -313,16 +306,16 @@ file_downtime(const struct cache_options *opts)
 static bool
 too_long_down(const struct cache_options *opts)
 {
-    down.seconds = file_downtime(opts);
+    ca->downtime = file_downtime(opts);
     if (opts->memory_file_max_downtime == 0 ||
-        down.seconds <= opts->memory_file_max_downtime) {
+        ca->downtime <= opts->memory_file_max_downtime) {
         return false;
     }
     fprintf(stderr, "memory file %s: last written %llu s ago, more than "
             "memory_file_max_downtime=%u: its items are discarded\n",
-            opts->memory_file, (unsigned long long)down.seconds,
+            opts->memory_file, (unsigned long long)ca->downtime,
             opts->memory_file_max_downtime);
-    down.stale = true;
+    ca->stale = true;
     return true;
 }
 
@@ -505,7 +498,6 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     int old;
 
     memset(ca, 0, sizeof(*ca));
-    memset(&down, 0, sizeof(down));
     ca->opts = opts;
     hash_use(opts->hash_algorithm);
     cas_init();
@@ -529,8 +521,8 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     if (old > 0 && pmem_recover(opts) != 0) {
         goto fail_lists;
     }
-    ca->recovery.downtime = down.seconds;
-    ca->recovery.discarded_stale = down.stale;
+    ca->recovery.downtime = ca->downtime;
+    ca->recovery.discarded_stale = ca->stale;
     if (ca->sb.tier != NULL) {
         pmem_serve();
     }

@@ -23,6 +23,9 @@ struct cache_priv {
     struct sblock         sb;       /* the memory file's (sb.tier NULL:
                                        no file) */
     struct cache_recovery recovery; /* what start-up read back */
+    uint64_t              downtime; /* seconds since the file's last
+                                       write, as start-up measured it */
+    bool                  stale;    /* over memory_file_max_downtime */
 };
 
 extern struct cache_priv cache_priv;

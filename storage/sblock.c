@@ -184,22 +184,27 @@ sblock_reserve_seq(struct sblock *sb, uint64_t seq)
     pthread_mutex_unlock(&sblock_lock);
 }
 
-void
-sblock_set_flush(struct sblock *sb, int64_t wall)
+/* Set one of sb's wall-clock fields and commit, against the other
+ * commits made while serving. */
+static void
+set_time(struct sblock *sb, int64_t *field, int64_t wall)
 {
     pthread_mutex_lock(&sblock_lock);
-    sb->flush_time = wall;
+    *field = wall;
     sblock_commit(sb);
     pthread_mutex_unlock(&sblock_lock);
 }
 
 void
+sblock_set_flush(struct sblock *sb, int64_t wall)
+{
+    set_time(sb, &sb->flush_time, wall);
+}
+
+void
 sblock_set_alive(struct sblock *sb, int64_t wall)
 {
-    pthread_mutex_lock(&sblock_lock);
-    sb->alive_time = wall;
-    sblock_commit(sb);
-    pthread_mutex_unlock(&sblock_lock);
+    set_time(sb, &sb->alive_time, wall);
 }
 
 /* How one copy looks: absent, from another version, torn, or good. */

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import uuid
 
@@ -18,6 +19,9 @@ import pytest
 
 from conftest import (REPO, SHM_DIR, SHM_PREFIX, Conn, free_port,
                       new_memory_file, wait_for, wait_wall_clock)
+
+sys.path.insert(0, str(REPO / "bench"))
+from nutcracker_conf import nutcracker_conf  # noqa: E402
 
 PYTHON = "/usr/bin/python3"         # Debian's, with pylibmc
 NODES = 3
@@ -90,17 +94,8 @@ class Proxy:
 
     def __init__(self, ports, tmp_path):
         self.port = free_port()
-        conf = (REPO / "contrib" / "nutcracker.yml").read_text()
-        conf = re.sub(r"listen: \S+", "listen: 127.0.0.1:%d" % self.port,
-                      conf)
-        servers = "".join("    - 127.0.0.1:%d:1 node-%d\n" % (p, i)
-                          for i, p in enumerate(ports))
-        conf = re.sub(r"(  servers:\n)(    - .*\n)+", r"\g<1>" + servers,
-                      conf)
-        assert len(re.findall(r"^    - 127", conf, re.M)) == NODES and \
-            "listen: 127.0.0.1:%d\n" % self.port in conf, conf
         path = tmp_path / "nutcracker.yml"
-        path.write_text(conf)
+        path.write_text(nutcracker_conf(self.port, ports))
         self.log = tmp_path / "nutcracker.log"
         self.proc = subprocess.Popen(
             ["nutcracker", "-c", str(path), "-o", str(self.log),
