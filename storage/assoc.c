@@ -1,37 +1,44 @@
 /*
- * assoc.c: the chained hash table and its background expansion.
+ * assoc.c: the chained hash table, grown by linear hashing.
+ *
+ * A bucket is a 32-bit chunk id (chunkid.h) of its chain's first item;
+ * the chain goes on through item->h_next.  The table grows one bucket at a
+ * time, so that it always holds about ASSOC_LOAD items per bucket and its
+ * DRAM follows the item count instead of doubling:
+ *
+ *   buckets 0 .. n-1 | n .. n+split-1        n = 2^level
+ *   bucket of hv:    b = hv mod n, and hv mod 2n if b < split
+ *
+ * Splitting bucket `split` moves its items whose hash has bit n set to
+ * bucket split + n, then advances split (at n: level + 1, split 0, which
+ * names the same buckets).  The array is reserved once at its largest
+ * (2^32 buckets, 16 GiB of address space, none of it memory until used);
+ * the pages of buckets not yet in use cost nothing.
  *
  * State, and who may change it:
  *
- *   primary        bucket array, 2^hashpower heads    swap: all item locks
- *   old_table      2^(hashpower-1) heads, expanding   swap: all item locks
- *   hashpower      log2 of primary's size             swap: all item locks
- *   expanding      old_table still holds buckets      swap / expander
- *   expand_bucket  old buckets below it are moved     expander, under the
- *                                                     item lock of the
- *                                                     bucket it moves
- *   bucket chains  item->h_next                       the bucket's item lock
+ *   shape          level << 32 | split        the expander, under the item
+ *                                             lock of the bucket it splits
+ *   bucket chains  slot and item->h_next      the bucket's item lock
  *
- * A reader holds the item lock of its key, i.e. of old bucket
- * ob = hv & oldmask.  The expander moves ob and advances expand_bucket past
- * it under that same lock, so what the reader sees of expand_bucket is
- * either before the move (ob >= expand_bucket: old table) or after it
- * (ob < expand_bucket: new table), never in between.  That is why plain
- * relaxed atomic loads are enough on every locked path; the atomics only
- * serve the lock-free readers (stats, the prefetch hint).
+ * A bucket's index for hv changes only when that very bucket is split,
+ * and buckets b and b + n share b's item lock (the lock power is below
+ * the table's), so a caller holding lock(hv) sees a shape either before
+ * or after its bucket's split, never in between, whatever other splits
+ * run meanwhile.  Lock-free readers (assoc_peek, the prefetch walk) rely
+ * on the stripe's count (locks.h), which every split moves.
  *
- * The expander thread holds maint_lock for a whole expansion and lets go
- * only while it waits for work.  assoc_walk() takes it too, so a walk waits
- * for a running expansion and holds the next one off; assoc_maybe_expand()
- * only trylocks it.  Lock order: maint_lock, then item locks.
+ * The expander thread holds maint_lock while it splits and lets go while
+ * it waits for work; assoc_walk() takes it too, so a walk sees one shape.
+ * Lock order: maint_lock, then item locks.
  */
 #include "storage/assoc.h"
 
+#include "storage/affinity.h"
+#include "storage/chunkid.h"
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/locks.h"
-#include "storage/quiesce.h"
-#include "storage/affinity.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -46,17 +53,19 @@
 #define ASSOC_POWER_MAX     32
 #define BUSY_YIELDS         64          /* then sleep between trylocks */
 #define BUSY_SLEEP_NS       (200 * 1000)
+/* Buckets past this many are backed by 2 MB pages where the kernel
+ * allows: a lookup in a large table misses the TLB as well as the cache.
+ * Below it, 4 KB pages keep a small table small. */
+#define HUGE_FROM           ((uint64_t)1 << 23)
 
-static struct item **_Atomic primary;
-static struct item **_Atomic old_table;
-static _Atomic unsigned hashpower;
-static atomic_bool expanding;
-static _Atomic uint64_t expand_bucket;
+static uint32_t *table;
+static uint64_t reserved;               /* buckets the mapping holds */
+static _Atomic uint64_t shape;
+static atomic_bool splitting;           /* the expander is behind */
 static unsigned bulk_move;
 
 static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t maint_cond = PTHREAD_COND_INITIALIZER;
-static bool want_expand;                /* maint_lock */
 static uint64_t want_items;             /* maint_lock */
 static atomic_bool stop_thread;
 static bool thread_running;             /* start/stop callers only */
@@ -64,16 +73,38 @@ static pthread_t expander;
 
 #define RELAXED memory_order_relaxed
 
-static inline uint64_t
-hashsize(unsigned power)
+static inline unsigned
+level_of(uint64_t s)
 {
-    return (uint64_t)1 << power;
+    return (unsigned)(s >> 32);
 }
 
 static inline uint64_t
-hashmask(unsigned power)
+split_of(uint64_t s)
 {
-    return hashsize(power) - 1;
+    return (uint32_t)s;
+}
+
+static inline uint64_t
+buckets_of(uint64_t s)
+{
+    return ((uint64_t)1 << level_of(s)) + split_of(s);
+}
+
+static inline uint64_t
+bucket_index(uint32_t hv, uint64_t s)
+{
+    uint64_t n = (uint64_t)1 << level_of(s);
+    uint64_t b = hv & (n - 1);
+
+    return b < split_of(s) ? hv & (2 * n - 1) : b;
+}
+
+/* Buckets wanted for n items: ASSOC_LOAD_X2 / 2 items a bucket. */
+static inline uint64_t
+buckets_for(uint64_t n)
+{
+    return n * 2 / ASSOC_LOAD_X2;
 }
 
 /*
@@ -88,71 +119,61 @@ key_of(const struct item *it)
 }
 
 /* The slot holding hv's chain; the caller holds locks_lock(hv). */
-static struct item **
-bucket_for(uint32_t hv)
+static inline uint32_t *
+slot_for(uint32_t hv)
 {
-    unsigned power = atomic_load_explicit(&hashpower, RELAXED);
-    uint64_t ob;
-
-    if (atomic_load_explicit(&expanding, RELAXED)) {
-        ob = hv & hashmask(power - 1);
-        if (ob >= atomic_load_explicit(&expand_bucket, RELAXED)) {
-            return &atomic_load_explicit(&old_table, RELAXED)[ob];
-        }
-    }
-    return &atomic_load_explicit(&primary, RELAXED)[hv & hashmask(power)];
+    return &table[bucket_index(hv, atomic_load_explicit(&shape, RELAXED))];
 }
 
-#define HUGE_PAGE ((uintptr_t)2 << 20)
-
-/*
- * A zeroed table of n buckets.  A large one asks for transparent huge
- * pages: a lookup on a big table is a TLB miss as well as a cache miss,
- * and 2 MB pages take most of the TLB misses away.  The hint may be
- * refused (THP off); nothing else changes.
- */
-static struct item **
-table_calloc(uint64_t n)
+static inline struct item *
+item_at(uint32_t id)
 {
-    struct item **t = calloc((size_t)n, sizeof(*t));
-    uintptr_t lo, hi;
+    return chunkid_ptr(id);
+}
 
-    if (t == NULL || n * sizeof(*t) < 2 * HUGE_PAGE) {
-        return t;
+/* Reserve the largest table the address space allows, down to `least`
+ * buckets. */
+static uint32_t *
+table_reserve(uint64_t least, uint64_t *n)
+{
+    for (uint64_t want = (uint64_t)1 << ASSOC_POWER_MAX; want >= least;
+         want /= 2) {
+        void *t = mmap(NULL, want * sizeof(uint32_t),
+                       PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+        if (t != MAP_FAILED) {
+            if (want > HUGE_FROM) {
+                madvise((char *)t + HUGE_FROM * sizeof(uint32_t),
+                        (want - HUGE_FROM) * sizeof(uint32_t),
+                        MADV_HUGEPAGE);
+            }
+            *n = want;
+            return t;
+        }
     }
-    lo = ((uintptr_t)t + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    hi = ((uintptr_t)t + n * sizeof(*t)) & ~(HUGE_PAGE - 1);
-    if (hi > lo) {
-        madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-    }
-    return t;
+    return NULL;
 }
 
 int
 assoc_init(unsigned power, unsigned bulk)
 {
-    struct item **table;
-
     if (power == 0) {
         power = ASSOC_POWER_DEFAULT;
     }
-    /* Each stripe must cover whole buckets of the old and new table. */
-    if (atomic_load(&primary) != NULL || power > ASSOC_POWER_MAX ||
-        locks_power() == 0 || power <= locks_power() ||
-        hashsize(power) > SIZE_MAX / sizeof(*table)) {
+    /* Each stripe must cover whole buckets of every shape. */
+    if (table != NULL || power > ASSOC_POWER_MAX || locks_power() == 0 ||
+        power <= locks_power()) {
         return -1;
     }
-    table = table_calloc(hashsize(power));
+    table = table_reserve((uint64_t)1 << power, &reserved);
     if (table == NULL) {
         return -1;
     }
-    atomic_store(&old_table, NULL);
-    atomic_store(&expand_bucket, 0);
-    atomic_store(&expanding, false);
-    atomic_store(&hashpower, power);
-    atomic_store(&primary, table);
+    atomic_store(&shape, (uint64_t)power << 32);
+    atomic_store(&splitting, false);
     bulk_move = bulk > 0 ? bulk : 1;
-    want_expand = false;
+    want_items = 0;
     return 0;
 }
 
@@ -160,18 +181,38 @@ void
 assoc_destroy(void)
 {
     assoc_thread_stop();
-    free(atomic_load(&primary));
-    free(atomic_load(&old_table));
-    atomic_store(&primary, NULL);
-    atomic_store(&old_table, NULL);
-    atomic_store(&expanding, false);
-    atomic_store(&hashpower, 0);
+    if (table != NULL) {
+        munmap(table, reserved * sizeof(uint32_t));
+    }
+    table = NULL;
+    reserved = 0;
+    atomic_store(&shape, 0);
+    atomic_store(&splitting, false);
+}
+
+void
+assoc_presize(uint64_t items)
+{
+    uint64_t n = buckets_for(items), s = atomic_load(&shape);
+    unsigned level = level_of(s);
+
+    if (n > reserved) {
+        n = reserved;
+    }
+    if (n <= buckets_of(s)) {
+        return;
+    }
+    while (level < ASSOC_POWER_MAX && ((uint64_t)2 << level) <= n) {
+        level++;
+    }
+    s = (uint64_t)level << 32 | (n - ((uint64_t)1 << level));
+    atomic_store(&shape, s);
 }
 
 struct item *
 assoc_find(const char *key, size_t nkey, uint32_t hv)
 {
-    struct item *it = *bucket_for(hv);
+    struct item *it = item_at(*slot_for(hv));
 
     for (; it != NULL; it = it->h_next) {
         if (it->nkey == nkey && memcmp(key_of(it), key, nkey) == 0) {
@@ -206,19 +247,16 @@ peek_key_is(const struct item *it, const char *key, size_t nkey,
 struct item *
 assoc_peek(const char *key, size_t nkey, uint32_t hv, uint32_t seq, bool *ok)
 {
-    unsigned power = atomic_load_explicit(&hashpower, memory_order_acquire);
-    struct item **table = atomic_load_explicit(&primary,
-                                               memory_order_acquire);
-    struct item *it;
+    uint64_t s = atomic_load_explicit(&shape, memory_order_acquire);
+    uint32_t id = __atomic_load_n(&table[bucket_index(hv, s)],
+                                  __ATOMIC_RELAXED);
+    struct item *it = chunkid_peek(id);
 
     *ok = false;
-    if (atomic_load_explicit(&expanding, memory_order_acquire)) {
-        return NULL;
-    }
-    it = __atomic_load_n(&table[hv & hashmask(power)], __ATOMIC_RELAXED);
     for (unsigned hops = 0; locks_seq_same(hv, seq); hops++) {
         if (it == NULL) {
-            *ok = true;
+            /* an empty bucket, or an id gone stale: the count says */
+            *ok = id == 0 || hops > 0;
             return NULL;
         }
         if (hops == PEEK_CHAIN_MAX) {
@@ -239,21 +277,22 @@ assoc_peek(const char *key, size_t nkey, uint32_t hv, uint32_t seq, bool *ok)
 void
 assoc_insert(struct item *it, uint32_t hv)
 {
-    struct item **slot = bucket_for(hv);
+    uint32_t *slot = slot_for(hv);
 
-    it->h_next = *slot;
-    *slot = it;
+    it->h_next = item_at(*slot);
+    __atomic_store_n(slot, chunkid_of(it), __ATOMIC_RELAXED);
 }
 
 void
 assoc_insert_shared(struct item *it, uint32_t hv)
 {
-    struct item **slot = bucket_for(hv);
-    struct item *head = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    uint32_t *slot = slot_for(hv);
+    uint32_t head = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    uint32_t id = chunkid_of(it);
 
     do {
-        it->h_next = head;
-    } while (!__atomic_compare_exchange_n(slot, &head, it, true,
+        it->h_next = item_at(head);
+    } while (!__atomic_compare_exchange_n(slot, &head, id, true,
                                           __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
 }
@@ -261,49 +300,24 @@ assoc_insert_shared(struct item *it, uint32_t hv)
 void
 assoc_delete(const char *key, size_t nkey, uint32_t hv)
 {
-    struct item **pp = bucket_for(hv);
-    struct item *it;
+    uint32_t *slot = slot_for(hv);
+    struct item *it = item_at(*slot), *prev = NULL;
 
-    for (; (it = *pp) != NULL; pp = &it->h_next) {
+    for (; it != NULL; prev = it, it = it->h_next) {
         if (it->nkey == nkey && memcmp(key_of(it), key, nkey) == 0) {
-            *pp = it->h_next;
+            if (prev == NULL) {
+                __atomic_store_n(slot, chunkid_of(it->h_next),
+                                 __ATOMIC_RELAXED);
+            } else {
+                prev->h_next = it->h_next;
+            }
             it->h_next = NULL;
             return;
         }
     }
 }
 
-/* ---- expansion ------------------------------------------------------- */
-
-/*
- * Make a table twice the size of primary.  It is allocated before any lock
- * is taken, so workers wait only for the pointer swap (locking every stripe
- * is the cost: a few hundred microseconds at 2^15 stripes).
- */
-static int
-swap_tables(void)
-{
-    unsigned power = atomic_load(&hashpower);
-    struct item **table;
-
-    if (power >= ASSOC_POWER_MAX ||
-        hashsize(power + 1) > SIZE_MAX / sizeof(*table)) {
-        return -1;
-    }
-    table = table_calloc(hashsize(power + 1));
-    if (table == NULL) {
-        return -1;
-    }
-    locks_lock_all();
-    /* Store order matters for assoc_bucket_hint(), see there. */
-    atomic_store(&old_table, atomic_load(&primary));
-    atomic_store(&expand_bucket, 0);
-    atomic_store(&primary, table);
-    atomic_store(&hashpower, power + 1);
-    atomic_store(&expanding, true);
-    locks_unlock_all();
-    return 0;
-}
+/* ---- growth ----------------------------------------------------------- */
 
 /*
  * Trylock with backoff, as memcached does; gives up when asked to stop so
@@ -328,70 +342,79 @@ lock_bucket(uint64_t b)
     return true;
 }
 
-/* Rehash old bucket b into primary; the caller holds its item lock. */
+/* Move the items of bucket s (level shape s) whose hash has bit n set to
+ * bucket s + n; the caller holds its item lock. */
 static void
-move_bucket(uint64_t b)
+split_bucket(uint64_t s)
 {
-    struct item **old = atomic_load_explicit(&old_table, RELAXED);
-    struct item **table = atomic_load_explicit(&primary, RELAXED);
-    uint64_t mask = hashmask(atomic_load_explicit(&hashpower, RELAXED));
-    struct item *it, *next;
-    uint64_t nb;
+    uint64_t b = split_of(s), n = (uint64_t)1 << level_of(s);
+    struct item *it = item_at(table[b]), *next;
+    struct item *lo = NULL, *hi = NULL, **lt = &lo, **ht = &hi;
 
-    for (it = old[b]; it != NULL; it = next) {
+    for (; it != NULL; it = next) {
         next = it->h_next;
-        nb = hash_key(key_of(it), it->nkey) & mask;
-        it->h_next = table[nb];
-        table[nb] = it;
+        if (hash_key(key_of(it), it->nkey) & n) {
+            *ht = it;
+            ht = &it->h_next;
+        } else {
+            *lt = it;
+            lt = &it->h_next;
+        }
     }
-    old[b] = NULL;
+    *lt = *ht = NULL;
+    __atomic_store_n(&table[b], chunkid_of(lo), __ATOMIC_RELAXED);
+    __atomic_store_n(&table[b + n], chunkid_of(hi), __ATOMIC_RELAXED);
 }
 
-/* No reader picks the old table once expand_bucket has passed the end. */
-static void
-finish_expansion(void)
+static uint64_t
+next_shape(uint64_t s)
 {
-    struct item **old = atomic_load(&old_table);
+    uint64_t split = split_of(s) + 1;
+    unsigned level = level_of(s);
 
-    atomic_store(&expanding, false);
-    atomic_store(&old_table, NULL);
-    quiesce_wait();         /* a walk may still read the old slots */
-    free(old);
+    if (split == (uint64_t)1 << level) {
+        return (uint64_t)(level + 1) << 32;
+    }
+    return (uint64_t)level << 32 | split;
 }
 
-/* Move old buckets until done or stopped; resumes where it left off. */
-static void
-migrate(void)
+/* May the table take one more bucket? */
+static bool
+can_grow(uint64_t s)
 {
-    uint64_t n = hashsize(atomic_load(&hashpower) - 1);
-    uint64_t b = atomic_load(&expand_bucket);
-    uint64_t end;
+    return level_of(s) < ASSOC_POWER_MAX && buckets_of(s) < reserved;
+}
 
-    while (b < n) {
-        end = b + bulk_move < n ? b + bulk_move : n;
-        for (; b < end; b++) {
+/* Split buckets until the table fits want_items or a stop is asked for;
+ * maint_lock held. */
+static void
+grow(void)
+{
+    uint64_t s = atomic_load(&shape);
+
+    atomic_store(&splitting, true);
+    while (can_grow(s) && buckets_of(s) < buckets_for(want_items)) {
+        for (unsigned i = 0; i < bulk_move && can_grow(s) &&
+                             buckets_of(s) < buckets_for(want_items); i++) {
+            uint64_t b = split_of(s);
+
+            /* the new bucket's page is faulted in before the lock */
+            __atomic_store_n(&table[b + ((uint64_t)1 << level_of(s))], 0,
+                             __ATOMIC_RELAXED);
             if (!lock_bucket(b)) {
+                atomic_store(&splitting, false);
                 return;
             }
-            move_bucket(b);
-            /* Published before the unlock: see the top of the file. */
-            atomic_store(&expand_bucket, b + 1);
+            split_bucket(s);
+            s = next_shape(s);
+            atomic_store_explicit(&shape, s, memory_order_release);
             locks_unlock((uint32_t)b);
         }
         if (atomic_load(&stop_thread)) {
-            return;
+            break;
         }
     }
-    finish_expansion();
-}
-
-/* Another doubling only if the item count asked for still calls for it. */
-static bool
-still_wanted(void)
-{
-    unsigned power = atomic_load(&hashpower);
-
-    return power < ASSOC_POWER_MAX && want_items > hashsize(power) * 3 / 2;
+    atomic_store(&splitting, false);
 }
 
 static void *
@@ -400,15 +423,11 @@ expander_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&maint_lock);
     while (!atomic_load(&stop_thread)) {
-        if (atomic_load(&expanding)) {
-            migrate();
+        uint64_t s = atomic_load(&shape);
+
+        if (can_grow(s) && buckets_of(s) < buckets_for(want_items)) {
+            grow();
             continue;
-        }
-        if (want_expand) {
-            want_expand = false;
-            if (still_wanted() && swap_tables() == 0) {
-                continue;
-            }
         }
         pthread_cond_wait(&maint_cond, &maint_lock);
     }
@@ -422,7 +441,7 @@ assoc_thread_start(void)
     if (thread_running) {
         return 0;
     }
-    if (atomic_load(&primary) == NULL) {
+    if (table == NULL) {
         return -1;
     }
     atomic_store(&stop_thread, false);
@@ -452,16 +471,15 @@ assoc_thread_stop(void)
 void
 assoc_maybe_expand(uint64_t curr_items)
 {
-    unsigned power = atomic_load_explicit(&hashpower, RELAXED);
+    uint64_t s = atomic_load_explicit(&shape, RELAXED);
 
-    if (power >= ASSOC_POWER_MAX || curr_items <= hashsize(power) * 3 / 2) {
+    if (!can_grow(s) || buckets_of(s) >= buckets_for(curr_items)) {
         return;
     }
-    /* Busy means an expansion or a walk is running: ask again later. */
+    /* Busy means a growth or a walk is running: ask again later. */
     if (pthread_mutex_trylock(&maint_lock) != 0) {
         return;
     }
-    want_expand = true;
     want_items = curr_items;
     pthread_cond_signal(&maint_cond);
     pthread_mutex_unlock(&maint_lock);
@@ -472,107 +490,56 @@ void
 assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
             uint64_t *hash_is_expanding)
 {
-    unsigned power = atomic_load(&hashpower);
-    bool exp = atomic_load(&expanding);
-    uint64_t bytes = hashsize(power) * sizeof(void *);
+    uint64_t s = atomic_load(&shape);
 
-    /* Both tables are allocated until the move ends, as memcached counts. */
-    if (exp && power > 0) {
-        bytes += hashsize(power - 1) * sizeof(void *);
-    }
-    *hash_power_level = power;
-    *hash_bytes = power > 0 ? bytes : 0;
-    *hash_is_expanding = exp;
+    *hash_power_level = level_of(s);
+    *hash_bytes = table != NULL ? buckets_of(s) * sizeof(uint32_t) : 0;
+    *hash_is_expanding = atomic_load(&splitting);
 }
 
-/*
- * Lock-free and may see a swap half done, so it takes care to stay in
- * bounds: hashpower is stored after primary and old_table (all seq_cst), so
- * a power read first never exceeds the tables read after it.  The slot may
- * belong to a table that is being freed; callers only prefetch it.
- */
+uint64_t
+assoc_buckets(void)
+{
+    return table != NULL ? buckets_of(atomic_load(&shape)) : 0;
+}
+
+/* Lock-free: the slot is always inside the mapping, which lives as long
+ * as the table. */
 const void *
 assoc_bucket_hint(uint32_t hv)
 {
-    unsigned power = atomic_load(&hashpower);
-    struct item **table = atomic_load(&primary);
-    struct item **old = atomic_load(&old_table);
-    uint64_t ob;
-
-    if (power == 0 || table == NULL) {
+    if (table == NULL) {
         return NULL;
     }
-    if (old != NULL && atomic_load_explicit(&expanding, RELAXED)) {
-        ob = hv & hashmask(power - 1);
-        if (ob >= atomic_load_explicit(&expand_bucket, RELAXED)) {
-            return &old[ob];
-        }
-    }
-    return &table[hv & hashmask(power)];
+    return &table[bucket_index(hv, atomic_load_explicit(&shape, RELAXED))];
 }
 
-/* ---- walk ------------------------------------------------------------ */
-
-static int
-walk_chain(struct item *it, int (*fn)(struct item *, void *), void *ctx)
+const struct item *
+assoc_hint_head(const void *hint)
 {
-    struct item *next;
-    int rc;
-
-    for (; it != NULL; it = next) {
-        next = it->h_next;
-        rc = fn(it, ctx);
-        if (rc != 0) {
-            return rc;
-        }
-    }
-    return 0;
+    return chunkid_peek(__atomic_load_n((const uint32_t *)hint,
+                                        __ATOMIC_RELAXED));
 }
 
-/*
- * Old bucket b's items are either still in old[b] or were split into new
- * buckets b and b + n; all three share b's item lock.
- */
-static int
-walk_bucket(uint64_t b, uint64_t n, bool exp,
-            int (*fn)(struct item *, void *), void *ctx)
-{
-    struct item **table = atomic_load_explicit(&primary, RELAXED);
-    int rc;
+/* ---- walk ------------------------------------------------------------- */
 
-    if (!exp) {
-        return walk_chain(table[b], fn, ctx);
-    }
-    if (b >= atomic_load_explicit(&expand_bucket, RELAXED)) {
-        return walk_chain(atomic_load(&old_table)[b], fn, ctx);
-    }
-    rc = walk_chain(table[b], fn, ctx);
-    return rc != 0 ? rc : walk_chain(table[b + n], fn, ctx);
-}
-
-/*
- * Under maint_lock the table shape cannot change: no swap, no move.  When
- * an expansion was left half done by assoc_thread_stop(), the walk covers
- * both tables through walk_bucket().
- */
+/* Under maint_lock the shape cannot change. */
 void
 assoc_walk(int (*fn)(struct item *it, void *ctx), void *ctx)
 {
-    unsigned power;
-    bool exp;
-    uint64_t n, b;
+    uint64_t n;
     int rc = 0;
 
     pthread_mutex_lock(&maint_lock);
-    power = atomic_load(&hashpower);
-    exp = atomic_load(&expanding);
-    n = exp ? hashsize(power - 1) : hashsize(power);
-    if (atomic_load(&primary) == NULL) {
-        n = 0;
-    }
-    for (b = 0; b < n && rc == 0; b++) {
+    n = table != NULL ? buckets_of(atomic_load(&shape)) : 0;
+    for (uint64_t b = 0; b < n && rc == 0; b++) {
+        struct item *it, *next;
+
         locks_lock((uint32_t)b);
-        rc = walk_bucket(b, n, exp, fn, ctx);
+        for (it = item_at(table[b]); it != NULL && rc == 0; it = next) {
+            next = it->h_next;
+            rc = fn(it, ctx);
+        }
         locks_unlock((uint32_t)b);
     }
     pthread_mutex_unlock(&maint_lock);

@@ -1,13 +1,13 @@
 /*
  * assoc.h: the chained hash table that indexes items, kept in DRAM.
  *
- * An array of 2^n bucket heads; items chain through item->h_next.  When
- * cache_tick() sees more than 1.5 items per bucket it wakes the expander
- * thread, which takes every item lock (locks_lock_all(), a few hundred
- * microseconds), allocates a table twice the size, makes it primary and lets
- * go; then it moves the old buckets over hash_bulk_move at a time, each under
- * its item lock.  A lookup during the move uses the old table for buckets
- * not yet moved (old index >= expand_bucket) and the new one otherwise.
+ * Buckets are 32-bit chunk ids (chunkid.h) of each chain's first item;
+ * items chain through item->h_next.  The table grows by linear hashing,
+ * a bucket at a time, in the background: when cache_tick() sees more than
+ * ASSOC_LOAD_X2 / 2 items per bucket it wakes the expander thread, which
+ * splits buckets (each under its item lock, a few hundred nanoseconds)
+ * until the load is back to that.  No table is ever copied or doubled, so
+ * the table's DRAM is about 4 / 1.5 bytes per item at every moment.
  *
  * Locking: every call that takes hv expects the caller to hold
  * locks_lock(hv).
@@ -21,8 +21,15 @@
 
 struct item;
 
+/* Twice the items per bucket the table grows to keep. */
+#define ASSOC_LOAD_X2 3
+
 int  assoc_init(unsigned hashpower, unsigned bulk_move);
 void assoc_destroy(void);
+
+/* Before serving, with the table empty: size it for `items` at once
+ * (recovery knows how many it will link). */
+void assoc_presize(uint64_t items);
 
 struct item *assoc_find(const char *key, size_t nkey, uint32_t hv);
 void assoc_insert(struct item *it, uint32_t hv);       /* key not present */
@@ -49,21 +56,28 @@ void assoc_delete(const char *key, size_t nkey, uint32_t hv);
 int  assoc_thread_start(void);
 void assoc_thread_stop(void);
 
-/* Wake the expander when items > 1.5 x buckets; cheap, never blocks. */
+/* Wake the expander when the table is short of buckets for curr_items;
+ * cheap, never blocks. */
 void assoc_maybe_expand(uint64_t curr_items);
 
+/* hash_power_level: log2 of the largest power of two of buckets;
+ * hash_bytes: the buckets in use; hash_is_expanding: splitting now. */
 void assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
                  uint64_t *hash_is_expanding);
+uint64_t assoc_buckets(void);
 
 /*
  * Visit every linked item: fn(it, ctx) is called under the item's lock, a
- * bucket at a time, so it may take a reference but must not unlink.  Waits
- * while the table is being expanded.  Stops when fn returns non-zero.
+ * bucket at a time, so it may take a reference but must not unlink.  Holds
+ * growth off while it runs.  Stops when fn returns non-zero.
  */
 void assoc_walk(int (*fn)(struct item *it, void *ctx), void *ctx);
 
-/* Address of the bucket slot hv maps to (in whichever table holds it now),
- * for prefetch; no lock needed, the pointer is only a hint. */
+/* Address of the bucket slot hv maps to, for prefetch; no lock needed,
+ * the slot is only a hint.  assoc_hint_head() reads the first item of the
+ * slot's chain, lock-free (chunkid_peek()): NULL for an empty bucket or a
+ * stale id. */
 const void *assoc_bucket_hint(uint32_t hv);
+const struct item *assoc_hint_head(const void *hint);
 
 #endif

@@ -80,7 +80,7 @@ advance(struct prefetch_key *k, enum step s, const void **at,
         locks_prefetch(k->hv);
         return STEP_HEAD;
     case STEP_HEAD:
-        it = load_ptr(*at);
+        it = assoc_hint_head(*at);
         if (it == NULL) {
             return STEP_DONE;
         }

@@ -33,6 +33,7 @@
  */
 #include "storage/recover.h"
 #include "storage/recover_priv.h"
+#include "storage/chunkid.h"
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/pagetab.h"
@@ -125,6 +126,11 @@ claim_pages(struct recovery *rc)
         }
         rc->pages[rc->npages].page = tier_pmem_page(rc->tier, i);
         rc->pages[rc->npages].clsid = id;
+        if (slabs_recover_name(id, rc->pages[rc->npages].page) != 0) {
+            fprintf(stderr, "recovery: more pages than chunk ids can "
+                    "name (%u)\n", chunkid_capacity());
+            return -1;
+        }
         rc->npages++;
     }
     return 0;

@@ -218,21 +218,19 @@ recover_link_thread(void *arg)
     return NULL;
 }
 
-/* A hash table that holds n items without growing, if it is larger. */
+/* A hash table that holds n items without growing, if it is larger.
+ * The link threads own buckets by hv mod 2^level, which every key of a
+ * bucket shares whether or not the bucket is split (assoc.c). */
 int
 recover_link_presize(struct recovery *rc, uint64_t n)
 {
     uint64_t power, bytes, expanding;
-    unsigned want;
 
+    assoc_presize(n);
     assoc_stats(&power, &bytes, &expanding);
-    want = (unsigned)power;
-    /* The table grows past 1.5 items a bucket. */
-    while (want < 32 && (((uint64_t)1 << want) * 3) / 2 < n) {
-        want++;
-    }
-    rc->bucket_power = want;
+    rc->bucket_power = (unsigned)power;
     if (rc->p->check_crc) {
+        unsigned want = rc->bucket_power + 1;
         unsigned bits = want + 4 > 32 ? 32 : want + 4 < 6 ? 6 : want + 4;
 
         rc->seen_mask = (uint32_t)(((uint64_t)1 << bits) - 1);
@@ -241,11 +239,7 @@ recover_link_presize(struct recovery *rc, uint64_t n)
             return -1;
         }
     }
-    if (want == power) {
-        return 0;
-    }
-    assoc_destroy();
-    return assoc_init(want, rc->p->hash_bulk_move);
+    return 0;
 }
 
 /* ---- the LRU runs (6) ------------------------------------------------- */

@@ -1,18 +1,12 @@
 /*
- * slabs.c: size classes, pages, free lists, and page moves (slabs.h).
+ * slabs.c: size classes, pages and free lists (slabs.h); page moves are
+ * in slabs_move.c.
  *
  * -m is respected exactly: at most limit / page_size pages are ever taken
  * from the tier.  memcached instead lets every class take its first page
  * past the limit (up to 63 MiB over -m); here a class that runs out of
  * memory with nothing to evict has the page mover bring it a page from
  * another class at once (slabs_steal_page()).
- *
- * A page move is a request (src, dst) queued here, one at a time, that the
- * mover thread (mover.c) takes: slabs_move_begin() takes the page out of
- * service, the mover empties it chunk by chunk (slabs_move_visit()), and
- * slabs_move_end() gives it to its new owner.  Chunks freed while the page
- * drains are marked free but not listed again (slabs_free() checks the
- * range).
  *
  * With two tiers, state is kept per tier class (SLABS_TC): each tier has
  * its own classes, pool and limit, and a page only ever moves within its
@@ -22,6 +16,8 @@
  * counts, which are stored with relaxed atomics for racy readers.
  */
 #include "storage/slabs.h"
+#include "storage/slabs_priv.h"
+#include "storage/chunkid.h"
 #include "storage/pagetab.h"
 #include "storage/quiesce.h"
 
@@ -29,46 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-struct slab_class {
-    size_t       size;          /* chunk size */
-    unsigned     perslab;       /* chunks per page */
-    struct slabs_chunk *slots;  /* free chunks */
-    uint64_t     sl_curr;       /* number of free chunks */
-    char       **pages;
-    unsigned     npages;
-    unsigned     cap;
-    uint64_t     requested;     /* bytes asked for by live items */
-};
-
-/* The page move in progress or queued; tier classes. */
-struct move {
-    bool         attached;      /* a mover takes requests */
-    bool         pending;       /* a request is queued or running */
-    unsigned     src, dst;
-    bool         taken;         /* the mover took the request */
-    bool         queued;        /* another waits behind it: */
-    unsigned     next_src, next_dst;
-    char        *start, *end;   /* the page being drained, or NULL */
-    int          pick_cursor;   /* round robin for "any class" */
-};
-
-static struct {
-    pthread_mutex_t    lock;
-    pthread_cond_t     cond;            /* a request was queued */
-    pthread_cond_t     done;            /* a request finished */
-    struct slab_class  cls[SLABS_TC_MAX];       /* by tier class */
-    unsigned           largest;
-    size_t             page_size;
-    size_t             chunk_max;
-    size_t             prefix;          /* bytes before each item */
-    struct tier       *tiers[SLABS_NTIERS];     /* by id; NULL if unused */
-    unsigned           mtier;           /* the tier -m sizes */
-    bool               shrinking;       /* a lowered limit not reached */
-    struct move        mv;
-    struct cache_stats st;              /* malloc_fails, slabs_moved */
-} sl;
+struct slabs_state sl;
 
 /* ---- class table ------------------------------------------------------ */
 
@@ -89,8 +47,8 @@ set_class(unsigned id, size_t size)
 }
 
 /* The tier of a tier class, and the page pool of that tier. */
-static struct tier *
-tier_of(unsigned tc)
+struct tier *
+slabs_tier_of(unsigned tc)
 {
     return sl.tiers[SLABS_TC_TIER(tc)];
 }
@@ -201,6 +159,11 @@ slabs_init(const struct cache_options *opts, struct tier *dram,
                 "the memory file\n", sl.cls[1].size);
         return -1;
     }
+    if (chunkid_init(sl.page_size, sl.cls[1].perslab) != 0) {
+        fprintf(stderr, "slabs: cannot name chunks of %zu-byte pages\n",
+                sl.page_size);
+        return -1;
+    }
     pthread_mutex_init(&sl.lock, NULL);
     pthread_cond_init(&sl.cond, NULL);
     pthread_cond_init(&sl.done, NULL);
@@ -215,13 +178,14 @@ slabs_destroy(void)
 {
     for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
         for (unsigned p = 0; p < sl.cls[tc].npages; p++) {
-            tier_page_free(tier_of(tc), sl.cls[tc].pages[p]);
+            tier_page_free(slabs_tier_of(tc), sl.cls[tc].pages[p]);
         }
         free(sl.cls[tc].pages);
     }
     for (unsigned t = 0; t < SLABS_NTIERS; t++) {
         tier_destroy(&sl.tiers[t]);
     }
+    chunkid_destroy();
     pthread_mutex_destroy(&sl.lock);
     pthread_cond_destroy(&sl.cond);
     pthread_cond_destroy(&sl.done);
@@ -274,18 +238,18 @@ tc_valid(unsigned tc)
     unsigned id = SLABS_TC_ID(tc);
 
     return tc < SLABS_TC_MAX && id >= 1 && id <= sl.largest &&
-           tier_of(tc) != NULL;
+           slabs_tier_of(tc) != NULL;
 }
 
 /* The header of chunk i of a page of class c (past the prefix). */
-static struct slabs_chunk *
-chunk_at(const struct slab_class *c, char *page, unsigned i)
+struct slabs_chunk *
+slabs_chunk_at(const struct slab_class *c, char *page, unsigned i)
 {
     return (struct slabs_chunk *)(page + (size_t)i * c->size + sl.prefix);
 }
 
-static uint16_t
-chunk_flags(const struct slabs_chunk *ch)
+uint16_t
+slabs_chunk_flags(const struct slabs_chunk *ch)
 {
     return __atomic_load_n(&ch->flags, __ATOMIC_RELAXED);
 }
@@ -300,15 +264,16 @@ set_chunk_flags(struct slabs_chunk *ch, uint16_t f)
 
 /* A page off every list goes back to its tier while serving: a prefetch
  * walk (prefetch.h) may still be reading an item header in it. */
-static void
-give_back(struct tier *t, char *page)
+void
+slabs_give_back(struct tier *t, char *page)
 {
+    chunkid_page_drop(page);
     quiesce_wait();
     tier_page_free(t, page);
 }
 
-static int
-add_page(struct slab_class *c, char *page)
+int
+slabs_add_page(struct slab_class *c, char *page)
 {
     if (c->npages == c->cap) {
         unsigned cap = c->cap ? c->cap * 2 : 16;
@@ -327,8 +292,8 @@ add_page(struct slab_class *c, char *page)
 }
 
 /* Take the last page off a class's list. */
-static char *
-pop_page(struct slab_class *c)
+char *
+slabs_pop_page(struct slab_class *c)
 {
     __atomic_store_n(&c->npages, c->npages - 1, __ATOMIC_RELAXED);
     return c->pages[c->npages];
@@ -348,8 +313,8 @@ push_free(struct slab_class *c, struct slabs_chunk *ch)
     c->sl_curr++;
 }
 
-static void
-unlink_free(struct slab_class *c, struct slabs_chunk *ch)
+void
+slabs_unlink_free(struct slab_class *c, struct slabs_chunk *ch)
 {
     if (ch->prev != NULL) {
         ch->prev->next = ch->next;
@@ -363,16 +328,27 @@ unlink_free(struct slab_class *c, struct slabs_chunk *ch)
     c->sl_curr--;
 }
 
+/* Name the page's chunks as class c cuts them (chunkid.h); -1 when no
+ * page number is left. */
+static int
+name_page(const struct slab_class *c, char *page)
+{
+    return chunkid_page_set(page, page + sl.prefix, (uint32_t)c->size,
+                            c->perslab);
+}
+
 /* Cut a page into free chunks of tier class tc.  In the memory file every
  * prefix of the new cut is zero and durable before the page table says
- * how the page is cut. */
-static void
-cut(unsigned tc, char *page)
+ * how the page is cut.  The page has a number already (name_page()):
+ * it keeps it. */
+void
+slabs_cut(unsigned tc, char *page)
 {
     struct slab_class *c = &sl.cls[tc];
 
+    name_page(c, page);
     for (unsigned i = 0; i < c->perslab; i++) {
-        struct slabs_chunk *ch = chunk_at(c, page, i);
+        struct slabs_chunk *ch = slabs_chunk_at(c, page, i);
 
         memset((char *)ch - sl.prefix, 0, sl.prefix);
         ch->clsid = (uint8_t)SLABS_TC_ID(tc);
@@ -380,7 +356,7 @@ cut(unsigned tc, char *page)
         push_free(c, ch);
     }
     if (SLABS_TC_TIER(tc) == TIER_PMEM) {
-        tier_persist(tier_of(tc), page, sl.page_size);
+        tier_persist(slabs_tier_of(tc), page, sl.page_size);
         pagetab_set(page, SLABS_TC_ID(tc));
     }
 }
@@ -394,25 +370,31 @@ static bool
 grow(unsigned tc)
 {
     struct slab_class *pool = pool_of(tc);
+    bool pooled = pool->npages > 0;
     char *page;
 
-    if (pool->npages > 0) {
-        page = pop_page(pool);
+    if (pooled) {
+        page = slabs_pop_page(pool);
     } else {
-        page = tier_page_alloc(tier_of(tc));
+        page = tier_page_alloc(slabs_tier_of(tc));
         if (page == NULL && sl.cls[tc].npages == 0) {
-            page = tier_page_alloc_past(tier_of(tc));
+            page = tier_page_alloc_past(slabs_tier_of(tc));
         }
         if (page == NULL) {
             return false;
         }
     }
-    if (add_page(&sl.cls[tc], page) != 0) {
+    if (name_page(&sl.cls[tc], page) != 0 ||
+        slabs_add_page(&sl.cls[tc], page) != 0) {
         sl.st.malloc_fails++;
-        add_page(pool, page);   /* cannot fail: the slot was just freed */
+        if (pooled) {
+            slabs_add_page(pool, page);     /* its slot was just freed */
+        } else {
+            slabs_give_back(slabs_tier_of(tc), page);
+        }
         return false;
     }
-    cut(tc, page);
+    slabs_cut(tc, page);
     return true;
 }
 
@@ -428,7 +410,7 @@ alloc(size_t size, unsigned tc, bool may_grow)
     pthread_mutex_lock(&sl.lock);
     if (c->sl_curr > 0 || (may_grow && grow(tc))) {
         ch = c->slots;
-        unlink_free(c, ch);
+        slabs_unlink_free(c, ch);
         c->requested += size;
         ch->hint = NULL;
         set_chunk_flags(ch, 0);
@@ -483,7 +465,18 @@ slabs_perslab(unsigned id)
 void *
 slabs_chunk(unsigned id, void *page, unsigned i)
 {
-    return chunk_at(&sl.cls[SLABS_TC_ID(id)], page, i);
+    return slabs_chunk_at(&sl.cls[SLABS_TC_ID(id)], page, i);
+}
+
+int
+slabs_recover_name(unsigned id, void *page)
+{
+    int rc;
+
+    pthread_mutex_lock(&sl.lock);
+    rc = name_page(&sl.cls[SLABS_TC_ID(id)], page);
+    pthread_mutex_unlock(&sl.lock);
+    return rc;
 }
 
 int
@@ -495,9 +488,10 @@ slabs_recover_page(unsigned id, void *page,
     int rc = -1;
 
     pthread_mutex_lock(&sl.lock);
-    if (id <= sl.largest && tc_valid(tc) && add_page(c, page) == 0) {
+    if (id <= sl.largest && tc_valid(tc) && name_page(c, page) == 0 &&
+        slabs_add_page(c, page) == 0) {
         for (unsigned i = 0; i < c->perslab; i++) {
-            struct slabs_chunk *ch = chunk_at(c, page, i);
+            struct slabs_chunk *ch = slabs_chunk_at(c, page, i);
             size_t used = keep(ch, ctx);
 
             if (used != 0) {
@@ -603,7 +597,7 @@ slabs_set_memlimit(size_t bytes)
     /* Pool pages over the new limit go back to the tier at once; pages
      * in classes come back through the mover (automove). */
     while (rc == 0 && t->used > bytes && pool->npages > 0) {
-        give_back(t, pop_page(pool));
+        slabs_give_back(t, slabs_pop_page(pool));
     }
     sl.shrinking = rc == 0 && t->used > bytes;
     pthread_mutex_unlock(&sl.lock);
@@ -623,264 +617,3 @@ slabs_shrinking(unsigned tier_id)
     return over;
 }
 
-/* ---- page moves: requests --------------------------------------------- */
-
-/* A class of tier t other than dst with a page to spare, round robin. */
-static int
-pick_any(unsigned t, int dst)
-{
-    for (unsigned n = 0; n < sl.largest; n++) {
-        int id = (int)(sl.mv.pick_cursor++ % sl.largest) + 1;
-
-        if (id != dst && sl.cls[SLABS_TC(t, id)].npages > 1) {
-            return id;
-        }
-    }
-    return -1;
-}
-
-/* A page donor in tier t for a starving class: one with spare pages, or
- * whose free chunks add up to a page (its items fit in the rest). */
-static int
-pick_donor(unsigned t, int dst)
-{
-    for (unsigned id = 1; id <= sl.largest; id++) {
-        struct slab_class *c = &sl.cls[SLABS_TC(t, id)];
-
-        if ((int)id != dst && c->npages > 0 &&
-            (c->npages > 1 || c->sl_curr >= c->perslab)) {
-            return (int)id;
-        }
-    }
-    return -1;
-}
-
-/* Validate and queue a move between classes src and dst of tier t.  A
- * request made while a move is under way waits behind it (one, as
- * memcached's mover takes a second request once it is between pages). */
-static enum cache_status
-do_reassign(unsigned t, int src, int dst, bool donor)
-{
-    if (!sl.mv.attached) {
-        return CACHE_DISABLED;
-    }
-    if (sl.mv.pending && (sl.mv.queued || donor)) {
-        return CACHE_BUSY;
-    }
-    if (src == dst) {
-        return CACHE_SAME;
-    }
-    if (src == -1) {
-        src = donor ? pick_donor(t, dst) : pick_any(t, dst);
-    }
-    if (src < 0 || src > (int)sl.largest || dst < 0 ||
-        dst > (int)sl.largest) {
-        return CACHE_BADCLASS;
-    }
-    if (sl.cls[SLABS_TC(t, src)].npages < (donor ? 1u : 2u)) {
-        return CACHE_NOSPARE;
-    }
-    if (sl.mv.pending) {
-        sl.mv.queued = true;
-        sl.mv.next_src = SLABS_TC(t, src);
-        sl.mv.next_dst = SLABS_TC(t, dst);
-        return CACHE_OK;
-    }
-    sl.mv.pending = true;
-    sl.mv.taken = false;
-    sl.mv.src = SLABS_TC(t, src);
-    sl.mv.dst = SLABS_TC(t, dst);
-    pthread_cond_signal(&sl.cond);
-    return CACHE_OK;
-}
-
-enum cache_status
-slabs_reassign(unsigned tier, int src, int dst)
-{
-    enum cache_status st;
-
-    pthread_mutex_lock(&sl.lock);
-    st = do_reassign(tier, src, dst, false);
-    pthread_mutex_unlock(&sl.lock);
-    return st;
-}
-
-void
-slabs_mover_wait(void)
-{
-    pthread_mutex_lock(&sl.lock);
-    while (sl.mv.pending && sl.mv.attached) {
-        pthread_cond_wait(&sl.done, &sl.lock);
-    }
-    pthread_mutex_unlock(&sl.lock);
-}
-
-/* Wait for the move in progress to finish, until the deadline. */
-static bool
-wait_idle(const struct timespec *deadline)
-{
-    while (sl.mv.pending && sl.mv.attached) {
-        if (pthread_cond_timedwait(&sl.done, &sl.lock, deadline) != 0) {
-            return false;
-        }
-    }
-    return true;
-}
-
-bool
-slabs_steal_page(unsigned tc, unsigned ms)
-{
-    struct timespec dl;
-    unsigned before;
-    bool got = false;
-
-    clock_deadline(&dl, (uint64_t)ms * 1000);
-    pthread_mutex_lock(&sl.lock);
-    if (!wait_idle(&dl)) {
-        pthread_mutex_unlock(&sl.lock);
-        return false;
-    }
-    before = sl.cls[tc].npages;
-    if (do_reassign(SLABS_TC_TIER(tc), -1, (int)SLABS_TC_ID(tc),
-                    true) == CACHE_OK) {
-        got = wait_idle(&dl) && sl.cls[tc].npages > before;
-    }
-    pthread_mutex_unlock(&sl.lock);
-    return got;
-}
-
-/* ---- page moves: the mover's side ------------------------------------ */
-
-void
-slabs_mover_attach(bool on)
-{
-    pthread_mutex_lock(&sl.lock);
-    sl.mv.attached = on;
-    if (!on) {
-        sl.mv.pending = sl.mv.queued = false;
-        pthread_cond_broadcast(&sl.cond);
-        pthread_cond_broadcast(&sl.done);
-    }
-    pthread_mutex_unlock(&sl.lock);
-}
-
-bool
-slabs_move_next(unsigned *src, unsigned *dst)
-{
-    bool go;
-
-    pthread_mutex_lock(&sl.lock);
-    while (sl.mv.attached && (!sl.mv.pending || sl.mv.taken)) {
-        pthread_cond_wait(&sl.cond, &sl.lock);
-    }
-    go = sl.mv.attached;
-    if (go) {
-        sl.mv.taken = true;
-        *src = sl.mv.src;
-        *dst = sl.mv.dst;
-    }
-    pthread_mutex_unlock(&sl.lock);
-    return go;
-}
-
-/* Take the page (the source's first) off the source's list and give it
- * to the move's destination.  Lock held. */
-static void
-finish(char *page)
-{
-    struct slab_class *c = &sl.cls[sl.mv.src];
-    unsigned dst = sl.mv.dst;
-    struct tier *t = tier_of(dst);
-    bool to_pool = SLABS_TC_ID(dst) == 0;
-
-    c->pages[0] = pop_page(c);
-    sl.mv.start = sl.mv.end = NULL;
-    if (t->id == TIER_PMEM && to_pool) {
-        pagetab_set(page, 0);
-    }
-    if (to_pool && t->used > t->limit) {
-        give_back(t, page);
-    } else {
-        add_page(&sl.cls[dst], page);
-        if (!to_pool) {
-            cut(dst, page);
-        }
-    }
-    sl.st.slabs_moved++;
-}
-
-char *
-slabs_move_begin(unsigned src, unsigned dst)
-{
-    struct slab_class *c = &sl.cls[src];
-    char *page = NULL;
-
-    pthread_mutex_lock(&sl.lock);
-    sl.mv.src = src;
-    sl.mv.dst = dst;
-    if (c->npages == 0) {
-        goto out;
-    }
-    page = c->pages[0];
-    if (SLABS_TC_ID(src) == 0) {
-        /* A pool page holds no chunks: it moves at once. */
-        finish(page);
-        page = NULL;
-        goto out;
-    }
-    sl.mv.start = page;
-    sl.mv.end = page + (size_t)c->perslab * c->size;
-    for (unsigned i = 0; i < c->perslab; i++) {
-        struct slabs_chunk *ch = chunk_at(c, page, i);
-
-        if (chunk_flags(ch) & SLABS_FREE) {
-            unlink_free(c, ch);
-        }
-    }
-out:
-    pthread_mutex_unlock(&sl.lock);
-    return page;
-}
-
-int
-slabs_move_visit(char *page, unsigned i,
-                 int (*fn)(void *chunk, size_t room, void *ctx), void *ctx)
-{
-    struct slab_class *c = &sl.cls[sl.mv.src];
-    struct slabs_chunk *ch = chunk_at(c, page, i);
-    int rc = -1;
-
-    pthread_mutex_lock(&sl.lock);
-    if (!(chunk_flags(ch) & SLABS_FREE)) {
-        rc = fn(ch, c->size - sl.prefix, ctx);
-    }
-    pthread_mutex_unlock(&sl.lock);
-    return rc;
-}
-
-void
-slabs_move_end(char *page)
-{
-    /* The page is about to be cut into another class's chunks: a
-     * lock-free reader (cache_peek.c, prefetch.c) that reached one of its
-     * items before they were all unlinked must be done reading first. */
-    quiesce_wait();
-    pthread_mutex_lock(&sl.lock);
-    finish(page);
-    pthread_mutex_unlock(&sl.lock);
-}
-
-void
-slabs_move_done(void)
-{
-    pthread_mutex_lock(&sl.lock);
-    sl.mv.taken = false;
-    sl.mv.pending = sl.mv.queued;
-    if (sl.mv.queued) {
-        sl.mv.queued = false;
-        sl.mv.src = sl.mv.next_src;
-        sl.mv.dst = sl.mv.next_dst;
-    }
-    pthread_cond_broadcast(&sl.done);
-    pthread_mutex_unlock(&sl.lock);
-}

@@ -161,6 +161,9 @@ bool  slabs_shrinking(unsigned tier_id);
  */
 unsigned slabs_perslab(unsigned id);
 void    *slabs_chunk(unsigned id, void *page, unsigned i);
+/* Name the chunks of a page cut for class id (chunkid.h) before its items
+ * are linked; -1 when every page number is taken. */
+int      slabs_recover_name(unsigned id, void *page);
 int      slabs_recover_page(unsigned id, void *page,
                             size_t (*keep)(void *chunk, void *ctx),
                             void *ctx);

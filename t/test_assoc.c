@@ -2,20 +2,24 @@
  * test_assoc.c: the hash table: init limits, insert/find/delete, forced
  * collision chains of many lengths, the walk, the prefetch hint, the
  * batched prefetch walk (storage/prefetch.h) against plain lookups over
- * chains of every length up to past its depth limit, an expansion paused
- * half way (find, insert, delete, walk and prefetch across both tables,
- * then resume), and growth from 2^12 while one thread inserts and
- * deletes and two others keep finding what is already there.
+ * chains of every length up to past its depth limit, growth paused in the
+ * middle of a level (find, insert, delete, walk and prefetch over split
+ * and unsplit buckets, then resume), and growth from 2^12 while one
+ * thread inserts and deletes and two others keep finding what is already
+ * there, half of their lookups lock-free.
  *
- * Items are test-local allocations in the storage/ layout; the item's
- * `time` field carries its index so that walks can count visits.
+ * Items are test-local, in the storage/ layout, in chunks of pages named
+ * as slabs names them (chunkid.h), since buckets hold chunk ids; the
+ * item's `time` field carries its index so that walks can count visits.
  */
 #include "storage/assoc.h"
 
+#include "storage/chunkid.h"
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/locks.h"
 #include "storage/prefetch.h"
+#include "storage/quiesce.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -35,14 +39,43 @@
 
 /* ---- test-local items ------------------------------------------------ */
 
+#define PAGE_SIZE   ((size_t)1 << 20)
+#define CHUNK       128u
+#define PERPAGE     ((uint32_t)(PAGE_SIZE / CHUNK))
+
+static char *page;              /* the page chunks come from */
+static uint32_t page_used = PERPAGE;
+
+/* A zeroed chunk of a named page; items are never given back. */
+static struct item *
+chunk_alloc(void)
+{
+    if (page_used == PERPAGE) {
+        page = aligned_alloc(PAGE_SIZE, PAGE_SIZE);
+        if (page == NULL ||
+            chunkid_page_set(page, page, CHUNK, PERPAGE) != 0) {
+            abort();
+        }
+        memset(page, 0, PAGE_SIZE);
+        page_used = 0;
+    }
+    return (struct item *)(page + (size_t)CHUNK * page_used++);
+}
+
+static void
+item_drop(struct item *it)
+{
+    (void)it;
+}
+
 static struct item *
 make_item(const char *key, uint32_t id, bool cas)
 {
     size_t nkey = strlen(key);
     size_t off = cas ? 8 : 0;
-    struct item *it = calloc(1, sizeof(*it) + off + nkey + 1);
+    struct item *it = chunk_alloc();
 
-    if (it == NULL) {
+    if (sizeof(*it) + off + nkey + 1 > CHUNK) {
         abort();
     }
     if (cas) {
@@ -180,13 +213,13 @@ stats(uint64_t *power, uint64_t *bytes, uint64_t *exp)
 static int
 wait_settled(uint64_t items, int seconds)
 {
-    uint64_t p, e;
+    uint64_t e;
     int i;
 
     for (i = 0; i < seconds * 1000; i++) {
         assoc_maybe_expand(items);
-        stats(&p, NULL, &e);
-        if (!e && (p >= 32 || items <= ((uint64_t)1 << p) * 3 / 2)) {
+        stats(NULL, NULL, &e);
+        if (!e && assoc_buckets() >= items * 2 / ASSOC_LOAD_X2) {
             return 1;
         }
         usleep(1000);
@@ -205,7 +238,7 @@ chain_pos(const struct item *it)
     int pos = 0;
 
     locks_lock(hv);
-    p = *(struct item *const *)assoc_bucket_hint(hv);
+    p = assoc_hint_head(assoc_bucket_hint(hv));
     while (p != NULL && p != it) {
         p = p->h_next;
         pos++;
@@ -322,7 +355,7 @@ test_prefetch_chains(void)
     }
     assoc_destroy();
     for (uint32_t i = 0; i < n; i++) {
-        free(all[i]);
+        item_drop(all[i]);
     }
     free(all);
 }
@@ -343,13 +376,13 @@ test_init(void)
     ok(assoc_init(6, 1) != 0, "second init refused");
     assoc_stats(&p, &b, &e);
     is_int(p, 6, "hash_power_level 6");
-    is_int(b, 64 * sizeof(void *), "hash_bytes 64 pointers");
+    is_int(b, 64 * sizeof(uint32_t), "hash_bytes 64 buckets of 4 bytes");
     is_int(e, 0, "not expanding");
     assoc_destroy();
     is_int(assoc_init(0, 0), 0, "power 0 means the default");
     assoc_stats(&p, &b, &e);
     is_int(p, 16, "default hash_power_level 16");
-    is_int(b, 524288, "default hash_bytes 524288 as memcached");
+    is_int(b, 262144, "default hash_bytes 262144, half of memcached's");
     assoc_destroy();
 }
 
@@ -370,7 +403,7 @@ test_basic(void)
     ok(assoc_find("abcde", 5, hv) == NULL, "a prefix does not match");
     ok(assoc_find("abcdeX", 6, hv) == NULL, "last byte must match");
     ok(assoc_find("abcdefg", 7, hv) == NULL, "a longer key does not match");
-    ok(*(struct item *const *)assoc_bucket_hint(hv) == a,
+    ok(assoc_hint_head(assoc_bucket_hint(hv)) == a,
        "hint is the slot whose head is the item");
     assoc_delete("nosuch", 6, hv);
     locks_unlock(hv);
@@ -381,8 +414,8 @@ test_basic(void)
     ok(find_item(b), "other item stays");
     delete_locked(b);
     assoc_destroy();
-    free(a);
-    free(b);
+    item_drop(a);
+    item_drop(b);
 }
 
 /* Keys that all land in bucket `target` of a 2^5 table. */
@@ -431,7 +464,7 @@ chain_case(uint32_t n, uint32_t pos)
         if (i != pos) {
             delete_locked(v[i]);
         }
-        free(v[i]);
+        item_drop(v[i]);
     }
     good &= census_matches(v, 0, live, &total) && total == 0;
     free(v);
@@ -479,7 +512,7 @@ test_walk_stop(void)
     is_int(c.unlocked, 0, "walk holds each item's lock");
     assoc_destroy();
     for (i = 0; i < 100; i++) {
-        free(v[i]);
+        item_drop(v[i]);
     }
 }
 
@@ -503,11 +536,14 @@ test_expand_small(void)
     ok(assoc_thread_start() == 0, "expander starts");
     ok(wait_settled(100, 10), "expansion settles");
     stats(&p, NULL, NULL);
-    is_int(p, 7, "100 items grow 2^5 to 2^7 (1.5 per bucket)");
-    assoc_maybe_expand(192);        /* exactly 1.5 x 128: no growth */
+    is_int(p, 6, "100 items grow 2^5 into level 6");
+    is_int(assoc_buckets(), 66, "... to 66 buckets (1.5 items each)");
+    assoc_maybe_expand(99);         /* exactly 1.5 x 66: no growth */
     usleep(100 * 1000);
-    stats(&p, NULL, NULL);
-    is_int(p, 7, "1.5 items per bucket does not trigger");
+    is_int(assoc_buckets(), 66, "1.5 items per bucket does not trigger");
+    assoc_maybe_expand(102);
+    ok(wait_settled(102, 10), "three more items settle");
+    is_int(assoc_buckets(), 68, "... in 68 buckets");
     for (i = 0; i < 100; i++) {
         good &= find_item(v[i]);
     }
@@ -516,7 +552,7 @@ test_expand_small(void)
        "walk sees each item once");
     assoc_destroy();
     for (i = 0; i < 100; i++) {
-        free(v[i]);
+        item_drop(v[i]);
     }
 }
 
@@ -543,15 +579,16 @@ free_many(struct item **v, uint32_t n)
     uint32_t i;
 
     for (i = 0; i < n; i++) {
-        free(v[i]);
+        item_drop(v[i]);
     }
     free(v);
 }
 
 /*
- * Catch the expander half way: once the swap is done, hold stripe 15, which
- * every 16th old bucket needs; the expander stalls there, and stop makes it
- * give up.  Everything must then work across both tables.
+ * Catch the expander in the middle of a level: once it splits, hold stripe
+ * 15, which every 16th bucket needs; the expander stalls there, and stop
+ * makes it give up.  Everything must then work over split and unsplit
+ * buckets.
  */
 static int
 pause_expansion(void)
@@ -588,7 +625,7 @@ churn_while_paused(struct item **v, uint8_t *live, struct item **extra,
         insert_locked(extra[i]);
         hv = ihash(extra[i]);
         locks_lock(hv);
-        good &= *(struct item *const *)assoc_bucket_hint(hv) == extra[i];
+        good &= assoc_hint_head(assoc_bucket_hint(hv)) == extra[i];
         locks_unlock(hv);
     }
     for (i = 0; i < PAUSE_ITEMS; i++) {
@@ -622,24 +659,27 @@ test_paused_expansion(void)
         assoc_thread_start();
         caught = pause_expansion();
     }
-    ok(caught, "expansion caught half way");
+    ok(caught, "growth caught in the middle of a level");
     stats(&p, &b, &e);
-    is_int(p, 17, "power already 17 while moving");
-    is_int(e, 1, "hash_is_expanding 1");
-    is_int(b, ((1u << 17) + (1u << 16)) * sizeof(void *),
-           "hash_bytes counts both tables");
+    is_int(p, 16, "level still 16 while splitting");
+    is_int(e, 0, "hash_is_expanding 0 once the expander stopped");
+    ok(assoc_buckets() > (1u << 16) && assoc_buckets() < PAUSE_ITEMS * 2 / 3,
+       "some buckets of level 16 split, not all wanted");
+    is_int(b, assoc_buckets() * sizeof(uint32_t), "hash_bytes: buckets used");
     ok(census_matches(v, PAUSE_ITEMS, live, &total) &&
-       total == PAUSE_ITEMS, "walk across both tables sees each once");
+       total == PAUSE_ITEMS, "walk over split and unsplit buckets sees "
+       "each once");
     ok(churn_while_paused(v, live, extra, 1000),
-       "find/insert/delete/hint right with the move half done");
+       "find/insert/delete/hint right with the level half split");
     ok(prefetch_agrees(v, PAUSE_ITEMS, 16) &&
        prefetch_agrees(extra, 1000, 16),
-       "prefetch finds what lookups find across both tables");
+       "prefetch finds what lookups find, split and unsplit");
     ok(assoc_thread_start() == 0, "expander restarts");
-    ok(wait_settled(PAUSE_ITEMS, 60), "resumed move finishes");
+    ok(wait_settled(PAUSE_ITEMS, 60), "resumed growth finishes");
     stats(&p, &b, &e);
-    is_int(p, 17, "power 17 after the move");
-    is_int(b, (1u << 17) * sizeof(void *), "hash_bytes back to one table");
+    is_int(p, 16, "level 16 after it");
+    is_int(b, PAUSE_ITEMS * 2 / 3 * sizeof(uint32_t),
+           "hash_bytes: 4 bytes a bucket, 1.5 items a bucket");
     ok(churn_while_paused(v, live, extra, 0), "all still right after");
     assoc_destroy();
     free_many(v, PAUSE_ITEMS);
@@ -658,6 +698,7 @@ struct grow {
     atomic_bool done;
     _Atomic uint64_t live;
     _Atomic uint64_t lookups, misses, ghosts;
+    _Atomic uint64_t peeks;         /* lock-free lookups that answered */
     atomic_bool saw_expanding;
     _Atomic unsigned readers;       /* readers running: the inserter waits */
 };
@@ -714,17 +755,29 @@ pick(uint32_t n, unsigned *seed)
     return (r >> 1) % n;
 }
 
+/* Odd lookups go without the lock (assoc_peek); an answer it is sure
+ * of must be as right as a locked one. */
 static void
-grow_lookup_one(struct grow *g, uint32_t j)
+grow_lookup_one(struct grow *g, uint32_t j, bool peek)
 {
     struct item *it = g->items[j];
     uint32_t hv = g->hvs[j];
     int gone = j % DEL_EVERY == 0 && atomic_load(&g->deleted[j]);
-    struct item *found;
+    struct item *found = NULL;
+    bool sure = false;
 
-    locks_lock(hv);
-    found = assoc_find(ikey(it), it->nkey, hv);
-    locks_unlock(hv);
+    if (peek) {
+        quiesce_enter();
+        found = assoc_peek(ikey(it), it->nkey, hv, locks_seq_begin(hv),
+                           &sure);
+        quiesce_exit();
+        atomic_fetch_add(&g->peeks, sure);
+    }
+    if (!sure) {
+        locks_lock(hv);
+        found = assoc_find(ikey(it), it->nkey, hv);
+        locks_unlock(hv);
+    }
     if (gone && found != NULL) {
         atomic_fetch_add(&g->ghosts, 1);
     } else if (j % DEL_EVERY != 0 && found != it) {
@@ -758,7 +811,7 @@ grow_reader(void *arg)
             sched_yield();
             continue;
         }
-        grow_lookup_one(g, pick(n, &seed));
+        grow_lookup_one(g, pick(n, &seed), n_done & 1);
         n_done++;
     }
     atomic_fetch_add(&g->lookups, n_done);
@@ -841,6 +894,9 @@ grow_once(uint32_t n, unsigned bulk, uint64_t want_power, const char *what,
     ok(atomic_load(&g.misses) == 0 && atomic_load(&g.lookups) > 0, name);
     snprintf(name, sizeof(name), "%s: no deleted key found", what);
     is_int(atomic_load(&g.ghosts), 0, name);
+    snprintf(name, sizeof(name), "%s: lock-free lookups answered (%llu)",
+             what, (unsigned long long)atomic_load(&g.peeks));
+    ok(atomic_load(&g.peeks) > 0, name);
     overlapped = atomic_load(&g.saw_expanding);
     if (overlapped || last) {
         snprintf(name, sizeof(name), "%s: lookups overlapped a move", what);
@@ -875,6 +931,9 @@ grow_run(uint32_t n, unsigned bulk, uint64_t want_power, const char *what)
 int
 main(void)
 {
+    if (chunkid_init(PAGE_SIZE, PERPAGE) != 0) {
+        abort();
+    }
     test_init();
     test_basic();
     test_chains();
@@ -884,9 +943,11 @@ main(void)
     test_paused_expansion();
     locks_destroy();
     locks_init(10);
-    /* 1/7 deleted: 400k leave ~343k live (2^18), 100k ~86k (2^16). */
-    grow_run(GROW_ITEMS, 1, 18, "400k, bulk 1");
-    grow_run(GROW_ITEMS / 4, 64, 16, "100k, bulk 64");
+    /* 1/7 deleted: 400k leave ~343k live (229k buckets, level 17), 100k
+     * ~86k (57k buckets, level 15). */
+    grow_run(GROW_ITEMS, 1, 17, "400k, bulk 1");
+    grow_run(GROW_ITEMS / 4, 64, 15, "100k, bulk 64");
     locks_destroy();
+    chunkid_destroy();
     return done_testing();
 }
