@@ -57,6 +57,9 @@
  * allows: a lookup in a large table misses the TLB as well as the cache.
  * Below it, 4 KB pages keep a small table small. */
 #define HUGE_FROM           ((uint64_t)1 << 23)
+/* While items keep coming, the expander looks at their count this often
+ * instead of waiting for the next clock tick. */
+#define FOLLOW_NS           (10 * 1000 * 1000)
 
 static uint32_t *table;
 static uint64_t reserved;               /* buckets the mapping holds */
@@ -67,6 +70,7 @@ static unsigned bulk_move;
 static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t maint_cond = PTHREAD_COND_INITIALIZER;
 static uint64_t want_items;             /* maint_lock */
+static uint64_t (*count_items)(void);   /* assoc_thread_start() */
 static atomic_bool stop_thread;
 static bool thread_running;             /* start/stop callers only */
 static pthread_t expander;
@@ -417,26 +421,63 @@ grow(void)
     atomic_store(&splitting, false);
 }
 
+static bool
+behind(void)
+{
+    uint64_t s = atomic_load(&shape);
+
+    return can_grow(s) && buckets_of(s) < buckets_for(want_items);
+}
+
+static void
+follow_count(void)
+{
+    uint64_t n = count_items != NULL ? count_items() : 0;
+
+    if (n > want_items) {
+        want_items = n;
+    }
+}
+
+/*
+ * Grow when asked (assoc_maybe_expand(), each clock tick), then look at
+ * the item count again every FOLLOW_NS for as long as that finds more
+ * buckets to split, so that a fast load does not run a second of inserts
+ * ahead of the table.
+ */
 static void *
 expander_main(void *arg)
 {
+    bool grew = false;
+
     (void)arg;
     pthread_mutex_lock(&maint_lock);
     while (!atomic_load(&stop_thread)) {
-        uint64_t s = atomic_load(&shape);
-
-        if (can_grow(s) && buckets_of(s) < buckets_for(want_items)) {
+        if (behind()) {
             grow();
-            continue;
+            grew = true;
+        } else if (grew) {
+            struct timespec dl;
+
+            grew = false;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_nsec += FOLLOW_NS;
+            if (dl.tv_nsec >= 1000000000) {
+                dl.tv_sec++;
+                dl.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&maint_cond, &maint_lock, &dl);
+            follow_count();
+        } else {
+            pthread_cond_wait(&maint_cond, &maint_lock);
         }
-        pthread_cond_wait(&maint_cond, &maint_lock);
     }
     pthread_mutex_unlock(&maint_lock);
     return NULL;
 }
 
 int
-assoc_thread_start(void)
+assoc_thread_start(uint64_t (*items)(void))
 {
     if (thread_running) {
         return 0;
@@ -444,6 +485,7 @@ assoc_thread_start(void)
     if (table == NULL) {
         return -1;
     }
+    count_items = items;
     atomic_store(&stop_thread, false);
     if (pthread_create(&expander, NULL, expander_main, NULL) != 0) {
         return -1;

@@ -52,8 +52,10 @@ struct item *assoc_peek(const char *key, size_t nkey, uint32_t hv,
 void assoc_insert_shared(struct item *it, uint32_t hv);
 void assoc_delete(const char *key, size_t nkey, uint32_t hv);
 
-/* Start or stop the expander thread. */
-int  assoc_thread_start(void);
+/* Start or stop the expander thread.  items (may be NULL) counts the
+ * linked items: while a load keeps the table growing, the expander asks
+ * it every 10 ms rather than wait for the next assoc_maybe_expand(). */
+int  assoc_thread_start(uint64_t (*items)(void));
 void assoc_thread_stop(void);
 
 /* Wake the expander when the table is short of buckets for curr_items;

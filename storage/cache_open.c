@@ -41,6 +41,18 @@ static struct cache_priv *const ca = &cache_priv;
 
 /* ---- threads ---------------------------------------------------------- */
 
+/* Items in the hash table, from the LRUs' counts (lock-free). */
+static uint64_t
+linked_items(void)
+{
+    uint64_t n = 0;
+
+    for (unsigned id = 1; id <= slabs_largest(); id++) {
+        n += lru_items_in_class(id);
+    }
+    return n;
+}
+
 static int
 start_threads(struct cache_options *o)
 {
@@ -50,7 +62,7 @@ start_threads(struct cache_options *o)
     if (o->slab_reassign && mover_start(o) != 0) {
         return -1;
     }
-    if (o->hash_expand && assoc_thread_start() != 0) {
+    if (o->hash_expand && assoc_thread_start(linked_items) != 0) {
         return -1;
     }
     return crawler_init(o);
@@ -570,12 +582,7 @@ void
 cache_tick(void)
 {
     if (ca->opts->hash_expand) {
-        uint64_t n = 0;
-
-        for (unsigned id = 1; id <= slabs_largest(); id++) {
-            n += lru_items_in_class(id);
-        }
-        assoc_maybe_expand(n);
+        assoc_maybe_expand(linked_items());
     }
     mover_tick();
     if (ca->sb.tier != NULL) {

@@ -533,7 +533,7 @@ test_expand_small(void)
         live[i] = 1;
     }
     assoc_maybe_expand(100);        /* no thread yet: remembered */
-    ok(assoc_thread_start() == 0, "expander starts");
+    ok(assoc_thread_start(NULL) == 0, "expander starts");
     ok(wait_settled(100, 10), "expansion settles");
     stats(&p, NULL, NULL);
     is_int(p, 6, "100 items grow 2^5 into level 6");
@@ -656,7 +656,7 @@ test_paused_expansion(void)
             insert_locked(v[i]);
             live[i] = 1;
         }
-        assoc_thread_start();
+        assoc_thread_start(NULL);
         caught = pause_expansion();
     }
     ok(caught, "growth caught in the middle of a level");
@@ -674,7 +674,7 @@ test_paused_expansion(void)
     ok(prefetch_agrees(v, PAUSE_ITEMS, 16) &&
        prefetch_agrees(extra, 1000, 16),
        "prefetch finds what lookups find, split and unsplit");
-    ok(assoc_thread_start() == 0, "expander restarts");
+    ok(assoc_thread_start(NULL) == 0, "expander restarts");
     ok(wait_settled(PAUSE_ITEMS, 60), "resumed growth finishes");
     stats(&p, &b, &e);
     is_int(p, 16, "level 16 after it");
@@ -767,11 +767,14 @@ grow_lookup_one(struct grow *g, uint32_t j, bool peek)
     bool sure = false;
 
     if (peek) {
-        quiesce_enter();
-        found = assoc_peek(ikey(it), it->nkey, hv, locks_seq_begin(hv),
-                           &sure);
-        quiesce_exit();
-        atomic_fetch_add(&g->peeks, sure);
+        uint32_t seq = locks_seq_begin(hv);
+
+        if (!(seq & 1)) {           /* odd: a holder is at work */
+            quiesce_enter();
+            found = assoc_peek(ikey(it), it->nkey, hv, seq, &sure);
+            quiesce_exit();
+            atomic_fetch_add(&g->peeks, sure);
+        }
     }
     if (!sure) {
         locks_lock(hv);
@@ -816,6 +819,15 @@ grow_reader(void *arg)
     }
     atomic_fetch_add(&g->lookups, n_done);
     return NULL;
+}
+
+/* The expander follows the live count between the inserter's requests. */
+static _Atomic uint64_t *grow_live;
+
+static uint64_t
+live_count(void)
+{
+    return atomic_load(grow_live);
 }
 
 static void
@@ -877,7 +889,8 @@ grow_once(uint32_t n, unsigned bulk, uint64_t want_power, const char *what,
 
     grow_setup(&g, n);
     assoc_init(12, bulk);
-    assoc_thread_start();
+    grow_live = &g.live;
+    assoc_thread_start(live_count);
     pthread_create(&ins, NULL, grow_inserter, &g);
     for (i = 0; i < 2; i++) {
         pthread_create(&rd[i], NULL, grow_reader, &g);
