@@ -39,6 +39,7 @@
 #include "storage/hash.h"
 #include "storage/item.h"
 #include "storage/locks.h"
+#include "storage/quiesce.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -389,6 +390,44 @@ can_grow(uint64_t s)
     return level_of(s) < ASSOC_POWER_MAX && buckets_of(s) < reserved;
 }
 
+/*
+ * A split reads every item of its bucket (to hash its key), and each is a
+ * cache miss, often a TLB miss too: a bucket SPLIT_AHEAD ahead has its
+ * first item fetched while this one is split, and one half as far ahead
+ * its second, so that the lock is held over items already in cache.
+ * Slots and links are read without the lock, in a read section: hints
+ * (a stale one costs a wasted prefetch).
+ */
+#define SPLIT_AHEAD 16
+
+static void
+prefetch_item(const struct item *it)
+{
+    if (it != NULL) {
+        __builtin_prefetch(it, 1);
+        __builtin_prefetch((const char *)it + 64);
+    }
+}
+
+/* Stage `depth` of bucket b's fetch: 0 its first item, 1 the second
+ * (the first is in cache by then). */
+static void
+prefetch_bucket(uint64_t b, uint64_t s, unsigned depth)
+{
+    const struct item *it;
+
+    if (b >= ((uint64_t)1 << level_of(s))) {
+        return;
+    }
+    quiesce_enter();            /* the page stays mapped (quiesce.h) */
+    it = chunkid_peek(__atomic_load_n(&table[b], __ATOMIC_RELAXED));
+    if (depth > 0 && it != NULL) {
+        it = __atomic_load_n(&it->h_next, __ATOMIC_RELAXED);
+    }
+    prefetch_item(it);
+    quiesce_exit();
+}
+
 /* Split buckets until the table fits want_items or a stop is asked for;
  * maint_lock held. */
 static void
@@ -397,11 +436,16 @@ grow(void)
     uint64_t s = atomic_load(&shape);
 
     atomic_store(&splitting, true);
+    for (unsigned i = 1; i < SPLIT_AHEAD; i++) {
+        prefetch_bucket(split_of(s) + i, s, 0);
+    }
     while (can_grow(s) && buckets_of(s) < buckets_for(want_items)) {
         for (unsigned i = 0; i < bulk_move && can_grow(s) &&
                              buckets_of(s) < buckets_for(want_items); i++) {
             uint64_t b = split_of(s);
 
+            prefetch_bucket(b + SPLIT_AHEAD, s, 0);
+            prefetch_bucket(b + SPLIT_AHEAD / 2, s, 1);
             /* the new bucket's page is faulted in before the lock */
             __atomic_store_n(&table[b + ((uint64_t)1 << level_of(s))], 0,
                              __ATOMIC_RELAXED);
