@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""scale.py: memcached-pm at growing item counts: load rate, GET latency
+while the hash table grows against outside growth, DRAM per item, clean
+and SIGKILL restart times.
+
+    python3 bench/scale.py [--items 10000000,100000000] [--dir /dev/shm]
+        [--value-size 32] [--outside-seconds 20] [--json FILE]
+        [--server-args "FLAGS"]
+
+For each count N, one memcached-pm with every item in a memory file
+(`-e <dir>/... -m <sized for N> -o tier_policy=pmem`, memcached's restart
+file flag):
+
+  1. 100,000 probe keys (p:<n>), then N keys (k:<n>) of --value-size
+     bytes, pipelined (mcload --preload, 4 connections of 64 requests):
+     the load rate.  The table grows all along (a bucket at a time), and
+     a probe (one connection, one GET of a probe key at a time) measures
+     GET latency throughout: "growing".
+  2. Once the table has settled, the same loader overwrites existing keys
+     (the same sets, no new key, no growth) for --outside-seconds while
+     the probe runs again: "outside".  Growth's cost is the ratio of the
+     two p99.9s (goal: at most 2).
+  3. RssAnon / curr_items: DRAM per item (goal: at most 4 bytes).
+  4. SIGUSR1 (a graceful stop, as memcached's -e restart), start again:
+     seconds from exec to the first `version` reply with all N + 100,000
+     items back; then SIGKILL and the same.
+
+Prints one row per count, then the ratios between the largest and the
+smallest count (goal for 10x the items: restarts at most 11x).
+Environment: MCPM_BIN [build/memcached-pm/memcached-pm], MCLOAD_BIN
+[build/bench/mcload].  Needs about 140 bytes of --dir per item.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROBE_KEYS = 100000
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(port, req, end, timeout=10):
+    with socket.create_connection(("127.0.0.1", port), timeout) as s:
+        s.sendall(req)
+        buf = b""
+        while not buf.endswith(end):
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError("closed")
+            buf += chunk
+    return buf
+
+
+def stats(port):
+    buf = request(port, b"stats\r\n", b"END\r\n")
+    return dict(line.split(" ", 2)[1:] for line in buf.decode().split("\r\n")
+                if line.startswith("STAT "))
+
+
+def rss_anon(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Node:
+    def __init__(self, args, n):
+        self.args = args
+        self.port = free_port()
+        self.path = os.path.join(args.dir, "mcpm-scale-%s" %
+                                 uuid.uuid4().hex[:8])
+        mb = (n + PROBE_KEYS) * 140 // (1 << 20) + 256
+        self.cmd = [args.mcpm, "-m", str(mb), "-e", self.path, "-o",
+                    "tier_policy=pmem", "-p", str(self.port), "-U", "0",
+                    "-l", "127.0.0.1"]
+        if os.geteuid() == 0:
+            self.cmd += ["-u", "root"]
+        self.cmd += args.server_args.split()
+        self.proc = None
+
+    def start(self, deadline_s=600):
+        """Seconds from exec to the first `version` reply."""
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        while True:
+            try:
+                request(self.port, b"version\r\n", b"\r\n", 1)
+                return time.monotonic() - t0
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise SystemExit("scale.py: the server exited (%d)"
+                                     % self.proc.returncode)
+                if time.monotonic() - t0 > deadline_s:
+                    raise SystemExit("scale.py: no reply in %d s"
+                                     % deadline_s)
+                time.sleep(0.001)
+
+    def stop(self, sig):
+        self.proc.send_signal(sig)
+        self.proc.wait(600)
+
+    def remove(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for p in (self.path, self.path + ".meta"):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def mcload(args, port, *extra):
+    return [args.mcload, "--server", "127.0.0.1:%d" % port, "--json",
+            "--value-size", str(args.value_size)] + [str(e) for e in extra]
+
+
+def run_json(argv):
+    res = subprocess.run(argv, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit("scale.py: %s failed: %s" % (argv[0], res.stderr))
+    return json.loads(res.stdout)
+
+
+def probe_start(args, port):
+    """GETs of probe keys, one at a time, until SIGINT."""
+    return subprocess.Popen(
+        mcload(args, port, "--keys", PROBE_KEYS, "--key-prefix", "p:",
+               "--get-ratio", 1, "-c", 1, "-d", 1, "--duration", 86400,
+               "--requests", 0),
+        stdout=subprocess.PIPE, text=True)
+
+
+def probe_end(p):
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(60)
+    r = json.loads(out)
+    if r["misses"] or r["errors"]:
+        raise SystemExit("scale.py: the probe missed or failed: %s" % r)
+    return r
+
+
+def settle(port, deadline_s=300):
+    """Wait until the table has stopped growing: not splitting, and the
+    same size over 300 ms."""
+    deadline = time.monotonic() + deadline_s
+    last = None
+    while True:
+        st = stats(port)
+        now = (st["hash_is_expanding"], st["hash_bytes"])
+        if now == last and now[0] == "0":
+            return int(now[1])
+        if time.monotonic() > deadline:
+            raise SystemExit("scale.py: the table did not settle")
+        last = now
+        time.sleep(0.3)
+
+
+def one(args, n):
+    node = Node(args, n)
+    row = {"items": n}
+    try:
+        node.start()
+        port = node.port
+        run_json(mcload(args, port, "--preload", "--requests", 1, "--keys",
+                        PROBE_KEYS, "--key-prefix", "p:", "-c", 4,
+                        "-d", 64))
+        probe = probe_start(args, port)
+        load = run_json(mcload(args, port, "--preload", "--requests", 1,
+                               "--keys", n, "--key-prefix", "k:", "-c", 4,
+                               "-d", 64))
+        grow = probe_end(probe)
+        row["load_s"] = load["preload_seconds"]
+        row["load_rate"] = n / load["preload_seconds"]
+        row["grow_p99"] = grow["latency_us"]["p99"]
+        row["grow_p999"] = grow["latency_us"]["p999"]
+        row["grow_gets"] = grow["gets"]
+        total = n + PROBE_KEYS
+        row["hash_bytes"] = settle(port)
+        row["anon_b_per_item"] = rss_anon(node.proc.pid) / total
+        probe = probe_start(args, port)
+        run_json(mcload(args, port, "--keys", n, "--key-prefix", "k:",
+                        "--get-ratio", 0, "-c", 4, "-d", 64, "--duration",
+                        args.outside_seconds, "--requests", 0))
+        outside = probe_end(probe)
+        # A replaced item is counted with its successor for a moment,
+        # which may split a few buckets; not a growth.
+        if int(stats(port)["hash_bytes"]) > row["hash_bytes"] * 1.001:
+            raise SystemExit("scale.py: the table grew outside growth")
+        row["outside_p99"] = outside["latency_us"]["p99"]
+        row["outside_p999"] = outside["latency_us"]["p999"]
+        row["grow_vs_outside_p999"] = row["grow_p999"] / row["outside_p999"]
+        for sig, name in ((signal.SIGUSR1, "clean"),
+                          (signal.SIGKILL, "kill")):
+            node.stop(sig)
+            row[name + "_restart_s"] = node.start()
+            got = int(stats(port)["curr_items"])
+            if got != total:
+                raise SystemExit("scale.py: %d items after the %s restart,"
+                                 " not %d" % (got, name, total))
+        row["anon_after_kill_b_per_item"] = rss_anon(node.proc.pid) / total
+        node.stop(signal.SIGTERM)
+    finally:
+        node.remove()
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--items", default="10000000,100000000")
+    ap.add_argument("--dir", default="/dev/shm")
+    ap.add_argument("--value-size", type=int, default=32)
+    ap.add_argument("--outside-seconds", type=int, default=20)
+    ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--server-args", default="",
+                    help="more memcached-pm flags, e.g. \"-o hashpower=24\"")
+    args = ap.parse_args()
+    args.mcpm = os.environ.get("MCPM_BIN", os.path.join(
+        ROOT, "build", "memcached-pm", "memcached-pm"))
+    args.mcload = os.environ.get("MCLOAD_BIN", os.path.join(
+        ROOT, "build", "bench", "mcload"))
+    counts = [int(x) for x in args.items.split(",")]
+    rows = []
+    print("%11s %8s %10s %9s %9s %9s %6s %7s %8s %8s" % (
+        "items", "load_s", "load/s", "grow999", "out999", "ratio", "B/item",
+        "B/item*", "clean_s", "kill_s"))
+    for n in counts:
+        r = one(args, n)
+        rows.append(r)
+        print("%11d %8.1f %10.0f %9.1f %9.1f %9.2f %6.2f %7.2f %8.3f %8.3f"
+              % (n, r["load_s"], r["load_rate"], r["grow_p999"],
+                 r["outside_p999"], r["grow_vs_outside_p999"],
+                 r["anon_b_per_item"], r["anon_after_kill_b_per_item"],
+                 r["clean_restart_s"], r["kill_restart_s"]), flush=True)
+    print("grow999/out999: GET p99.9 (us) of the probe while the table "
+          "grows / while the same sets overwrite; B/item: RssAnon / items "
+          "after the load (* after the SIGKILL restart)")
+    if len(rows) > 1:
+        lo, hi = rows[0], rows[-1]
+        x = hi["items"] / lo["items"]
+        print("%gx the items: clean restart %.1fx, SIGKILL restart %.1fx, "
+              "load rate %.2fx" % (
+                  x, hi["clean_restart_s"] / lo["clean_restart_s"],
+                  hi["kill_restart_s"] / lo["kill_restart_s"],
+                  hi["load_rate"] / lo["load_rate"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
