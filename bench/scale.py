@@ -4,22 +4,24 @@ while the hash table grows against outside growth, DRAM per item, clean
 and SIGKILL restart times.
 
     python3 bench/scale.py [--items 10000000,100000000] [--dir /dev/shm]
-        [--value-size 32] [--outside-seconds 20] [--json FILE]
+        [--value-size 32] [--steps 10] [--json FILE]
         [--server-args "FLAGS"]
 
 For each count N, one memcached-pm with every item in a memory file
 (`-e <dir>/... -m <sized for N> -o tier_policy=pmem`, memcached's restart
 file flag):
 
-  1. 100,000 probe keys (p:<n>), then N keys (k:<n>) of --value-size
-     bytes, pipelined (mcload --preload, 4 connections of 64 requests):
-     the load rate.  The table grows all along (a bucket at a time), and
-     a probe (one connection, one GET of a probe key at a time) measures
-     GET latency throughout: "growing".
-  2. Once the table has settled, the same loader overwrites existing keys
-     (the same sets, no new key, no growth) for --outside-seconds while
-     the probe runs again: "outside".  Growth's cost is the ratio of the
-     two p99.9s (goal: at most 2).
+  1. 100,000 probe keys (p:<n>), then N keys of --value-size bytes in
+     --steps steps, pipelined (mcload --preload, 4 connections of 64
+     requests): the load rate.  The table grows all along each step (a
+     bucket at a time), and a probe (one connection, one GET of a probe
+     key at a time) measures GET latency throughout: "growing".
+  2. After each step, once the table has settled, the same loader sets
+     keys of the first step again (the same sets, no new key, no growth)
+     for as long as the step took, the probe running again: "outside".
+     Growth's cost is the ratio of the medians over the steps of the two
+     p99.9s (goal: at most 2); growing and outside alternate so that the
+     machine's own drift falls on both.
   3. RssAnon / curr_items: DRAM per item (goal: at most 4 bytes).
   4. SIGUSR1 (a graceful stop, as memcached's -e restart), start again:
      seconds from exec to the first `version` reply with all N + 100,000
@@ -154,6 +156,12 @@ def probe_end(p):
     return r
 
 
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] +
+                                                 v[len(v) // 2]) / 2
+
+
 def settle(port, deadline_s=300):
     """Wait until the table has stopped growing: not splitting, and the
     same size over 300 ms."""
@@ -179,30 +187,39 @@ def one(args, n):
         run_json(mcload(args, port, "--preload", "--requests", 1, "--keys",
                         PROBE_KEYS, "--key-prefix", "p:", "-c", 4,
                         "-d", 64))
-        probe = probe_start(args, port)
-        load = run_json(mcload(args, port, "--preload", "--requests", 1,
-                               "--keys", n, "--key-prefix", "k:", "-c", 4,
-                               "-d", 64))
-        grow = probe_end(probe)
-        row["load_s"] = load["preload_seconds"]
-        row["load_rate"] = n / load["preload_seconds"]
-        row["grow_p99"] = grow["latency_us"]["p99"]
-        row["grow_p999"] = grow["latency_us"]["p999"]
-        row["grow_gets"] = grow["gets"]
         total = n + PROBE_KEYS
+        step = n // args.steps
+        grows, outs, load_s = [], [], 0.0
+        for i in range(args.steps):
+            # a step of new keys: the table (and the slabs) grow
+            probe = probe_start(args, port)
+            load = run_json(mcload(args, port, "--preload", "--requests", 1,
+                                   "--keys", step, "--key-prefix",
+                                   "k%d:" % i, "-c", 4, "-d", 64))
+            grows.append(probe_end(probe)["latency_us"])
+            load_s += load["preload_seconds"]
+            before = settle(port)
+            # as long again of the same sets over existing keys: nothing
+            # grows (a replaced item counted with its successor for a
+            # moment may split a few buckets, not a growth)
+            probe = probe_start(args, port)
+            run_json(mcload(args, port, "--keys", step, "--key-prefix",
+                            "k0:", "--get-ratio", 0, "-c", 4, "-d", 64,
+                            "--duration",
+                            max(1, round(load["preload_seconds"])),
+                            "--requests", 0))
+            outs.append(probe_end(probe)["latency_us"])
+            if int(stats(port)["hash_bytes"]) > before * 1.001:
+                raise SystemExit("scale.py: the table grew outside growth")
+        row["load_s"] = load_s
+        row["load_rate"] = step * args.steps / load_s
         row["hash_bytes"] = settle(port)
         row["anon_b_per_item"] = rss_anon(node.proc.pid) / total
-        probe = probe_start(args, port)
-        run_json(mcload(args, port, "--keys", n, "--key-prefix", "k:",
-                        "--get-ratio", 0, "-c", 4, "-d", 64, "--duration",
-                        args.outside_seconds, "--requests", 0))
-        outside = probe_end(probe)
-        # A replaced item is counted with its successor for a moment,
-        # which may split a few buckets; not a growth.
-        if int(stats(port)["hash_bytes"]) > row["hash_bytes"] * 1.001:
-            raise SystemExit("scale.py: the table grew outside growth")
-        row["outside_p99"] = outside["latency_us"]["p99"]
-        row["outside_p999"] = outside["latency_us"]["p999"]
+        for name, v in (("grow", grows), ("outside", outs)):
+            for pct in ("p99", "p999"):
+                row["%s_%s" % (name, pct)] = median([x[pct] for x in v])
+        row["steps_p999"] = [(g["p999"], o["p999"])
+                             for g, o in zip(grows, outs)]
         row["grow_vs_outside_p999"] = row["grow_p999"] / row["outside_p999"]
         for sig, name in ((signal.SIGUSR1, "clean"),
                           (signal.SIGKILL, "kill")):
@@ -224,7 +241,7 @@ def main():
     ap.add_argument("--items", default="10000000,100000000")
     ap.add_argument("--dir", default="/dev/shm")
     ap.add_argument("--value-size", type=int, default=32)
-    ap.add_argument("--outside-seconds", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--server-args", default="",
                     help="more memcached-pm flags, e.g. \"-o hashpower=24\"")
