@@ -10,7 +10,10 @@
  *         the stripe's sequence count is watched (nothing shared is
  *         written; a lookup that must take the lock falls back to ref)
  *   set   cache_alloc() and cache_store() of the key, as a SET does (the
- *         slab lock, the LRU list lock, the stripe lock, the counters)
+ *         thread's cache of free chunks, the LRU list lock, the stripe
+ *         lock, the counters; the slab lock once a batch)
+ *   set-locked  the same without the thread's cache of free chunks: the
+ *         slab lock at every alloc and free
  * and, for scale, two loops with nothing but a counter:
  *   shared   one atomic add per step on a counter every thread adds to
  *   private  one add per step on a counter of the thread's own line
@@ -45,8 +48,10 @@
 #define MAX_THREADS 64
 #define VALUE_LEN 32
 
-enum mode { MODE_REF, MODE_PEEK, MODE_SET, MODE_SHARED, MODE_PRIVATE };
-static const char *const mode_names[] = { "ref", "peek", "set", "shared",
+enum mode { MODE_REF, MODE_PEEK, MODE_SET, MODE_SET_LOCKED, MODE_SHARED,
+            MODE_PRIVATE };
+static const char *const mode_names[] = { "ref", "peek", "set",
+                                          "set-locked", "shared",
                                           "private" };
 
 struct key {
@@ -145,6 +150,7 @@ step(struct worker *w)
         }
         break;
     case MODE_SET:
+    case MODE_SET_LOCKED:
         store_key(k);
         break;
     case MODE_SHARED:
@@ -161,6 +167,9 @@ run(void *arg)
 {
     struct worker *w = arg;
 
+    if (mode != MODE_SET_LOCKED) {
+        cache_thread_cache(true);       /* as a server's worker does */
+    }
     while (!atomic_load(&go)) {
     }
     while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
@@ -169,6 +178,7 @@ run(void *arg)
         }
         w->ops += 64;
     }
+    cache_thread_cache(false);
     return NULL;
 }
 
@@ -292,7 +302,7 @@ main(int argc, char **argv)
             break;
         default:
             fprintf(stderr, "usage: hotpath [-t threads] [-s seconds] "
-                    "[-k keys,...] [-m ref,peek,set,shared,private] "
+                    "[-k keys,...] [-m ref,peek,set,set-locked,shared,private] "
                     "[-c cpu-list]\n");
             return 1;
         }

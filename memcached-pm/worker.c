@@ -159,6 +159,7 @@ worker_main(void *arg)
     if (logger_thread_init() != 0) {
         log_error("worker %u: no ring for watch; it shares one", w->id);
     }
+    cache_thread_cache(true);
     if (w->ring != NULL) {
         /* with group commit, a sync after every pass, before its replies */
         ring_run(w->ring, cache_group_join() ? machine_end_pass : NULL);
@@ -178,6 +179,7 @@ worker_main(void *arg)
     close_all(w);
     machine_end_pass();
     cache_group_leave();
+    cache_thread_cache(false);
     return NULL;
 }
 

@@ -74,6 +74,12 @@ const char *cache_flush_method(void);
  * acknowledges a change goes out, syncs what its calls left pending.
  * Every pass of the loop ends with a sync when something is pending.
  */
+/* A thread that stores often (a worker) keeps a few free chunks of each
+ * class of its own, so that its stores and deletes rarely take the slab
+ * allocator's lock (slabs.h): on before its first request, off before it
+ * exits. */
+void cache_thread_cache(bool on);
+
 bool cache_group_join(void);
 bool cache_group_pending(void);
 void cache_group_sync(void);

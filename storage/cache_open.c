@@ -182,6 +182,12 @@ cache_flush_method(void)
     return t == NULL ? NULL : flush_name(t);
 }
 
+void
+cache_thread_cache(bool on)
+{
+    slabs_thread_cache(on);
+}
+
 bool
 cache_group_join(void)
 {

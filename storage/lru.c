@@ -8,6 +8,7 @@
  * counters are bumped with relaxed atomic adds by any thread.
  */
 #include "storage/lru.h"
+#include "storage/tslot.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -27,6 +28,11 @@ struct lru_list {
 /* What a class holds, counted as items join and leave its lists and not
  * as they move between them: a move takes an item off one list before it
  * goes on the next, and a sum of the lists' sizes would miss it. */
+/* A class's items and bytes, kept per thread slot (tslot.h): every
+ * store and every removal counts, and one counter per class shared by
+ * all workers was a cache line they all wrote.  A slot may go below zero
+ * (an item counted in by one thread, out by another); the sum over the
+ * slots, modulo 2^64, is the count. */
 struct lru_class {
     uint64_t items;
     uint64_t bytes;
@@ -35,7 +41,8 @@ struct lru_class {
 static struct {
     const struct cache_options *opts;
     struct lru_list             lists[SLABS_TC_MAX][LRU_NLISTS];
-    struct lru_class            classes[SLABS_TC_MAX];
+    struct lru_class            classes[TSLOT_MAX][SLABS_TC_MAX]
+                                __attribute__((aligned(64)));
 } lru;
 
 struct cache_class_counters lru_class_counters[SLABS_TC_MAX];
@@ -155,7 +162,7 @@ take_out(struct lru_list *l, struct item *it)
 static void
 count_class(const struct item *it, int dir)
 {
-    struct lru_class *c = &lru.classes[lru_tc(it)];
+    struct lru_class *c = &lru.classes[tslot_mine()][lru_tc(it)];
     uint64_t bytes = item_ntotal(it);
 
     if (lru_is_cursor(it)) {
@@ -412,7 +419,12 @@ lru_list_bytes(unsigned tc, enum item_lru which)
 uint64_t
 lru_class_items(unsigned tc)
 {
-    return ld(&lru.classes[tc].items);
+    uint64_t n = 0;
+
+    for (unsigned i = 0; i < TSLOT_MAX; i++) {
+        n += ld(&lru.classes[i][tc].items);
+    }
+    return n;
 }
 
 uint64_t
@@ -432,7 +444,10 @@ lru_class_bytes(unsigned tc, bool with_temp)
     uint64_t total = 0;
 
     if (with_temp) {
-        return ld(&lru.classes[tc].bytes);
+        for (unsigned i = 0; i < TSLOT_MAX; i++) {
+            total += ld(&lru.classes[i][tc].bytes);
+        }
+        return total;
     }
     for (unsigned l = 0; l < LRU_NLISTS; l++) {
         if (l != ITEM_LRU_TEMP) {
@@ -577,7 +592,7 @@ lru_runs_remove(struct lru_runs **sets, unsigned nsets, struct item *it,
 static void
 join_class(struct lru_runs **sets, unsigned nsets, unsigned tc)
 {
-    struct lru_class *c = &lru.classes[tc];
+    struct lru_class *c = &lru.classes[tslot_mine()][tc];
     struct lru_list *l = NULL;
     uint64_t items = 0, bytes = 0;
 
@@ -603,8 +618,8 @@ join_class(struct lru_runs **sets, unsigned nsets, unsigned tc)
     }
     __atomic_store_n(&l->size, l->size + items, __ATOMIC_RELAXED);
     __atomic_store_n(&l->bytes, l->bytes + bytes, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->items, c->items + items, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->bytes, c->bytes + bytes, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->items, items, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->bytes, bytes, __ATOMIC_RELAXED);
 }
 
 void

@@ -22,6 +22,7 @@
 #include "storage/quiesce.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,9 +131,11 @@ int
 slabs_init(const struct cache_options *opts, struct tier *dram,
            struct tier *pmem, size_t prefix)
 {
+    struct tcache *caches = atomic_load(&sl.caches);
     unsigned n;
 
     memset(&sl, 0, sizeof(sl));
+    atomic_store(&sl.caches, caches);       /* emptied by slabs_destroy() */
     if (!tiers_ok(dram, pmem)) {
         return -1;
     }
@@ -176,6 +179,8 @@ slabs_init(const struct cache_options *opts, struct tier *dram,
 void
 slabs_destroy(void)
 {
+    struct tcache *caches;
+
     for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
         for (unsigned p = 0; p < sl.cls[tc].npages; p++) {
             tier_page_free(slabs_tier_of(tc), sl.cls[tc].pages[p]);
@@ -189,7 +194,16 @@ slabs_destroy(void)
     pthread_mutex_destroy(&sl.lock);
     pthread_cond_destroy(&sl.cond);
     pthread_cond_destroy(&sl.done);
+    caches = atomic_load(&sl.caches);
     memset(&sl, 0, sizeof(sl));
+    /* Threads' caches outlive the allocator (a thread keeps its own): its
+     * pages are gone, so they are emptied. */
+    for (struct tcache *t = caches; t != NULL; t = t->next) {
+        memset(t->head, 0, sizeof(t->head));
+        memset(t->n, 0, sizeof(t->n));
+        memset(t->requested, 0, sizeof(t->requested));
+    }
+    atomic_store(&sl.caches, caches);
 }
 
 unsigned
@@ -398,6 +412,18 @@ grow(unsigned tc)
     return true;
 }
 
+/* Hand a free chunk out: off its list (or cache) already. */
+static void
+hand_out(struct slabs_chunk *ch, unsigned tc)
+{
+    ch->next = ch->prev = NULL;
+    ch->hint = NULL;
+    set_chunk_flags(ch, 0);
+    ch->clsid = (uint8_t)SLABS_TC_ID(tc);
+    ch->tier = (uint8_t)SLABS_TC_TIER(tc);
+    __atomic_store_n(&ch->refcount, 1, __ATOMIC_RELEASE);
+}
+
 static void *
 alloc(size_t size, unsigned tc, bool may_grow)
 {
@@ -412,20 +438,10 @@ alloc(size_t size, unsigned tc, bool may_grow)
         ch = c->slots;
         slabs_unlink_free(c, ch);
         c->requested += size;
-        ch->hint = NULL;
-        set_chunk_flags(ch, 0);
-        ch->clsid = (uint8_t)SLABS_TC_ID(tc);
-        ch->tier = (uint8_t)SLABS_TC_TIER(tc);
-        __atomic_store_n(&ch->refcount, 1, __ATOMIC_RELEASE);
+        hand_out(ch, tc);
     }
     pthread_mutex_unlock(&sl.lock);
     return ch;
-}
-
-void *
-slabs_alloc(size_t size, unsigned tc)
-{
-    return alloc(size, tc, true);
 }
 
 void *
@@ -434,23 +450,207 @@ slabs_alloc_free(size_t size, unsigned tc)
     return alloc(size, tc, false);
 }
 
-void
-slabs_free(void *ptr, size_t size, unsigned tc)
+static void
+free_locked(struct slab_class *c, struct slabs_chunk *ch, unsigned tc)
 {
-    struct slab_class *c = &sl.cls[tc];
-    struct slabs_chunk *ch = ptr;
-
-    pthread_mutex_lock(&sl.lock);
-    c->requested -= size;
     ch->clsid = (uint8_t)SLABS_TC_ID(tc);
-    if ((char *)ptr >= sl.mv.start && (char *)ptr < sl.mv.end) {
+    if (slabs_in_move(ch)) {
         /* In the page being moved: free, but not for reuse. */
         set_chunk_flags(ch, SLABS_FREE);
         ch->refcount = 0;
     } else {
         push_free(c, ch);
     }
+}
+
+bool
+slabs_in_move(const void *ptr)
+{
+    const char *p = ptr;
+
+    return p >= __atomic_load_n(&sl.mv.start, __ATOMIC_ACQUIRE) &&
+           p < __atomic_load_n(&sl.mv.end, __ATOMIC_ACQUIRE);
+}
+
+/* ---- per-thread caches of free chunks ---------------------------------
+ *
+ * A cache's chunks are free (SLABS_FREE | SLABS_CACHED), off their
+ * class's list and linked through ->next.  The owner works on its cache under its own lock, taking the
+ * slabs lock only to refill or drain a batch (lock order: cache, then
+ * slabs).  The mover publishes the page it moves (sl.mv.start, end) and
+ * then takes each cache's lock to purge the page's chunks: a free after
+ * that sees the range and goes to the class's list; a free before it is
+ * purged; a refill takes only listed chunks, which the page's no longer
+ * are. */
+
+static _Thread_local struct tcache *mine;
+
+/* The owner's count, read racily by the stats (slabs_class_stats()). */
+static void
+set_count(struct tcache *t, unsigned tc, unsigned n)
+{
+    __atomic_store_n(&t->n[tc], (uint16_t)n, __ATOMIC_RELAXED);
+}
+
+static void
+cache_push(struct tcache *t, unsigned tc, struct slabs_chunk *ch)
+{
+    set_chunk_flags(ch, SLABS_FREE | SLABS_CACHED);
+    ch->refcount = 0;
+    ch->prev = NULL;
+    ch->next = t->head[tc];
+    t->head[tc] = ch;
+    set_count(t, tc, t->n[tc] + 1);
+}
+
+static void
+add_requested(struct tcache *t, unsigned tc, int64_t d)
+{
+    __atomic_store_n(&t->requested[tc],
+                     __atomic_load_n(&t->requested[tc], __ATOMIC_RELAXED) + d,
+                     __ATOMIC_RELAXED);
+}
+
+/* Up to a batch of the class's free chunks into the cache (a new page
+ * for the class only when it has none free); false if none was had. */
+static bool
+refill(struct tcache *t, unsigned tc)
+{
+    struct slab_class *c = &sl.cls[tc];
+    unsigned got = 0;
+
+    pthread_mutex_lock(&sl.lock);
+    while (got < SLABS_TCACHE_BATCH && (c->sl_curr > 0 ||
+                                        (got == 0 && grow(tc)))) {
+        struct slabs_chunk *ch = c->slots;
+
+        slabs_unlink_free(c, ch);
+        cache_push(t, tc, ch);
+        got++;
+    }
     pthread_mutex_unlock(&sl.lock);
+    return got > 0;
+}
+
+/* n chunks from the cache back to their class. */
+static void
+drain(struct tcache *t, unsigned tc, unsigned n)
+{
+    struct slab_class *c = &sl.cls[tc];
+
+    pthread_mutex_lock(&sl.lock);
+    for (unsigned i = 0; i < n && t->head[tc] != NULL; i++) {
+        struct slabs_chunk *ch = t->head[tc];
+
+        t->head[tc] = ch->next;
+        set_count(t, tc, t->n[tc] - 1);
+        free_locked(c, ch, tc);
+    }
+    pthread_mutex_unlock(&sl.lock);
+}
+
+void *
+slabs_alloc(size_t size, unsigned tc)
+{
+    struct tcache *t = mine;
+    struct slabs_chunk *ch = NULL;
+
+    if (t == NULL || !tc_valid(tc) ||
+        sl.cls[tc].size > SLABS_TCACHE_CHUNK_MAX) {
+        return alloc(size, tc, true);
+    }
+    pthread_mutex_lock(&t->lock);
+    if (t->n[tc] > 0 || refill(t, tc)) {
+        ch = t->head[tc];
+        t->head[tc] = ch->next;
+        set_count(t, tc, t->n[tc] - 1);
+        add_requested(t, tc, (int64_t)size);
+        hand_out(ch, tc);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return ch;
+}
+
+void
+slabs_free(void *ptr, size_t size, unsigned tc)
+{
+    struct slab_class *c = &sl.cls[tc];
+    struct tcache *t = mine;
+
+    if (t != NULL && c->size <= SLABS_TCACHE_CHUNK_MAX) {
+        pthread_mutex_lock(&t->lock);
+        if (!slabs_in_move(ptr)) {
+            ((struct slabs_chunk *)ptr)->clsid = (uint8_t)SLABS_TC_ID(tc);
+            cache_push(t, tc, ptr);
+            add_requested(t, tc, -(int64_t)size);
+            if (t->n[tc] > SLABS_TCACHE_MAX) {
+                drain(t, tc, SLABS_TCACHE_BATCH);
+            }
+            pthread_mutex_unlock(&t->lock);
+            return;
+        }
+        pthread_mutex_unlock(&t->lock);
+    }
+    pthread_mutex_lock(&sl.lock);
+    c->requested -= size;
+    free_locked(c, ptr, tc);
+    pthread_mutex_unlock(&sl.lock);
+}
+
+void
+slabs_thread_cache(bool on)
+{
+    struct tcache *t = mine;
+
+    if (on && t == NULL) {
+        t = calloc(1, sizeof(*t));
+        if (t == NULL) {
+            return;             /* no cache: every call takes the lock */
+        }
+        pthread_mutex_init(&t->lock, NULL);
+        t->next = atomic_load(&sl.caches);
+        while (!atomic_compare_exchange_weak(&sl.caches, &t->next, t)) {
+        }
+        mine = t;
+    } else if (!on && t != NULL) {
+        pthread_mutex_lock(&t->lock);
+        for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
+            drain(t, tc, t->n[tc]);
+        }
+        pthread_mutex_lock(&sl.lock);
+        for (unsigned tc = 0; tc < SLABS_TC_MAX; tc++) {
+            sl.cls[tc].requested += (uint64_t)t->requested[tc];
+            __atomic_store_n(&t->requested[tc], 0, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&sl.lock);
+        pthread_mutex_unlock(&t->lock);
+        /* the struct stays listed, empty, for a later on */
+        mine = NULL;
+    }
+}
+
+void
+slabs_tcache_purge(unsigned tc, const char *start, const char *end)
+{
+    for (struct tcache *t = atomic_load(&sl.caches); t != NULL;
+         t = t->next) {
+        struct slabs_chunk **pp;
+
+        pthread_mutex_lock(&t->lock);
+        for (pp = &t->head[tc]; *pp != NULL;) {
+            struct slabs_chunk *ch = *pp;
+
+            if ((char *)ch >= start && (char *)ch < end) {
+                *pp = ch->next;
+                ch->next = NULL;
+                set_count(t, tc, t->n[tc] - 1);
+                set_chunk_flags(ch, SLABS_FREE);    /* free, not cached */
+            } else {
+                pp = &ch->next;
+            }
+        }
+        pthread_mutex_unlock(&t->lock);
+    }
 }
 
 /* ---- recovery --------------------------------------------------------- */
@@ -525,7 +725,11 @@ slabs_class_stats(unsigned tc, struct cache_slab_stats *out)
     out->total_pages = c->npages;
     out->total_chunks = (uint64_t)c->npages * c->perslab;
     out->free_chunks = c->sl_curr;
-    out->used_chunks = out->total_chunks - c->sl_curr;
+    for (struct tcache *t = atomic_load(&sl.caches); t != NULL;
+         t = t->next) {
+        out->free_chunks += __atomic_load_n(&t->n[tc], __ATOMIC_RELAXED);
+    }
+    out->used_chunks = out->total_chunks - out->free_chunks;
     out->free_chunks_end = 0;
     pthread_mutex_unlock(&sl.lock);
     return out->total_pages > 0;
@@ -545,6 +749,10 @@ slabs_requested(unsigned tc)
     pthread_mutex_lock(&sl.lock);
     r = sl.cls[tc].requested;
     pthread_mutex_unlock(&sl.lock);
+    for (struct tcache *t = atomic_load(&sl.caches); t != NULL;
+         t = t->next) {
+        r += (uint64_t)__atomic_load_n(&t->requested[tc], __ATOMIC_RELAXED);
+    }
     return r;
 }
 

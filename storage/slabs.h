@@ -72,6 +72,7 @@ struct slabs_chunk {
     uint8_t     opaque3;
 };
 
+#define SLABS_CACHED 0x8000     /* free, in a thread's cache (with FREE) */
 #define SLABS_FREE 0x0004       /* the chunk is on a free list (or in a
                                    page being moved, not for reuse) */
 
@@ -114,6 +115,24 @@ void *slabs_alloc(size_t size, unsigned tc);
 /* The same from the class's free chunks only, never a new page: the page
  * mover's rescues, which must not grow the class they empty a page of. */
 void *slabs_alloc_free(size_t size, unsigned tc);
+
+/*
+ * The calling thread keeps up to SLABS_TCACHE_MAX free chunks of each
+ * class of chunks up to SLABS_TCACHE_CHUNK_MAX bytes of its own (on),
+ * taken from and given back to its class SLABS_TCACHE_BATCH at a time
+ * under the slabs lock, so that most of its slabs_alloc() and
+ * slabs_free() calls take only a lock no other thread wants.  (Larger
+ * chunks are rarer, costlier to fill than to lock for, and a cache of
+ * them would hold memory the limit counts: 32 chunks of a 512 KiB class
+ * are 16 pages.)  Off gives them back (before the thread exits).  A cached chunk
+ * is free (SLABS_FREE | SLABS_CACHED) and counted as free; it is in a
+ * page already taken, so the memory limit is unchanged; the page mover
+ * takes a page's chunks out of every cache before it empties the page.
+ */
+#define SLABS_TCACHE_MAX   32
+#define SLABS_TCACHE_BATCH 16
+#define SLABS_TCACHE_CHUNK_MAX 1024
+void slabs_thread_cache(bool on);
 
 /* Give a chunk back (its refcount is 0). */
 void  slabs_free(void *ptr, size_t size, unsigned tc);

@@ -190,7 +190,8 @@ finish(char *page)
     bool to_pool = SLABS_TC_ID(dst) == 0;
 
     c->pages[0] = slabs_pop_page(c);
-    sl.mv.start = sl.mv.end = NULL;
+    __atomic_store_n(&sl.mv.start, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&sl.mv.end, NULL, __ATOMIC_RELEASE);
     if (t->id == TIER_PMEM && to_pool) {
         pagetab_set(page, 0);
     }
@@ -224,17 +225,23 @@ slabs_move_begin(unsigned src, unsigned dst)
         page = NULL;
         goto out;
     }
-    sl.mv.start = page;
-    sl.mv.end = page + (size_t)c->perslab * c->size;
+    __atomic_store_n(&sl.mv.start, page, __ATOMIC_RELEASE);
+    __atomic_store_n(&sl.mv.end, page + (size_t)c->perslab * c->size,
+                     __ATOMIC_RELEASE);
     for (unsigned i = 0; i < c->perslab; i++) {
         struct slabs_chunk *ch = slabs_chunk_at(c, page, i);
+        uint16_t f = slabs_chunk_flags(ch);
 
-        if (slabs_chunk_flags(ch) & SLABS_FREE) {
+        if ((f & SLABS_FREE) && !(f & SLABS_CACHED)) {
             slabs_unlink_free(c, ch);
         }
     }
 out:
     pthread_mutex_unlock(&sl.lock);
+    if (page != NULL) {
+        /* after the range is public: see slabs.c, the thread caches */
+        slabs_tcache_purge(src, page, page + (size_t)c->perslab * c->size);
+    }
     return page;
 }
 

@@ -25,6 +25,18 @@ struct slab_class {
     uint64_t     requested;     /* bytes asked for by live items */
 };
 
+/* A thread's cache of free chunks (slabs_thread_cache()).  Made once per
+ * thread and never freed; `caches` lists them all. */
+struct tcache {
+    pthread_mutex_t      lock;      /* the owner's; the mover's to purge */
+    struct tcache       *next;
+    struct slabs_chunk  *head[SLABS_TC_MAX];    /* through ->next */
+    uint16_t             n[SLABS_TC_MAX];
+    /* bytes the owner's allocs asked for, less its frees; written by the
+     * owner only (relaxed atomics), read racily by slabs_requested() */
+    int64_t              requested[SLABS_TC_MAX];
+};
+
 /* The page move in progress or queued; tier classes. */
 struct move {
     bool         attached;      /* a mover takes requests */
@@ -51,6 +63,7 @@ struct slabs_state {
     bool               shrinking;       /* a lowered limit not reached */
     struct move        mv;
     struct cache_stats st;              /* malloc_fails, slabs_moved */
+    struct tcache *_Atomic caches;      /* every thread cache */
 };
 
 extern struct slabs_state sl;
@@ -72,5 +85,13 @@ char *slabs_pop_page(struct slab_class *c);
 void  slabs_unlink_free(struct slab_class *c, struct slabs_chunk *ch);
 void  slabs_cut(unsigned tc, char *page);
 void  slabs_give_back(struct tier *t, char *page);
+
+/* The page being moved is [start, end): take its chunks out of every
+ * thread's cache (the slabs lock not held).  They stay free. */
+void  slabs_tcache_purge(unsigned tc, const char *start, const char *end);
+
+/* Is ptr in the page being moved?  Racy outside the slabs lock; see
+ * slabs_free(). */
+bool  slabs_in_move(const void *ptr);
 
 #endif

@@ -4,7 +4,8 @@ The bound: at most 4 bytes of anonymous memory (RssAnon: everything the
 process holds beyond the file's pages) per item, at every point of the
 table's growth.  The table grows a bucket at a time (storage/assoc.c), so
 samples taken while a load runs land before, inside and after splits of
-every level; the server is then killed and recovers into a presized table.
+every level; the server is then killed and recovers into a presized table,
+with every chunk accounted for (the workers cached free ones at the kill).
 
 On the optimised build 10M items (bench/dram.py measures 20M and 100M); the
 sanitizer build's shadow memory makes RssAnon meaningless, so there a
@@ -117,6 +118,16 @@ def test_dram_per_item_through_growth_and_recovery(server_factory, memfile,
         assert after[0][2] <= TABLE_BOUND * nkeys + 4 * 65536
         if measure:
             assert after[0][1] / nkeys <= BOUND, after
+        # no chunk lost: the workers' caches of free chunks at the kill
+        # came back free, every used chunk holds an item
+        sl = c.stats("slabs")
+        used = sum(int(v) for k, v in sl.items()
+                   if k.endswith(":used_chunks"))
+        free = sum(int(v) for k, v in sl.items()
+                   if k.endswith(":free_chunks"))
+        total = sum(int(v) for k, v in sl.items()
+                    if k.endswith(":total_chunks"))
+        assert used == nkeys and used + free == total, (used, free, total)
         # every key of a step back, its value checked by mcload
         for first in (0, nkeys - step):
             res = subprocess.run(
