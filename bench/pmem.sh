@@ -118,7 +118,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM  # so that EXIT runs: the servers go too
-trap 'exit 130' INT TERM
 
 die() {
     echo "pmem.sh: $*" >&2
@@ -262,7 +261,12 @@ while time.time() < deadline:
     if st.get("hash_is_expanding") == "1":
         time.sleep(0.05)
         continue
-    if int(st["curr_items"]) <= 3 * (1 << int(st["hash_power_level"])) // 2:
+    items, power = int(st["curr_items"]), int(st["hash_power_level"])
+    buckets = int(st["hash_bytes"]) // 8
+    if buckets != 1 << power:
+        # memcached-pm: 4-byte buckets, grown a bucket at a time
+        buckets = int(st["hash_bytes"]) // 4
+    if items <= 3 * buckets // 2 + 1:
         sys.exit(0)
     cmd(b"set pmem.sh:settle 0 0 1\r\nx\r\n", b"\r\n")
     cmd(b"delete pmem.sh:settle\r\n", b"\r\n")

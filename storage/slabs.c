@@ -475,13 +475,13 @@ slabs_in_move(const void *ptr)
 /* ---- per-thread caches of free chunks ---------------------------------
  *
  * A cache's chunks are free (SLABS_FREE | SLABS_CACHED), off their
- * class's list and linked through ->next.  The owner works on its cache under its own lock, taking the
- * slabs lock only to refill or drain a batch (lock order: cache, then
- * slabs).  The mover publishes the page it moves (sl.mv.start, end) and
- * then takes each cache's lock to purge the page's chunks: a free after
- * that sees the range and goes to the class's list; a free before it is
- * purged; a refill takes only listed chunks, which the page's no longer
- * are. */
+ * class's list and linked through ->next.  The owner works on its cache
+ * under its own lock, taking the slabs lock only to refill or drain a
+ * batch (lock order: cache, then slabs).  The mover publishes the page
+ * it moves (sl.mv.start, end) and then takes each cache's lock to purge
+ * the page's chunks: a free after that sees the range and goes to the
+ * class's list; a free before it is purged; a refill takes only listed
+ * chunks, which the page's no longer are. */
 
 static _Thread_local struct tcache *mine;
 

@@ -124,10 +124,11 @@ void *slabs_alloc_free(size_t size, unsigned tc);
  * slabs_free() calls take only a lock no other thread wants.  (Larger
  * chunks are rarer, costlier to fill than to lock for, and a cache of
  * them would hold memory the limit counts: 32 chunks of a 512 KiB class
- * are 16 pages.)  Off gives them back (before the thread exits).  A cached chunk
- * is free (SLABS_FREE | SLABS_CACHED) and counted as free; it is in a
- * page already taken, so the memory limit is unchanged; the page mover
- * takes a page's chunks out of every cache before it empties the page.
+ * are 16 pages.)  Off gives them back (before the thread exits).  A
+ * cached chunk is free (SLABS_FREE | SLABS_CACHED) and counted as free;
+ * it is in a page already taken, so the memory limit is unchanged; the
+ * page mover takes a page's chunks out of every cache before it empties
+ * the page.
  */
 #define SLABS_TCACHE_MAX   32
 #define SLABS_TCACHE_BATCH 16

@@ -93,8 +93,9 @@ test_file_edges(void)
     ok(chunkid_peek(id_last + 1) == NULL,
        "an index past the page's chunks decodes to nothing");
     id_big = chunkid_of(last + PREFIX);
-    ok((id_big >> chunkid_tab.index_bits) != (id_last >> chunkid_tab.index_bits),
-       "the pages have numbers of their own");
+    ok(id_big >> chunkid_tab.index_bits !=
+       id_last >> chunkid_tab.index_bits, "the pages have numbers of their "
+       "own");
 
     /* Cut again for another class: same number, old ids past the new
      * count decode to nothing (a stale id in a lock-free reader). */
