@@ -235,10 +235,13 @@ scan_chunk(struct worker *w, void *chunk, unsigned id)
 /* With -v, a line on stderr every progress_ms (a second) of the scan:
  * pages read of the total, items linked so far (after a clean stop the
  * scan links them; after a crash a later phase does) and their rate.
- * Whichever scan thread finishes a page past the due time writes it. */
+ * Whichever scan thread finishes a page past the due time writes it,
+ * under a lock and with the counts read then, so that the lines go up
+ * even when two threads fall due one right after the other. */
 static void
 note_progress(struct recovery *rc)
 {
+    static pthread_mutex_t note_lock = PTHREAD_MUTEX_INITIALIZER;
     size_t done = __atomic_add_fetch(&rc->scanned, 1, __ATOMIC_RELAXED);
     uint64_t now, due, every, linked = 0;
 
@@ -254,13 +257,19 @@ note_progress(struct recovery *rc)
                                      __ATOMIC_RELAXED)) {
         return;
     }
+    pthread_mutex_lock(&note_lock);
+    done = __atomic_load_n(&rc->scanned, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < rc->nthreads; i++) {
         linked += __atomic_load_n(&rc->w[i].linked, __ATOMIC_RELAXED);
     }
-    fprintf(stderr, "recovery: scanned %zu of %zu pages, %llu items "
-            "linked, %.0f items/s\n", done, rc->npages,
-            (unsigned long long)linked,
-            (double)linked * 1e6 / (double)(now - rc->started_us + 1));
+    if (done > rc->noted) {
+        rc->noted = done;
+        fprintf(stderr, "recovery: scanned %zu of %zu pages, %llu items "
+                "linked, %.0f items/s\n", done, rc->npages,
+                (unsigned long long)linked,
+                (double)linked * 1e6 / (double)(now - rc->started_us + 1));
+    }
+    pthread_mutex_unlock(&note_lock);
 }
 
 static void *

@@ -81,6 +81,7 @@ struct recovery {
     size_t              scanned;    /* pages, for progress */
     uint64_t            started_us; /* clock_mono_us() at the start */
     uint64_t            next_note_us;   /* the next progress line */
+    size_t              noted;      /* pages the last line said */
 };
 
 /* ---- recover.c -------------------------------------------------------- */
