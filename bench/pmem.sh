@@ -71,6 +71,9 @@ LOAD_CPU=${LOAD_CPU:-0}
 # The restart part pins the servers here; "0,1" lets memcached-pm's
 # parallel recovery scan use both cores (memcached's fixup is one thread).
 RESTART_CPUS=${RESTART_CPUS:-$SERVER_CPU}
+# ALONE=1: each server is preloaded and restarted with the other stopped
+# (only one file and one process at a time on the CPUs).
+ALONE=${ALONE:-0}
 PARTS=${PARTS:-restart,throughput,rss}
 SHM_DIR=${SHM_DIR:-/dev/shm}
 
@@ -93,6 +96,7 @@ environment (defaults in brackets; QUICK=1 changes the starred ones):
   RSS_ITEMS* ["1000000 10000000"] item counts of the DRAM-per-item part
   SERVER_CPU [1]  LOAD_CPU [0]           PARTS [restart,throughput,rss]
   RESTART_CPUS [SERVER_CPU] cpus of the servers in the restart part
+  ALONE [0]  1: in the restart part, one server at a time
   SHM_DIR [/dev/shm] where the memory files go (tmpfs)
 EOF
 }
@@ -372,9 +376,40 @@ restart_summary() {
     fi
 }
 
+# prep_side SIDE: start SIDE's server, preload it, wait for its table.
+prep_side() {
+    local side=$1 rate hp
+    R_PORT[$side]=$(free_port)
+    # shellcheck disable=SC2086
+    start_server "${R_BIN[$side]}" "${R_PORT[$side]}" ${R_ARGS[$side]}
+    R_PID[$side]=$SERVER_PID
+    rate=$(preload "${R_PORT[$side]}" "$ITEMS" "$ITEM_PREFIX" "$ITEM_SIZE")
+    settle "${R_PORT[$side]}"
+    hp=$(stat "${R_PORT[$side]}" hash_power_level)
+    echo "preload $([ "$side" = pm ] && echo memcached-pm ||
+         echo memcached): $rate sets/s, curr_items" \
+         "$(stat "${R_PORT[$side]}" curr_items), hashpower $hp"
+}
+
+# rounds_of SIDE...: ROUNDS rounds of the restarts of the sides given.
+rounds_of() {
+    local round side
+    for round in $(seq "$ROUNDS"); do
+        for side in "$@"; do
+            if [ "$side" = pm ]; then
+                restart_one pm USR1 memcached-pm/USR1 "$round"
+            else
+                restart_one mc USR1 memcached/USR1 "$round"
+            fi
+        done
+        case " $* " in
+        *" pm "*) restart_one pm KILL memcached-pm/KILL "$round" ;;
+        esac
+    done
+}
+
 restart() {
-    local side rate hp round pin=("${PIN_SERVER[@]}")
-    need_shm $((2 * MEM + 256))
+    local side pin=("${PIN_SERVER[@]}")
     R_BIN[pm]=$MCPM_BIN
     R_BIN[mc]=$MC_BIN
     R_ARGS[pm]="-v -m $MEM -e $SHM/restart-pm"
@@ -385,33 +420,35 @@ restart() {
     echo "== restart: $ITEMS items (keys ${ITEM_PREFIX}<n>," \
          "${ITEM_SIZE}-byte values), -m $MEM -t $THREADS," \
          "memory files on $SHM_DIR, servers on cpu $RESTART_CPUS," \
-         "$ROUNDS rounds"
-    for side in pm mc; do
-        R_PORT[$side]=$(free_port)
-        # shellcheck disable=SC2086
-        start_server "${R_BIN[$side]}" "${R_PORT[$side]}" ${R_ARGS[$side]}
-        R_PID[$side]=$SERVER_PID
-        rate=$(preload "${R_PORT[$side]}" "$ITEMS" "$ITEM_PREFIX" \
-               "$ITEM_SIZE")
-        settle "${R_PORT[$side]}"
-        hp=$(stat "${R_PORT[$side]}" hash_power_level)
-        echo "preload $([ "$side" = pm ] && echo memcached-pm ||
-             echo memcached): $rate sets/s, curr_items" \
-             "$(stat "${R_PORT[$side]}" curr_items), hashpower $hp"
-    done
-    printf '%-22s %5s %8s %9s %11s %6s %11s %s\n' server round stop_s \
-        start_s curr_items csum recovery_s check
-    for round in $(seq "$ROUNDS"); do
-        restart_one pm USR1 memcached-pm/USR1 "$round"
-        restart_one mc USR1 memcached/USR1 "$round"
-        restart_one pm KILL memcached-pm/KILL "$round"
-    done
+         "$ROUNDS rounds$([ "$ALONE" = 1 ] && echo ", each server alone")"
+    if [ "$ALONE" = 1 ]; then
+        # one server at a time: nothing else on its CPU, one file
+        need_shm $((MEM + 256))
+        for side in pm mc; do
+            prep_side "$side"
+            if [ "$side" = pm ]; then
+                printf '%-22s %5s %8s %9s %11s %6s %11s %s\n' server \
+                    round stop_s start_s curr_items csum recovery_s check
+            fi
+            rounds_of "$side"
+            stop_server "${R_PID[$side]}" TERM
+            rm -f "$SHM"/restart-*
+        done
+    else
+        need_shm $((2 * MEM + 256))
+        for side in pm mc; do
+            prep_side "$side"
+        done
+        printf '%-22s %5s %8s %9s %11s %6s %11s %s\n' server round stop_s \
+            start_s curr_items csum recovery_s check
+        rounds_of pm mc
+        for side in pm mc; do
+            stop_server "${R_PID[$side]}" TERM
+        done
+    fi
     restart_summary
     echo "stop_s: signal to process exit; start_s: exec to first" \
          "\`version\` reply; csum: recovery_checksummed"
-    for side in pm mc; do
-        stop_server "${R_PID[$side]}" TERM
-    done
     rm -f "$SHM"/restart-*
     PIN_SERVER=("${pin[@]}")
 }
