@@ -29,6 +29,18 @@
 
 struct slabs_state sl;
 
+/* A thread's cache of free chunks (slabs_thread_cache()), made once per
+ * thread and never freed; sl.caches lists them all. */
+struct tcache {
+    pthread_mutex_t      lock;      /* the owner's; the mover's to purge */
+    struct tcache       *next;
+    struct slabs_chunk  *head[SLABS_TC_MAX];    /* through ->next */
+    uint16_t             n[SLABS_TC_MAX];
+    /* bytes the owner's allocs asked for, less its frees; written by the
+     * owner only (relaxed atomics), read racily by slabs_requested() */
+    int64_t              requested[SLABS_TC_MAX];
+};
+
 /* ---- class table ------------------------------------------------------ */
 
 static size_t
@@ -485,6 +497,22 @@ slabs_in_move(const void *ptr)
 
 static _Thread_local struct tcache *mine;
 
+/*
+ * Small chunks of volatile memory only.  A chunk of the memory file freed
+ * by a worker that groups its flushes (persist.h) may still have its
+ * commit word set on the medium until the worker's pass ends; reused at
+ * once from the worker's own cache, its new item's lines would share that
+ * sync with the old death, in any order, and a power cut inside the sync
+ * could leave the new commit word over old data.  Through the class's
+ * list such a chunk is reused as before.
+ */
+static bool
+cacheable(unsigned tc)
+{
+    return SLABS_TC_TIER(tc) != TIER_PMEM &&
+           sl.cls[tc].size <= SLABS_TCACHE_CHUNK_MAX;
+}
+
 /* The owner's count, read racily by the stats (slabs_class_stats()). */
 static void
 set_count(struct tcache *t, unsigned tc, unsigned n)
@@ -538,6 +566,9 @@ drain(struct tcache *t, unsigned tc, unsigned n)
 {
     struct slab_class *c = &sl.cls[tc];
 
+    if (n == 0) {
+        return;
+    }
     pthread_mutex_lock(&sl.lock);
     for (unsigned i = 0; i < n && t->head[tc] != NULL; i++) {
         struct slabs_chunk *ch = t->head[tc];
@@ -555,8 +586,7 @@ slabs_alloc(size_t size, unsigned tc)
     struct tcache *t = mine;
     struct slabs_chunk *ch = NULL;
 
-    if (t == NULL || !tc_valid(tc) ||
-        sl.cls[tc].size > SLABS_TCACHE_CHUNK_MAX) {
+    if (t == NULL || !tc_valid(tc) || !cacheable(tc)) {
         return alloc(size, tc, true);
     }
     pthread_mutex_lock(&t->lock);
@@ -577,7 +607,7 @@ slabs_free(void *ptr, size_t size, unsigned tc)
     struct slab_class *c = &sl.cls[tc];
     struct tcache *t = mine;
 
-    if (t != NULL && c->size <= SLABS_TCACHE_CHUNK_MAX) {
+    if (t != NULL && cacheable(tc)) {
         pthread_mutex_lock(&t->lock);
         if (!slabs_in_move(ptr)) {
             ((struct slabs_chunk *)ptr)->clsid = (uint8_t)SLABS_TC_ID(tc);
