@@ -21,46 +21,19 @@ for the items (160 bytes each) and removed at the end.
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stats(port):
-    with socket.create_connection(("127.0.0.1", port), 5) as s:
-        s.sendall(b"stats\r\n")
-        buf = b""
-        while not buf.endswith(b"END\r\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                raise OSError("closed")
-            buf += chunk
-    return dict(line.split(" ", 2)[1:] for line in buf.decode().split("\r\n")
-                if line.startswith("STAT "))
-
-
-def rss_anon_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    return 0
+from server_probe import free_port, rss_anon, stats  # noqa: E402
 
 
 def sample(name, proc, port, rows):
     st = stats(port)
     items = int(st["curr_items"])
-    anon = rss_anon_kb(proc.pid) * 1024
+    anon = rss_anon(proc.pid)
     row = (name, items, anon, anon / max(1, items),
            st.get("hash_power_level", "-"),
            st.get("hash_is_expanding", "-"))

@@ -278,6 +278,15 @@ run_mode(const char *name, unsigned nkeys_now, unsigned maxt, double seconds)
     return 0;
 }
 
+static int
+usage(void)
+{
+    fprintf(stderr, "usage: hotpath [-t threads] [-s seconds] "
+            "[-k keys,...] [-m ref,peek,set,set-locked,shared,private] "
+            "[-c cpu-list]\n");
+    return 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -301,10 +310,7 @@ main(int argc, char **argv)
             }
             break;
         default:
-            fprintf(stderr, "usage: hotpath [-t threads] [-s seconds] "
-                    "[-k keys,...] [-m ref,peek,set,set-locked,shared,private] "
-                    "[-c cpu-list]\n");
-            return 1;
+            return usage();
         }
     }
     if (maxt < 1 || maxt > MAX_THREADS) {

@@ -37,46 +37,14 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from server_probe import free_port, request, rss_anon, stats  # noqa: E402
 PROBE_KEYS = 100000
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def request(port, req, end, timeout=10):
-    with socket.create_connection(("127.0.0.1", port), timeout) as s:
-        s.sendall(req)
-        buf = b""
-        while not buf.endswith(end):
-            chunk = s.recv(65536)
-            if not chunk:
-                raise OSError("closed")
-            buf += chunk
-    return buf
-
-
-def stats(port):
-    buf = request(port, b"stats\r\n", b"END\r\n")
-    return dict(line.split(" ", 2)[1:] for line in buf.decode().split("\r\n")
-                if line.startswith("STAT "))
-
-
-def rss_anon(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 class Node:
@@ -163,19 +131,23 @@ def median(v):
 
 
 def settle(port, deadline_s=300):
-    """Wait until the table has stopped growing: not splitting, and the
-    same size over 300 ms."""
+    """Wait until the table has stopped growing: not splitting, and either
+    at 1.5 items a bucket (4-byte buckets) or the same size over two
+    seconds (growth off: a growth starts at a clock tick, once a second).
+    Its hash_bytes."""
     deadline = time.monotonic() + deadline_s
-    last = None
+    last, since = None, time.monotonic()
     while True:
         st = stats(port)
         now = (st["hash_is_expanding"], st["hash_bytes"])
-        if now == last and now[0] == "0":
+        if now != last:
+            last, since = now, time.monotonic()
+        fits = int(now[1]) // 4 >= int(st["curr_items"]) * 2 // 3
+        if now[0] == "0" and (fits or time.monotonic() - since > 2):
             return int(now[1])
         if time.monotonic() > deadline:
             raise SystemExit("scale.py: the table did not settle")
-        last = now
-        time.sleep(0.3)
+        time.sleep(0.1)
 
 
 def one(args, n):
@@ -200,8 +172,9 @@ def one(args, n):
             load_s += load["preload_seconds"]
             before = settle(port)
             # as long again of the same sets over existing keys: nothing
-            # grows (a replaced item counted with its successor for a
-            # moment may split a few buckets, not a growth)
+            # grows (an item being replaced is counted with its successor
+            # for a moment, up to the 4 x 64 sets in flight, which may
+            # split that many buckets: not a growth)
             probe = probe_start(args, port)
             run_json(mcload(args, port, "--keys", step, "--key-prefix",
                             "k0:", "--get-ratio", 0, "-c", 4, "-d", 64,
@@ -209,7 +182,7 @@ def one(args, n):
                             max(1, round(load["preload_seconds"])),
                             "--requests", 0))
             outs.append(probe_end(probe)["latency_us"])
-            if int(stats(port)["hash_bytes"]) > before * 1.001:
+            if int(stats(port)["hash_bytes"]) > before + 4 * 4 * 64:
                 raise SystemExit("scale.py: the table grew outside growth")
         row["load_s"] = load_s
         row["load_rate"] = step * args.steps / load_s

@@ -583,12 +583,6 @@ assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
     *hash_is_expanding = atomic_load(&splitting);
 }
 
-uint64_t
-assoc_buckets(void)
-{
-    return table != NULL ? buckets_of(atomic_load(&shape)) : 0;
-}
-
 /* Lock-free: the slot is always inside the mapping, which lives as long
  * as the table. */
 const void *

@@ -66,7 +66,6 @@ void assoc_maybe_expand(uint64_t curr_items);
  * hash_bytes: the buckets in use; hash_is_expanding: splitting now. */
 void assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
                  uint64_t *hash_is_expanding);
-uint64_t assoc_buckets(void);
 
 /*
  * Visit every linked item: fn(it, ctx) is called under the item's lock, a

@@ -242,9 +242,10 @@ static void
 note_progress(struct recovery *rc)
 {
     static pthread_mutex_t note_lock = PTHREAD_MUTEX_INITIALIZER;
-    size_t done = __atomic_add_fetch(&rc->scanned, 1, __ATOMIC_RELAXED);
     uint64_t now, due, every, linked = 0;
+    size_t done;
 
+    __atomic_add_fetch(&rc->scanned, 1, __ATOMIC_RELAXED);
     if (rc->p->verbose == 0) {
         return;
     }

@@ -25,17 +25,8 @@ struct slab_class {
     uint64_t     requested;     /* bytes asked for by live items */
 };
 
-/* A thread's cache of free chunks (slabs_thread_cache()).  Made once per
- * thread and never freed; `caches` lists them all. */
-struct tcache {
-    pthread_mutex_t      lock;      /* the owner's; the mover's to purge */
-    struct tcache       *next;
-    struct slabs_chunk  *head[SLABS_TC_MAX];    /* through ->next */
-    uint16_t             n[SLABS_TC_MAX];
-    /* bytes the owner's allocs asked for, less its frees; written by the
-     * owner only (relaxed atomics), read racily by slabs_requested() */
-    int64_t              requested[SLABS_TC_MAX];
-};
+/* A thread's cache of free chunks (slabs_thread_cache(), in slabs.c). */
+struct tcache;
 
 /* The page move in progress or queued; tier classes. */
 struct move {
