@@ -59,7 +59,8 @@ A_NAME=${A_NAME:-memcached-pm}
 B_NAME=${B_NAME:-memcached}
 # When set, each throughput summary is also appended to this file as one
 # tab-separated line: LABEL, then name, median ops/s, p99 us and cpu
-# ns/req of side A, the same of side B (bench/perf.sh plots them).
+# ns/req of side A, the same of side B, then the p99.9 us of A and of B
+# (bench/perf.sh plots them and writes them into doc/PERFORMANCE.md).
 RESULT_FILE=${RESULT_FILE:-}
 LABEL=${LABEL:-throughput}
 
@@ -253,8 +254,9 @@ summary() {
         printf "ratio   %s / %s: ops/s %.3f  p99 %.3f  cpu/req %.3f\n",
                na, nb, a / b, qa / qb, ca / cb }'
     if [ -n "$RESULT_FILE" ]; then
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$LABEL" \
-            "$A_NAME" "$ma" "$qa" "$ca" "$B_NAME" "$mb" "$qb" "$cb" \
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+            "$LABEL" "$A_NAME" "$ma" "$qa" "$ca" "$B_NAME" "$mb" "$qb" \
+            "$cb" "$(median <"$TMP/p999-A")" "$(median <"$TMP/p999-B")" \
             >>"$RESULT_FILE"
     fi
 }
