@@ -6,11 +6,17 @@
 #include "storage/locks.h"
 #include "storage/lru.h"
 #include "storage/observe.h"
+#include "storage/persist.h"
 #include "storage/slabs.h"
 
 #define TAIL_TRIES      5
 #define ALLOC_TRIES     10
 #define STEAL_WAIT_MS   500
+/* In a flush group an evicted item's chunk comes back only when the group
+ * syncs (persist_kill()), so an allocation that has to evict there evicts
+ * up to this many, syncs once and finds all their chunks free: one sync
+ * per GROUP_EVICTS evictions rather than one per allocation. */
+#define GROUP_EVICTS    8
 
 static const struct cache_options *opts;
 
@@ -226,6 +232,10 @@ evict_retry(size_t size, unsigned tc, unsigned lru_tc,
         if (mem != NULL) {
             return mem;
         }
+        if (persist_group_holds()) {
+            persist_group_sync();
+            continue;
+        }
         LRU_COUNT(lru_tc, direct_reclaims, 1);
         n = cold(lru_tc);
         if (n <= 0 && opts->lru_segmented) {
@@ -233,6 +243,9 @@ evict_retry(size_t size, unsigned tc, unsigned lru_tc,
         }
         if (n <= 0) {
             break;
+        }
+        for (int j = 1; j < GROUP_EVICTS && persist_group_holds() &&
+             cold(lru_tc) > 0; j++) {
         }
     }
     return NULL;

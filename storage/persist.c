@@ -132,41 +132,77 @@ persist_commit(struct item *it)
     persist_publish(it, seq);
 }
 
-void
-persist_kill(struct item *it)
-{
-    struct persist_prefix *p = persist_prefix_of(it);
-
-    if (__atomic_load_n(&p->commit, __ATOMIC_RELAXED) == 0) {
-        return;
-    }
-    __atomic_store_n(&p->commit, 0, __ATOMIC_RELEASE);
-    tier_persist(pe.tier, &p->commit, sizeof(p->commit));
-}
-
-/* The items this thread retires once its group's commits are durable. */
-static __thread struct {
+/* Items a thread holds by a reference until its group has synced. */
+struct held {
     struct item **v;
     size_t        n;
     size_t        cap;
-} retiring;
+};
+
+/* Those this thread retires once its group's commits are durable, and
+ * those it killed in its group: their chunks are not reused before the
+ * death is durable, or a new item's lines could reach the medium before
+ * the old commit word's zero, in the same sync, in any order. */
+static __thread struct held retiring, dying;
 
 static bool
-retire_later(struct item *it)
+hold(struct held *h, struct item *it)
 {
-    if (retiring.n == retiring.cap) {
-        size_t cap = retiring.cap ? retiring.cap * 2 : 64;
-        struct item **v = realloc(retiring.v, cap * sizeof(*v));
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        struct item **v = realloc(h->v, cap * sizeof(*v));
 
         if (v == NULL) {
             return false;
         }
-        retiring.v = v;
-        retiring.cap = cap;
+        h->v = v;
+        h->cap = cap;
     }
     item_ref_incr(it);
-    retiring.v[retiring.n++] = it;
+    h->v[h->n++] = it;
     return true;
+}
+
+static void
+let_go(struct held *h)
+{
+    size_t n = h->n;
+
+    h->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        item_release(h->v[i]);
+    }
+}
+
+static void
+forget(struct held *h)
+{
+    free(h->v);
+    memset(h, 0, sizeof(*h));
+}
+
+/* Commit word 0; true when the zero is only noted in the thread's group. */
+static bool
+kill_noted(struct item *it)
+{
+    struct persist_prefix *p = persist_prefix_of(it);
+
+    if (__atomic_load_n(&p->commit, __ATOMIC_RELAXED) == 0) {
+        return false;
+    }
+    __atomic_store_n(&p->commit, 0, __ATOMIC_RELEASE);
+    tier_persist(pe.tier, &p->commit, sizeof(p->commit));
+    return tier_pmem_group_pending(pe.tier);
+}
+
+void
+persist_kill(struct item *it)
+{
+    if (kill_noted(it) && !hold(&dying, it)) {
+        /* no memory to wait in: the death is durable before the chunk
+         * can go back */
+        tier_pmem_group_sync(pe.tier);
+    }
 }
 
 void
@@ -176,7 +212,7 @@ persist_retire(struct item *it)
                         __ATOMIC_RELAXED) == 0) {
         return;
     }
-    if (tier_pmem_group_pending(pe.tier) && retire_later(it)) {
+    if (tier_pmem_group_pending(pe.tier) && hold(&retiring, it)) {
         return;
     }
     /* Not grouped (the successor is durable already), or no memory to
@@ -195,29 +231,31 @@ bool
 persist_group_pending(void)
 {
     return pe.tier != NULL &&
-           (retiring.n > 0 || tier_pmem_group_pending(pe.tier));
+           (retiring.n > 0 || dying.n > 0 ||
+            tier_pmem_group_pending(pe.tier));
 }
 
 void
 persist_group_sync(void)
 {
-    size_t n = retiring.n;
-
     if (pe.tier == NULL) {
         return;
     }
     tier_pmem_group_sync(pe.tier);
-    if (n == 0) {
-        return;
+    if (retiring.n > 0) {
+        for (size_t i = 0; i < retiring.n; i++) {
+            kill_noted(retiring.v[i]);
+        }
+        tier_pmem_group_sync(pe.tier);
+        let_go(&retiring);
     }
-    for (size_t i = 0; i < n; i++) {
-        persist_kill(retiring.v[i]);
-    }
-    tier_pmem_group_sync(pe.tier);
-    retiring.n = 0;
-    for (size_t i = 0; i < n; i++) {
-        item_release(retiring.v[i]);
-    }
+    let_go(&dying);
+}
+
+bool
+persist_group_holds(void)
+{
+    return dying.n > 0;
 }
 
 void
@@ -228,8 +266,8 @@ persist_group_leave(void)
     }
     persist_group_sync();
     tier_pmem_group_leave(pe.tier);
-    free(retiring.v);
-    memset(&retiring, 0, sizeof(retiring));
+    forget(&retiring);
+    forget(&dying);
 }
 
 void

@@ -91,7 +91,10 @@ void persist_publish(struct item *it, uint64_t seq);
  * judges flush_all by it. */
 void persist_commit(struct item *it);
 
-/* Dead: commit word 0, persisted.  Before unlinking and replying. */
+/* Dead: commit word 0, persisted.  Before unlinking and replying.  In a
+ * group (below) the zero is durable only when the group syncs, so the
+ * item is held by a reference until then: its chunk is not reused first
+ * (persist_group_holds()). */
 void persist_kill(struct item *it);
 
 /* Dead, but only once the item that replaces it (committed just before)
@@ -115,6 +118,11 @@ bool persist_group_join(void);
 bool persist_group_pending(void);
 void persist_group_sync(void);
 void persist_group_leave(void);     /* sync, and free the thread's lists */
+
+/* Whether this thread holds items it killed in its group: an allocation
+ * that finds no free chunk syncs the group (persist_group_sync()) to get
+ * their chunks back before it evicts more. */
+bool persist_group_holds(void);
 
 /* After one aligned store to it->exptime: persist those 4 bytes. */
 void persist_exptime(struct item *it);

@@ -498,19 +498,16 @@ slabs_in_move(const void *ptr)
 static _Thread_local struct tcache *mine;
 
 /*
- * Small chunks of volatile memory only.  A chunk of the memory file freed
- * by a worker that groups its flushes (persist.h) may still have its
- * commit word set on the medium until the worker's pass ends; reused at
- * once from the worker's own cache, its new item's lines would share that
- * sync with the old death, in any order, and a power cut inside the sync
- * could leave the new commit word over old data.  Through the class's
- * list such a chunk is reused as before.
+ * Small chunks only: 32 chunks of a large class would hold pages of the
+ * limit away from the others.  The memory file's chunks are cached too: a
+ * chunk killed in a flush group is freed only once the group has synced
+ * (persist_kill()), so no cache hands out a chunk whose death is not yet
+ * durable.
  */
 static bool
 cacheable(unsigned tc)
 {
-    return SLABS_TC_TIER(tc) != TIER_PMEM &&
-           sl.cls[tc].size <= SLABS_TCACHE_CHUNK_MAX;
+    return sl.cls[tc].size <= SLABS_TCACHE_CHUNK_MAX;
 }
 
 /* The owner's count, read racily by the stats (slabs_class_stats()). */

@@ -309,6 +309,62 @@ test_mover(void)
     is_int(bad, 0, "every surviving item is committed in the file");
 }
 
+/* Address of the chunk the next item of key k's size gets (left there). */
+static struct item *
+alloc_like(const char *k, const char *v)
+{
+    enum cache_status st;
+    struct item *it = cache_alloc(k, strlen(k), test_hv(k), 0, 0,
+                                  (uint32_t)strlen(v), &st);
+
+    if (it != NULL) {
+        cache_release(it);
+    }
+    return it;
+}
+
+/* A worker that groups its flushes: a chunk killed in the group is not
+ * reused before the group's sync makes the death durable, or the new
+ * item's lines could reach the medium before the old commit word's zero
+ * (a cut between the two left a torn item). */
+static void
+test_group_reuse(void)
+{
+    struct item *g, *n;
+    bool reused = false;
+
+    if (!ok(persist_group_join(), "the strict file on tmpfs groups "
+            "(msync)")) {
+        return;
+    }
+    put("grp", "0123456789", CACHE_SET);
+    persist_group_sync();
+    g = test_get("grp");
+    if (!ok(g != NULL, "grp stored and synced")) {
+        persist_group_leave();
+        return;
+    }
+    cache_release(g);
+    is_int(cache_delete("grp", 3, test_hv("grp"), 0, NULL), CACHE_DELETED,
+           "delete grp in the group");
+    ok(persist_group_holds() && persist_group_pending(),
+       "the group holds the killed item");
+    ok((file_commit(g) & 1) == 1, "its death is not yet in the file");
+    for (int i = 0; i < 8; i++) {
+        char k[16];
+
+        snprintf(k, sizeof(k), "grq%d", i);
+        reused |= alloc_like(k, "abcdefghij") == g;
+    }
+    ok(!reused, "its chunk is not handed out before the sync");
+    persist_group_sync();
+    is_int(file_commit(g), 0, "after the sync its death is in the file");
+    ok(!persist_group_holds(), "and the group holds nothing");
+    n = alloc_like("grr", "abcdefghij");
+    ok(n == g, "its chunk is the next one handed out");
+    persist_group_leave();
+}
+
 /* Order: the body is persisted first, the commit word last; a cut before
  * the commit word is persisted leaves the chunk free. */
 static void
@@ -368,6 +424,7 @@ main(void)
     test_incr_and_invalidate();
     test_chunked();
     test_mover();
+    test_group_reuse();
     test_crash();
     cache_shutdown();
     close(fd);

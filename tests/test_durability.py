@@ -197,3 +197,37 @@ def test_a_bad_durability_exits_1(binary):
     assert p.returncode == 1
     assert ('Invalid value for memory_file_durability: "disk" (auto, '
             'process or power)') in p.stderr
+
+
+def test_a_full_power_safe_cache_evicts_a_batch_per_sync(server_factory,
+                                                         memfile):
+    """An item killed in a pass's group keeps its chunk until the group
+    syncs, so no new item's lines share a sync with its death.  A set
+    that must evict therefore evicts a few items, syncs once and takes one
+    of their chunks: a full cache still stores every set, with a sync per
+    batch of evictions, not one per eviction, and a SIGKILL loses nothing
+    acknowledged and tears nothing."""
+    s = server_factory("-e", memfile, "-m", "8",
+                       "-o", "memory_file_durability=power")
+    value = b"v" * 200
+    n, batch = 60000, 500
+    with s.conn() as c:
+        syncs0 = counts(c)[0]
+        for base in range(0, n, batch):
+            c.send(b"".join(set_req(b"k%d" % i, value)
+                            for i in range(base, base + batch)))
+            for _ in range(batch):
+                assert c.readline() == b"STORED\r\n"
+        evictions = int(c.stats()["evictions"])
+        syncs = counts(c)[0] - syncs0
+    assert evictions > n // 4, evictions
+    assert syncs < evictions // 2, (syncs, evictions)
+    s.signal(signal.SIGKILL)
+    s.wait()
+    r = server_factory("-e", memfile, "-m", "8",
+                       "-o", "memory_file_durability=power")
+    with r.conn() as c:
+        assert c.stats()["recovery_dropped_torn"] == "0"
+        for i in range(n - 100, n):
+            c.call(b"get k%d\r\n" % i, b"VALUE k%d 0 200\r\n%s\r\nEND\r\n"
+                   % (i, value))
