@@ -34,6 +34,19 @@ static struct stripe *locks;
 static uint32_t mask;
 static unsigned power;
 
+int
+locks_mutex_init(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    int rc;
+
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+    rc = pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc;
+}
+
 unsigned
 locks_power_for(unsigned nworkers)
 {
@@ -86,7 +99,7 @@ locks_init(unsigned pow)
     }
     memset(locks, 0, n * sizeof(*locks));
     for (i = 0; i < n; i++) {
-        if (pthread_mutex_init(&locks[i].m, NULL) != 0) {
+        if (locks_mutex_init(&locks[i].m) != 0) {
             free_locks(i);
             return -1;
         }

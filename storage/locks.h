@@ -13,8 +13,18 @@
 #ifndef MCPM_STORAGE_LOCKS_H
 #define MCPM_STORAGE_LOCKS_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/*
+ * A mutex for storage's short critical sections (stripes, LRU lists, the
+ * slab classes): adaptive, so a thread that finds it taken spins a while
+ * before it sleeps.  Held for a few hundred cycles at most, a plain mutex
+ * under two storing workers put both to sleep in the kernel and woke them
+ * there, which cost more than the work the lock guards.
+ */
+int locks_mutex_init(pthread_mutex_t *m);
 
 /* Power from the worker count as memcached picks it (10..15); a given
  * `requested` power of 0 means "from nworkers". */

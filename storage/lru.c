@@ -8,6 +8,7 @@
  * counters are bumped with relaxed atomic adds by any thread.
  */
 #include "storage/lru.h"
+#include "storage/locks.h"
 #include "storage/tslot.h"
 
 #include <assert.h>
@@ -67,7 +68,7 @@ lru_init(const struct cache_options *opts)
     lru.opts = opts;
     for (unsigned i = 0; i < SLABS_TC_MAX; i++) {
         for (unsigned l = 0; l < LRU_NLISTS; l++) {
-            pthread_mutex_init(&lru.lists[i][l].lock, NULL);
+            locks_mutex_init(&lru.lists[i][l].lock);
         }
     }
     return 0;

@@ -18,6 +18,7 @@
 #include "storage/slabs.h"
 #include "storage/slabs_priv.h"
 #include "storage/chunkid.h"
+#include "storage/locks.h"
 #include "storage/pagetab.h"
 #include "storage/quiesce.h"
 
@@ -179,7 +180,7 @@ slabs_init(const struct cache_options *opts, struct tier *dram,
                 sl.page_size);
         return -1;
     }
-    pthread_mutex_init(&sl.lock, NULL);
+    locks_mutex_init(&sl.lock);
     pthread_cond_init(&sl.cond, NULL);
     pthread_cond_init(&sl.done, NULL);
     if (opts->verbose > 1) {
