@@ -71,8 +71,8 @@ LOAD_CPU=${LOAD_CPU:-0}
 # The restart part pins the servers here; "0,1" lets memcached-pm's
 # parallel recovery scan use both cores (memcached's fixup is one thread).
 RESTART_CPUS=${RESTART_CPUS:-$SERVER_CPU}
-# ALONE=1: each server is preloaded and restarted with the other stopped
-# (only one file and one process at a time on the CPUs).
+# ALONE=1: each server is preloaded, then restarted with the other stopped
+# (one server process at a time, both memory files kept; rounds alternate).
 ALONE=${ALONE:-0}
 PARTS=${PARTS:-restart,throughput,rss}
 SHM_DIR=${SHM_DIR:-/dev/shm}
@@ -408,6 +408,43 @@ rounds_of() {
     done
 }
 
+# alone_one SIDE SIGNAL LABEL ROUND: SIDE's server, stopped cleanly before,
+# is started (not timed), then restart_one times its stop with SIGNAL and
+# its start; then it stops cleanly again, so that the other side's next
+# restart runs with no other server process on the machine.
+alone_one() {
+    local side=$1
+    if [ "$side" = mc ]; then
+        meta_wait "$SHM/restart-mc.meta"
+    fi
+    # shellcheck disable=SC2086
+    start_server "${R_BIN[$side]}" "${R_PORT[$side]}" ${R_ARGS[$side]}
+    R_PID[$side]=$SERVER_PID
+    restart_one "$@"
+    stop_server "${R_PID[$side]}" USR1
+}
+
+# alone_rounds: ROUNDS rounds, the two servers' restarts interleaved (the
+# order turned every round), so that the machine's drift over the run
+# falls on both.
+alone_rounds() {
+    local round side order
+    for round in $(seq "$ROUNDS"); do
+        order="pm mc"
+        if [ $((round % 2)) = 0 ]; then
+            order="mc pm"
+        fi
+        for side in $order; do
+            if [ "$side" = pm ]; then
+                alone_one pm USR1 memcached-pm/USR1 "$round"
+                alone_one pm KILL memcached-pm/KILL "$round"
+            else
+                alone_one mc USR1 memcached/USR1 "$round"
+            fi
+        done
+    done
+}
+
 restart() {
     local side pin=("${PIN_SERVER[@]}")
     R_BIN[pm]=$MCPM_BIN
@@ -422,18 +459,15 @@ restart() {
          "memory files on $SHM_DIR, servers on cpu $RESTART_CPUS," \
          "$ROUNDS rounds$([ "$ALONE" = 1 ] && echo ", each server alone")"
     if [ "$ALONE" = 1 ]; then
-        # one server at a time: nothing else on its CPU, one file
-        need_shm $((MEM + 256))
+        # one process at a time, both files kept: nothing else on the CPU
+        need_shm $((2 * MEM + 256))
         for side in pm mc; do
             prep_side "$side"
-            if [ "$side" = pm ]; then
-                printf '%-22s %5s %8s %9s %11s %6s %11s %s\n' server \
-                    round stop_s start_s curr_items csum recovery_s check
-            fi
-            rounds_of "$side"
-            stop_server "${R_PID[$side]}" TERM
-            rm -f "$SHM"/restart-*
+            stop_server "${R_PID[$side]}" USR1
         done
+        printf '%-22s %5s %8s %9s %11s %6s %11s %s\n' server round stop_s \
+            start_s curr_items csum recovery_s check
+        alone_rounds
     else
         need_shm $((2 * MEM + 256))
         for side in pm mc; do
