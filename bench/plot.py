@@ -89,7 +89,7 @@ def scale(path, png):
     left.set_xscale("log")
     left.set_xlabel("items (millions)")
     left.set_ylabel("DRAM bytes per item (RssAnon / items)")
-    left.set_ylim(0, 5)
+    left.set_ylim(0, max([5] + [r["anon_b_per_item"] * 1.1 for r in rows]))
     left.legend(fontsize=8)
     right.plot(n, [r["clean_restart_s"] for r in rows], "o-",
                label="clean restart")

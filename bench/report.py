@@ -104,12 +104,14 @@ def scale(out, parts):
                          r["anon_b_per_item"],
                          r["anon_after_kill_b_per_item"],
                          r["clean_restart_s"], r["kill_restart_s"]))
-    if len(rows) > 1:
-        lo, hi = rows[0], rows[-1]
-        lines.append("| %gx the items | %.2fx | | | %.1fx | %.1fx |" % (
-            hi["items"] / lo["items"], hi["load_rate"] / lo["load_rate"],
-            hi["clean_restart_s"] / lo["clean_restart_s"],
-            hi["kill_restart_s"] / lo["kill_restart_s"]))
+    hi = rows[-1]
+    for lo in rows[:-1]:
+        lines.append("| %s / %s (%gx the items) | %.2fx | | | %.1fx | %.1fx |"
+                     % (k(hi["items"]), k(lo["items"]),
+                        hi["items"] / lo["items"],
+                        hi["load_rate"] / lo["load_rate"],
+                        hi["clean_restart_s"] / lo["clean_restart_s"],
+                        hi["kill_restart_s"] / lo["kill_restart_s"]))
     return lines + ["", "![DRAM per item and restarts](perf/scale.png)", ""]
 
 
