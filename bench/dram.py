@@ -27,7 +27,7 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import free_port, rss_anon, stats  # noqa: E402
+from server_probe import binaries, free_port, rss_anon, stats  # noqa: E402
 
 
 def sample(name, proc, port, rows):
@@ -103,10 +103,7 @@ def main():
     ap.add_argument("--dir", default="/dev/shm")
     ap.add_argument("--memcached", action="store_true")
     args = ap.parse_args()
-    mcpm = os.environ.get("MCPM_BIN", os.path.join(
-        ROOT, "build", "memcached-pm", "memcached-pm"))
-    args.mcload = os.environ.get("MCLOAD_BIN", os.path.join(
-        ROOT, "build", "bench", "mcload"))
+    mcpm, args.mcload = binaries(ROOT)
     rows = []
     run("memcached-pm", lambda path, mb: [
         mcpm, "-m", "64", "-o", "memory_file=%s,memory_file_size=%d,"

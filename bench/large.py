@@ -30,8 +30,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MCPM = os.environ.get("MCPM_BIN", os.path.join(ROOT, "memcached-pm",
-                                                "memcached-pm"))
+from server_probe import binaries  # noqa: E402
 MC = os.environ.get("MC_BIN", "/usr/bin/memcached")
 MEM = int(os.environ.get("MEM", "64"))
 SETS = int(os.environ.get("SETS", "600"))
@@ -161,13 +160,14 @@ def report(title, servers, prefix, sizes, refused):
 
 
 def main():
+    mcpm = binaries(ROOT)[0]
     shm = tempfile.mkdtemp(prefix="mcpm-large.", dir=SHM_DIR)
     servers = []
     try:
         for phase in ("steady", "shift"):
             servers = [
-                Server("memcached-pm/dram", [MCPM, "-o", "tier_policy=dram"]),
-                Server("memcached-pm/-e", [MCPM, "-e",
+                Server("memcached-pm/dram", [mcpm, "-o", "tier_policy=dram"]),
+                Server("memcached-pm/-e", [mcpm, "-e",
                                            os.path.join(shm, phase + ".pm")]),
                 Server("memcached", [MC]),
             ]

@@ -27,7 +27,7 @@
 # then draws the plots (bench/plot.py) and rewrites the report part of
 # doc/PERFORMANCE.md (bench/report.py, between its two marker lines).
 # Everything goes to OUT: results.tsv, workloads.tsv, parts.tsv, each
-# part's full output (*.txt), scale.json and the PNGs.  About 50 minutes
+# part's full output (*.txt), scale.json and the PNGs.  About 30 minutes
 # with the defaults on two CPUs; PARTS picks a subset, and the parts'
 # own knobs (DURATION, ROUNDS, ...) pass through.
 
@@ -165,6 +165,9 @@ fi
 
 scale_json=()
 [ -f "$OUT/scale.json" ] && scale_json=("$OUT/scale.json")
-"$PYTHON" "$ROOT/bench/plot.py" "$OUT/results.tsv" "$OUT" "${scale_json[@]}"
+if [ -s "$OUT/results.tsv" ] || [ "${#scale_json[@]}" -gt 0 ]; then
+    "$PYTHON" "$ROOT/bench/plot.py" "$OUT/results.tsv" "$OUT" \
+        "${scale_json[@]}"
+fi
 "$PYTHON" "$ROOT/bench/report.py" "$OUT" "$DOC"
 echo "== results in $OUT, report in $DOC"

@@ -60,20 +60,26 @@ def bars(rows, index, ylabel, title, path):
 
 
 def main():
-    rows = read(sys.argv[1])
-    if not rows:
-        sys.exit("plot.py: no results in %s" % sys.argv[1])
-    out = sys.argv[2]
-    bars(rows, 1, "ops/s (median of the rounds)", "Throughput, A/B above each pair",
+    results, out = sys.argv[1], sys.argv[2]
+    rows = read(results) if os.path.exists(results) else []
+    if rows:
+        wires(rows, out)
+    elif len(sys.argv) < 4:
+        sys.exit("plot.py: no results in %s" % results)
+    if len(sys.argv) > 3:
+        scale(sys.argv[3], os.path.join(out, "scale.png"))
+
+
+def wires(rows, out):
+    bars(rows, 1, "ops/s (median of the rounds)",
+         "Throughput, A/B above each pair",
          os.path.join(out, "throughput.png"))
-    bars(rows, 2, "p99 latency, us (median of the rounds)", "p99, A/B above each pair",
-         os.path.join(out, "p99.png"))
+    bars(rows, 2, "p99 latency, us (median of the rounds)",
+         "p99, A/B above each pair", os.path.join(out, "p99.png"))
     bars(rows, 3, "server CPU ns per request (median of the rounds)",
          "CPU per request, A/B above each pair", os.path.join(out, "cpu.png"))
     bars(rows, 4, "p99.9 latency, us (median of the rounds)",
          "p99.9, A/B above each pair", os.path.join(out, "p999.png"))
-    if len(sys.argv) > 3:
-        scale(sys.argv[3], os.path.join(out, "scale.png"))
 
 
 def scale(path, png):

@@ -43,7 +43,8 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import free_port, request, rss_anon, stats  # noqa: E402
+from server_probe import (binaries, free_port, request, rss_anon,  # noqa: E402
+                          stats)
 PROBE_KEYS = 100000
 
 
@@ -219,10 +220,7 @@ def main():
     ap.add_argument("--server-args", default="",
                     help="more memcached-pm flags, e.g. \"-o hashpower=24\"")
     args = ap.parse_args()
-    args.mcpm = os.environ.get("MCPM_BIN", os.path.join(
-        ROOT, "build", "memcached-pm", "memcached-pm"))
-    args.mcload = os.environ.get("MCLOAD_BIN", os.path.join(
-        ROOT, "build", "bench", "mcload"))
+    args.mcpm, args.mcload = binaries(ROOT)
     counts = [int(x) for x in args.items.split(",")]
     rows = []
     print("%11s %8s %10s %9s %9s %9s %6s %7s %8s %8s" % (

@@ -1,8 +1,29 @@
-"""server_probe.py: what the Python benchmarks ask of a running server:
-a free loopback port, a request's reply, `stats`, and the process's
-anonymous memory (bench/dram.py, bench/scale.py)."""
+"""server_probe.py: what the Python benchmarks ask of a server: its
+binaries, a free loopback port, a request's reply, `stats`, and the
+process's anonymous memory (bench/dram.py, bench/scale.py,
+bench/large.py)."""
 
+import os
 import socket
+import subprocess
+import sys
+
+
+def binaries(root):
+    """MCPM_BIN and MCLOAD_BIN; by default the README's build in build/,
+    made by script/bootstrap when it is missing, as bench/lib.sh does."""
+    mcpm = os.environ.get("MCPM_BIN", os.path.join(
+        root, "build", "memcached-pm", "memcached-pm"))
+    mcload = os.environ.get("MCLOAD_BIN", os.path.join(
+        root, "build", "bench", "mcload"))
+    if not (os.access(mcpm, os.X_OK) and os.access(mcload, os.X_OK)):
+        print("== building (script/bootstrap: build/)", flush=True)
+        subprocess.run(["bash", os.path.join(root, "script", "bootstrap")],
+                       check=True, stdout=subprocess.DEVNULL)
+    for path in (mcpm, mcload):
+        if not os.access(path, os.X_OK):
+            sys.exit("no binary at %s" % path)
+    return mcpm, mcload
 
 
 def free_port():
