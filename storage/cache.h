@@ -67,6 +67,12 @@ bool cache_file_may_lack_meta(const char *path);
 const char *cache_durability(void);
 const char *cache_flush_method(void);
 
+/* A thread that stores often (a worker) keeps a few free chunks of each
+ * class of its own, so that its stores and deletes rarely take the slab
+ * allocator's lock (slabs.h): on before its first request, off before it
+ * exits. */
+void cache_thread_cache(bool on);
+
 /*
  * Group commit, where the memory file flushes by msync (persist.h): an
  * event loop's thread joins (false: nothing to group, every store is
@@ -74,12 +80,6 @@ const char *cache_flush_method(void);
  * acknowledges a change goes out, syncs what its calls left pending.
  * Every pass of the loop ends with a sync when something is pending.
  */
-/* A thread that stores often (a worker) keeps a few free chunks of each
- * class of its own, so that its stores and deletes rarely take the slab
- * allocator's lock (slabs.h): on before its first request, off before it
- * exits. */
-void cache_thread_cache(bool on);
-
 bool cache_group_join(void);
 bool cache_group_pending(void);
 void cache_group_sync(void);

@@ -244,8 +244,10 @@ evict_retry(size_t size, unsigned tc, unsigned lru_tc,
         if (n <= 0) {
             break;
         }
-        for (int j = 1; j < GROUP_EVICTS && persist_group_holds() &&
-             cold(lru_tc) > 0; j++) {
+        for (int j = 1; j < GROUP_EVICTS && persist_group_holds(); j++) {
+            if (cold(lru_tc) <= 0) {
+                break;
+            }
         }
     }
     return NULL;

@@ -28,12 +28,11 @@ struct lru_list {
 
 /* What a class holds, counted as items join and leave its lists and not
  * as they move between them: a move takes an item off one list before it
- * goes on the next, and a sum of the lists' sizes would miss it. */
-/* A class's items and bytes, kept per thread slot (tslot.h): every
- * store and every removal counts, and one counter per class shared by
- * all workers was a cache line they all wrote.  A slot may go below zero
- * (an item counted in by one thread, out by another); the sum over the
- * slots, modulo 2^64, is the count. */
+ * goes on the next, and a sum of the lists' sizes would miss it.  Kept
+ * per thread slot (tslot.h): every store and every removal counts, and
+ * one counter per class shared by all workers was a cache line they all
+ * wrote.  A slot may go below zero (an item counted in by one thread, out
+ * by another); the sum over the slots, modulo 2^64, is the count. */
 struct lru_class {
     uint64_t items;
     uint64_t bytes;

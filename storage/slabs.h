@@ -118,8 +118,7 @@ void *slabs_alloc_free(size_t size, unsigned tc);
 
 /*
  * The calling thread keeps up to SLABS_TCACHE_MAX free chunks of each
- * class of chunks up to SLABS_TCACHE_CHUNK_MAX bytes of volatile memory
- * (not the memory file's: slabs.c says why) of its own (on),
+ * class of chunks up to SLABS_TCACHE_CHUNK_MAX bytes of its own (on),
  * taken from and given back to its class SLABS_TCACHE_BATCH at a time
  * under the slabs lock, so that most of its slabs_alloc() and
  * slabs_free() calls take only a lock no other thread wants.  (Larger

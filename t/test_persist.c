@@ -309,7 +309,9 @@ test_mover(void)
     is_int(bad, 0, "every surviving item is committed in the file");
 }
 
-/* Address of the chunk the next item of key k's size gets (left there). */
+/* The chunk an item of k and v gets now (given straight back: the next
+ * call of the same size gets it again, unless a chunk freed meanwhile is
+ * ahead of it). */
 static struct item *
 alloc_like(const char *k, const char *v)
 {
@@ -323,18 +325,21 @@ alloc_like(const char *k, const char *v)
     return it;
 }
 
-/* A worker that groups its flushes: a chunk killed in the group is not
- * reused before the group's sync makes the death durable, or the new
- * item's lines could reach the medium before the old commit word's zero
- * (a cut between the two left a torn item). */
+/* A worker that groups its flushes, with its cache of free chunks as a
+ * worker has: a chunk killed in the group is not reused before the
+ * group's sync makes the death durable, or the new item's lines could
+ * reach the medium before the old commit word's zero (a cut between the
+ * two left a torn item). */
 static void
 test_group_reuse(void)
 {
     struct item *g, *n;
     bool reused = false;
 
+    cache_thread_cache(true);
     if (!ok(persist_group_join(), "the strict file on tmpfs groups "
             "(msync)")) {
+        cache_thread_cache(false);
         return;
     }
     put("grp", "0123456789", CACHE_SET);
@@ -342,6 +347,7 @@ test_group_reuse(void)
     g = test_get("grp");
     if (!ok(g != NULL, "grp stored and synced")) {
         persist_group_leave();
+        cache_thread_cache(false);
         return;
     }
     cache_release(g);
@@ -363,6 +369,7 @@ test_group_reuse(void)
     n = alloc_like("grr", "abcdefghij");
     ok(n == g, "its chunk is the next one handed out");
     persist_group_leave();
+    cache_thread_cache(false);
 }
 
 /* Order: the body is persisted first, the commit word last; a cut before
