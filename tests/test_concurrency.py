@@ -113,13 +113,21 @@ def test_hash_growth_with_readers(server_factory):
         # The table grows to 1.5 items a bucket, 4 bytes each: 666,666
         # buckets for 1M items, level 19 (2^19 and part of the next).  The
         # load check is periodic, so give the last splits time to finish.
+        # An item being swapped for another (a DRAM copy of a file item
+        # under the cache policy, a demotion under capacity) counts twice
+        # for a moment, at most one per worker, and growth follows the
+        # highest count it saw: up to 4 items more than NKEYS.
+        least, most = NKEYS * 2 // 3, (NKEYS + 4) * 2 // 3
 
         def grown():
             st = c.stats()
-            return (int(st["hash_bytes"]) == NKEYS * 2 // 3 * 4
+            return (int(st["hash_bytes"]) >= least * 4
                     and st["hash_is_expanding"] == "0")
         wait_for(grown, 30, "the table to reach 666,666 buckets")
-        assert c.stats()["hash_power_level"] == "19"
+        st = c.stats()
+        assert least * 4 <= int(st["hash_bytes"]) <= most * 4, \
+            st["hash_bytes"]
+        assert st["hash_power_level"] == "19"
 
 
 def test_incr_is_atomic(server_factory):
