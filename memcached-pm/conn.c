@@ -803,6 +803,31 @@ conn_read(struct conn *c)
     return got_bytes(c, n);
 }
 
+int
+conn_fill_input(struct conn *c, const char *p, size_t n)
+{
+    size_t size = c->rsize > RBUF_SIZE ? c->rsize : RBUF_SIZE;
+
+    while (size < n) {
+        size *= 2;
+    }
+    if (size != c->rsize) {
+        char *b = realloc(c->rbuf, size);
+
+        if (b == NULL) {
+            return -1;
+        }
+        gauge_rbuf(c, c->rbuf == NULL ? 1 : 0,
+                   (int64_t)size - (int64_t)c->rsize);
+        c->rbuf = b;
+        c->rsize = size;
+    }
+    memcpy(c->rbuf, p, n);
+    c->rstart = c->pf_end = 0;
+    c->rend = n;
+    return 0;
+}
+
 void
 conn_give_back_rbuf(struct conn *c)
 {

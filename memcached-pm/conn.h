@@ -29,6 +29,7 @@
 #include <event2/event.h>
 #include <event2/event_struct.h>
 
+#include "memcached-pm/handover.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
@@ -66,12 +67,18 @@ struct buffer_gauges {
 
 /* The connections of one worker.  Its thread links and unlinks them
  * under the lock; "stats conns" walks them under it.  The gauges are
- * written by that thread only. */
+ * written by that thread only.  While the node hands over (leaving),
+ * each connection that reaches a request boundary lets go of its socket
+ * into `left`, and the last one gone calls on_empty. */
 struct conn_list {
     pthread_mutex_t      lock;
     struct conn         *head;
     unsigned             n;
     struct buffer_gauges gauges;
+    bool                 leaving;
+    struct handover      left;
+    void               (*on_empty)(void *arg);
+    void                *empty_arg;
 };
 
 /* The protocol a connection speaks: with -B auto its first byte decides
@@ -90,7 +97,8 @@ enum conn_state {
     CONN_SWALLOW,
     CONN_WRITE,
     CONN_CLOSING,
-    CONN_HANDOFF
+    CONN_HANDOFF,
+    CONN_LEAVE           /* at a request boundary, handed over */
 };
 
 struct conn {
@@ -251,6 +259,28 @@ void conn_free(struct conn **c);
  * freed like conn_free() but the socket stays open, and it stays counted
  * in curr_connections for its new owner to uncount. */
 void conn_detach(struct conn **c);
+
+/* ---- handover (conn_handover.c) --------------------------------------- */
+
+/* May c move to another process?  Not a TLS session (its keys live
+ * here), nor one half through a SASL exchange. */
+bool conn_can_move(const struct conn *c);
+
+/* c is at a request boundary, its replies all written: let go of its
+ * socket into its list's handover records, with what it has read and not
+ * parsed, then `more` (bytes its event engine received after), and free
+ * it.  A UDP socket goes as it is.  Out of memory, it is closed. */
+void conn_leave(struct conn **c, const char *more, size_t nmore);
+
+/* A connection made for a socket taken over (conn_new()) takes on the
+ * state it had: its protocol, authentication, idle time, and the input
+ * read and not yet parsed, which is in its read buffer after.  0, or -1
+ * when out of memory (the caller closes it). */
+int conn_adopt(struct conn *c, const struct handover_conn *h);
+
+/* Put n bytes at the start of an empty read buffer, making room.  0 or
+ * -1. */
+int conn_fill_input(struct conn *c, const char *p, size_t n);
 
 /* Set the state, for stats conns' racy readers. */
 static inline void

@@ -60,6 +60,8 @@ conn_list_add(struct conn_list *l, struct conn *c)
 void
 conn_list_del(struct conn_list *l, struct conn *c)
 {
+    bool empty;
+
     pthread_mutex_lock(&l->lock);
     if (c->prev != NULL) {
         c->prev->next = c->next;
@@ -70,7 +72,11 @@ conn_list_del(struct conn_list *l, struct conn *c)
         c->next->prev = c->prev;
     }
     l->n--;
+    empty = l->n == 0;
     pthread_mutex_unlock(&l->lock);
+    if (empty && l->leaving && l->on_empty != NULL) {
+        l->on_empty(l->empty_arg);
+    }
 }
 
 void
@@ -144,6 +150,7 @@ conn_state_label(enum conn_state s)
     case CONN_SWALLOW: return "conn_swallow";
     case CONN_WRITE: return "conn_mwrite";
     case CONN_HANDOFF: return "conn_watch";
+    case CONN_LEAVE: return "conn_closing";
     case CONN_CLOSING: default: return "conn_closing";
     }
 }

@@ -8,6 +8,7 @@
 
 #include "memcached-pm/machine.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "memcached-pm/log.h"
@@ -36,6 +37,7 @@
 #define REQ_UNITS 64
 
 static void conn_drive(struct conn *c);
+static void machine_close_now(struct conn **c);
 
 /* This worker's connections waiting for the pass's sync, last parked
  * first. */
@@ -108,6 +110,38 @@ ring_done_handoff(void *arg)
     conn_detach(&c);
 }
 
+/* The ring is through with a connection that leaves for the successor:
+ * what its receive brought in after the last read goes along. */
+static void
+ring_done_leave(void *arg)
+{
+    struct conn *c = arg;
+    char *more = NULL;
+    size_t n = 0, cap = 0;
+
+    for (;;) {
+        ssize_t got;
+
+        if (n == cap) {
+            char *p = realloc(more, cap ? cap * 2 : 16384);
+
+            if (p == NULL) {
+                free(more);
+                machine_close_now(&c);
+                return;
+            }
+            more = p;
+            cap = cap ? cap * 2 : 16384;
+        }
+        if ((got = ring_read(c->rio, more + n, cap - n)) <= 0) {
+            break;
+        }
+        n += (size_t)got;
+    }
+    conn_leave(&c, more, n);
+    free(more);
+}
+
 static void
 unpark(struct conn *c)
 {
@@ -121,6 +155,14 @@ unpark(struct conn *c)
     }
     c->parked = false;
     c->park_next = NULL;
+}
+
+/* Close a connection the ring is already through with. */
+static void
+machine_close_now(struct conn **c)
+{
+    (*c)->rio = NULL;
+    conn_free(c);
 }
 
 void
@@ -446,6 +488,35 @@ state_write(struct conn *c, bool *stop)
     return CONN_PARSE;
 }
 
+/* While the node hands over (its list is leaving): a connection
+ * between requests, its replies written, leaves, or closes if it cannot
+ * move (a TLS session). */
+static enum conn_state
+leave_point(struct conn *c)
+{
+    if (c->out_bytes > 0) {
+        return CONN_WRITE;
+    }
+    return conn_can_move(c) ? CONN_LEAVE : CONN_CLOSING;
+}
+
+/* Let go of the socket: on the ring once it is through with it (what
+ * it received meanwhile goes along). */
+static void
+leave(struct conn *c)
+{
+    lookahead_drop(c);
+    if (c->parked) {
+        unpark(c);
+    }
+    if (c->rio != NULL) {
+        conn_set_state(c, CONN_LEAVE);
+        ring_detach(c->rio, ring_done_leave, c);
+        return;
+    }
+    conn_leave(&c, NULL, 0);
+}
+
 static void
 conn_drive(struct conn *c)
 {
@@ -457,8 +528,13 @@ conn_drive(struct conn *c)
         enum conn_state next;
 
         switch (c->state) {
-        case CONN_PARSE: next = state_parse(c, &budget); break;
-        case CONN_READ: next = state_read(c, &stop); break;
+        case CONN_PARSE:
+            next = c->list->leaving ? leave_point(c)
+                                    : state_parse(c, &budget);
+            break;
+        case CONN_READ:
+            next = c->list->leaving ? leave_point(c) : state_read(c, &stop);
+            break;
         case CONN_NREAD: next = state_nread(c, &stop); break;
         case CONN_SWALLOW: next = state_swallow(c, &stop); break;
         case CONN_WRITE: next = state_write(c, &stop); break;
@@ -471,6 +547,9 @@ conn_drive(struct conn *c)
                 conn_detach(&c);
             }
             return;
+        case CONN_LEAVE:
+            leave(c);
+            return;
         case CONN_CLOSING:
         default:
             machine_close(&c);
@@ -482,6 +561,54 @@ conn_drive(struct conn *c)
         }
         conn_set_state(c, next);
     }
+}
+
+void
+machine_adopt(struct conn *c)
+{
+    bool input = c->rend > c->rstart;
+
+    machine_start(c);
+    if (!input) {
+        return;
+    }
+    /* What it had read before the handover is parsed at once. */
+    conn_set_state(c, CONN_PARSE);
+    if (c->rio != NULL) {
+        ring_again(c->rio, EV_READ);
+    } else {
+        event_active(&c->ev, EV_READ, 0);
+    }
+}
+
+static void
+ring_done_leave_udp(void *arg)
+{
+    struct conn *c = arg;
+
+    conn_leave(&c, NULL, 0);
+}
+
+void
+machine_leave(struct conn *c)
+{
+    enum conn_state s = c->state;
+
+    if (c->is_udp) {
+        /* its socket is served between datagrams: it leaves at once */
+        if (c->rio != NULL) {
+            conn_set_state(c, CONN_LEAVE);
+            ring_detach(c->rio, ring_done_leave_udp, c);
+        } else {
+            conn_leave(&c, NULL, 0);
+        }
+        return;
+    }
+    if ((s == CONN_READ || s == CONN_PARSE) && !c->parked) {
+        c->yielded = false;
+        conn_drive(c);
+    }
+    /* Else it is in a request (or closing): it leaves at its end. */
 }
 
 void

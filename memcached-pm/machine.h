@@ -36,6 +36,18 @@ void machine_start(struct conn *c);
  * it is freed (conn_free()).  *c is NULL after. */
 void machine_close(struct conn **c);
 
+/* Start a connection taken over (conn_adopt()): as machine_start(), and
+ * the input it brought is parsed at once. */
+void machine_adopt(struct conn *c);
+
+/*
+ * The node hands over (c->list->leaving): a connection waiting for its
+ * next request leaves now (conn_leave()), one in a request once it is
+ * done and its replies are written (a TLS session then closes), a UDP
+ * socket at once.
+ */
+void machine_leave(struct conn *c);
+
 /*
  * Group commit (storage/cache.h cache_group_join()): a connection whose
  * replies acknowledge changes not yet durable waits, parked, in WRITE.

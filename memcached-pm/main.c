@@ -1,10 +1,12 @@
 /*
  * main.c: options, storage, listeners, workers, signals, shutdown.
  *
- * The main thread owns the listening sockets and the one-second clock; it
- * accepts connections and hands each to a worker.  SIGTERM, SIGINT and
- * SIGUSR1 end its loop; everything is then stopped and freed in reverse
- * order, so a sanitizer build reports no leak at exit.
+ * The main thread owns the listening sockets (listen.c) and the
+ * one-second clock; it accepts connections and hands each to a worker.
+ * SIGTERM, SIGINT and SIGUSR1 end its loop; everything is then stopped
+ * and freed in reverse order, so a sanitizer build reports no leak at
+ * exit.  What a start inherits from the node before it, and what a stop
+ * hands on, is succession.c's.
  */
 #include "config.h"
 
@@ -33,7 +35,7 @@
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/auth.h"
 #include "memcached-pm/cmdline.h"
-#include "memcached-pm/conn.h"
+#include "memcached-pm/listen.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/portfile.h"
@@ -45,378 +47,13 @@
 #include "memcached-pm/worker.h"
 #include "memcached-pm/placement.h"
 #include "memcached-pm/restart.h"
-#include "memcached-pm/ring.h"
+#include "memcached-pm/sdaemon.h"
+#include "memcached-pm/succession.h"
 #include "proto/response.h"
 #include "storage/cache.h"
 #include "storage/clock.h"
 
-#define MAX_LISTENERS 32
-
-struct listener {
-    int           fd;
-    bool          is_unix;
-    enum tls_mode tls;              /* -Z, or a listener's prefix */
-    char          addr[64];
-    struct event *ev;
-};
-
 static struct event_base *main_base;
-static struct listener listeners[MAX_LISTENERS];
-static unsigned nlisteners;
-static struct event *resume_ev;     /* re-enables accept after EMFILE */
-
-/*
- * The listeners accept on the main thread's libevent loop (epoll) on
- * either engine.  An io_uring accept would hold the listening socket in
- * the ring, and a ring is torn down by the kernel after its process has
- * gone: after a SIGKILL the port went on completing handshakes, and then
- * resetting them, for 1-18 ms, where a dead server must refuse at once.
- */
-
-/* Stop or start taking connections on every listener. */
-static void
-listeners_stop(void)
-{
-    for (unsigned i = 0; i < nlisteners; i++) {
-        event_del(listeners[i].ev);
-    }
-}
-
-static void
-listeners_start(void)
-{
-    for (unsigned i = 0; i < nlisteners; i++) {
-        event_add(listeners[i].ev, NULL);
-    }
-}
-
-/* ---- accepting -------------------------------------------------------- */
-
-/* Out of descriptors (-c sets the limit): stop accepting (stats'
- * accepting_conns 0); every 10 ms, start again once a connection has
- * closed since, as memcached does. */
-static struct timespec paused_at;
-static uint64_t paused_conns;       /* curr_connections when it paused */
-
-static bool
-at_limit(void)
-{
-    return SERVER_STAT_LOAD(curr_connections) >= paused_conns;
-}
-
-static void
-accept_pause(void)
-{
-    struct timeval ten_ms = { 0, 10000 };
-
-    if (SERVER_STAT_LOAD(accepting_conns) == 0) {
-        return;
-    }
-    __atomic_store_n(&stats.server.accepting_conns, 0, __ATOMIC_RELAXED);
-    paused_conns = SERVER_STAT_LOAD(curr_connections);
-    clock_gettime(CLOCK_MONOTONIC, &paused_at);
-    SERVER_STAT_INCR(listen_disabled_num);
-    listeners_stop();
-    event_add(resume_ev, &ten_ms);
-}
-
-static void
-on_resume(evutil_socket_t fd, short what, void *arg)
-{
-    struct timeval ten_ms = { 0, 10000 };
-    struct timespec now;
-
-    (void)fd;
-    (void)what;
-    (void)arg;
-    if (at_limit()) {
-        event_add(resume_ev, &ten_ms);
-        return;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    __atomic_fetch_add(&stats.server.time_in_listen_disabled_us,
-                       (uint64_t)((now.tv_sec - paused_at.tv_sec) * 1000000 +
-                                  (now.tv_nsec - paused_at.tv_nsec) / 1000),
-                       __ATOMIC_RELAXED);
-    listeners_start();
-    __atomic_store_n(&stats.server.accepting_conns, 1, __ATOMIC_RELAXED);
-}
-
-/* connection_structures: the most connections (listeners included) that
- * were ever open at once, as memcached's never-freed conn array shows. */
-static void
-note_structures(void)
-{
-    uint64_t now = __atomic_load_n(&stats.server.curr_connections,
-                                   __ATOMIC_RELAXED) + nlisteners;
-
-    if (now > stats.server.connection_structures) {
-        __atomic_store_n(&stats.server.connection_structures, now,
-                         __ATOMIC_RELAXED);
-    }
-}
-
-/* Over -c: say so and hang up, as memcached's maxconns_fast does when
- * the new descriptor is the last the file limit (-c) leaves.  Without
- * maxconns_fast, accept() itself fails one further on and pauses. */
-static bool
-over_limit(int fd)
-{
-    const char *msg = rsp_str[RSP_ERROR_TOO_MANY_CONNS];
-
-    if (!settings.maxconns_fast || fd < settings.maxconns - 1) {
-        return false;
-    }
-    if (write(fd, msg, rsp_len[RSP_ERROR_TOO_MANY_CONNS]) < 0) {
-        /* the client is gone already; nothing to tell */
-    }
-    close(fd);
-    SERVER_STAT_INCR(rejected_connections);
-    return true;
-}
-
-/* accept() failed with err: out of descriptors pauses accepting. */
-static void
-accept_failed(int err)
-{
-    if (err == EMFILE || err == ENFILE) {
-        log_error("Too many open connections");
-        accept_pause();
-    }
-}
-
-/* A connection accepted on l: the -c checks, then a worker. */
-static void
-take_connection(struct listener *l, int fd)
-{
-    int one = 1;
-
-    if (over_limit(fd)) {
-        return;
-    }
-    if (!l->is_unix) {
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
-    SERVER_STAT_INCR(curr_connections);
-    SERVER_STAT_INCR(total_connections);
-    note_structures();
-    if (worker_dispatch(fd, l->is_unix, l->tls, l->addr) != 0) {
-        SERVER_STAT_DECR(curr_connections);
-    }
-}
-
-static void
-on_accept(evutil_socket_t lfd, short what, void *arg)
-{
-    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-    (void)what;
-    if (fd < 0) {
-        accept_failed(errno);
-    } else {
-        take_connection(arg, fd);
-    }
-}
-
-/* ---- listening sockets ------------------------------------------------ */
-
-static int
-add_listener(int fd, bool is_unix, enum tls_mode tls, const char *addr)
-{
-    struct listener *l;
-
-    if (nlisteners == MAX_LISTENERS) {
-        log_error("too many listening addresses");
-        return -1;
-    }
-    l = &listeners[nlisteners];
-    l->fd = fd;
-    l->is_unix = is_unix;
-    l->tls = tls;
-    snprintf(l->addr, sizeof(l->addr), "%s", addr);
-    l->ev = event_new(main_base, fd, EV_READ | EV_PERSIST, on_accept, l);
-    if (l->ev == NULL || event_add(l->ev, NULL) != 0) {
-        return -1;
-    }
-    nlisteners++;
-    log_debug("<%d server listening (%s)", fd, settings.binding_protocol);
-    SERVER_STAT_INCR(total_connections);
-    note_structures();
-    admin_add_listener(fd, addr);
-    return 0;
-}
-
-/* The listener's name, with the port it got (-p -1: the kernel's). */
-static void
-bound_name(int fd, const struct addrinfo *ai, char *name, size_t len)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        conn_sockaddr_name((struct sockaddr *)&ss, "tcp", name, len);
-    } else {
-        conn_sockaddr_name(ai->ai_addr, "tcp", name, len);
-    }
-}
-
-static int
-listen_one(const struct addrinfo *ai, enum tls_mode tls)
-{
-    int one = 1;
-    char name[64];
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
-                    SOCK_CLOEXEC, ai->ai_protocol);
-
-    if (fd < 0) {
-        return -1;
-    }
-    conn_sock_cookie(fd);
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (settings.num_napi_ids > 0) {
-        int id;
-        socklen_t len = sizeof(id);
-
-        if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_NAPI_ID, &id, &len) != 0) {
-            fprintf(stderr, "-N <num_napi_ids> option not supported\n");
-            exit(EXIT_FAILURE);
-        }
-    }
-    if (ai->ai_family == AF_INET6) {
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    }
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
-        listen(fd, settings.backlog) != 0) {
-        int e = errno;
-
-        close(fd);
-        errno = e;      /* for open_listeners()' message */
-        return -1;
-    }
-    portfile_note(fd, false);
-    bound_name(fd, ai, name, sizeof(name));
-    if (add_listener(fd, false, tls, name) != 0) {
-        close(fd);
-        return -1;
-    }
-    return 0;
-}
-
-/* "host", "host:port", "[v6]" or "[v6]:port", each after an optional TLS
- * prefix (tls_listen_prefix()), refused without -Z. */
-static int
-listen_spec(char *spec)
-{
-    struct addrinfo hints = { 0 }, *res, *ai;
-    enum tls_mode tls = settings.ssl_enabled ? TLS_ON : TLS_OFF;
-    const char *prefix = NULL;
-    char port[16], *colon;
-    char *host = (char *)tls_listen_prefix(spec, &tls, &prefix);
-    int rc = -1;
-
-    if (prefix != NULL && !settings.ssl_enabled) {
-        log_error("'%s' option is valid only when SSL is enabled", prefix);
-        return -1;
-    }
-    snprintf(port, sizeof(port), "%d", portfile_bind_port(settings.port));
-    if (*host == '[') {
-        char *close_br = strchr(host, ']');
-        if (close_br == NULL) {
-            return -1;
-        }
-        *close_br = '\0';
-        host++;
-        if (close_br[1] == ':') {
-            snprintf(port, sizeof(port), "%s", close_br + 2);
-        }
-    } else if ((colon = strchr(host, ':')) != NULL &&
-               strchr(colon + 1, ':') == NULL) {
-        *colon = '\0';
-        snprintf(port, sizeof(port), "%s", colon + 1);
-    }
-    hints.ai_flags = AI_PASSIVE;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, port, &hints, &res) != 0) {
-        log_error("getaddrinfo(): cannot resolve %s", host);
-        return -1;
-    }
-    for (ai = res; ai != NULL; ai = ai->ai_next) {
-        if (listen_one(ai, tls) == 0) {
-            rc = 0;
-        }
-    }
-    freeaddrinfo(res);
-    return rc;
-}
-
-static int
-listen_tcp(void)
-{
-    char *list = strdup(settings.inter ? settings.inter : "127.0.0.1");
-    char *save = NULL;
-    int rc = 0;
-
-    if (list == NULL) {
-        return -1;
-    }
-    for (char *s = strtok_r(list, ",", &save); s != NULL && rc == 0;
-         s = strtok_r(NULL, ",", &save)) {
-        rc = listen_spec(s);
-    }
-    free(list);
-    return rc;
-}
-
-static int
-listen_unix(void)
-{
-    struct sockaddr_un sun = { .sun_family = AF_UNIX };
-    char name[64];
-    mode_t old;
-    int fd;
-
-    if (strlen(settings.socketpath) >= sizeof(sun.sun_path)) {
-        log_error("unix socket path too long: %s", settings.socketpath);
-        return -1;
-    }
-    strcpy(sun.sun_path, settings.socketpath);
-    unlink(settings.socketpath);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    old = umask((mode_t)(~settings.access & 0777));
-    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
-        listen(fd, settings.backlog) != 0) {
-        umask(old);
-        log_error("failed to listen on %s: %s", settings.socketpath,
-                  strerror(errno));
-        close(fd);
-        return -1;
-    }
-    umask(old);
-    snprintf(name, sizeof(name), "unix:%s", settings.socketpath);
-    return add_listener(fd, true, TLS_OFF, name);
-}
-
-/* Close the listening sockets; a graceful stop says so for each at -vv,
- * as memcached's does. */
-static void
-close_listeners(bool graceful)
-{
-    for (unsigned i = 0; i < nlisteners; i++) {
-        event_free(listeners[i].ev);
-        if (graceful) {
-            log_debug("<%d connection closed.", listeners[i].fd);
-        }
-        close(listeners[i].fd);
-    }
-    nlisteners = 0;
-    if (settings.socketpath != NULL) {
-        unlink(settings.socketpath);
-    }
-}
 
 /* ---- process set-up --------------------------------------------------- */
 
@@ -627,9 +264,7 @@ setup_events(void)
         }
     }
     tick_ev = event_new(main_base, -1, EV_PERSIST, on_clock, NULL);
-    resume_ev = evtimer_new(main_base, on_resume, NULL);
-    if (tick_ev == NULL || resume_ev == NULL ||
-        event_add(tick_ev, &sec) != 0) {
+    if (tick_ev == NULL || event_add(tick_ev, &sec) != 0) {
         return -1;
     }
     return 0;
@@ -646,53 +281,12 @@ free_events(void)
     if (tick_ev != NULL) {
         event_free(tick_ev);
     }
-    if (resume_ev != NULL) {
-        event_free(resume_ev);
-    }
 }
 
-/* A port that cannot be had: memcached's message. */
-static void
-listen_failed(const char *transport, int port)
-{
-    int e = errno;
-
-    if (settings.inter == NULL) {
-        log_error("failed to listen on %s port %d: %s", transport, port,
-                  strerror(e));
-    } else {
-        log_error("failed to listen on one of interface(s) %s: %s",
-                  settings.inter, strerror(e));
-    }
-}
-
-/* 0, or memcached's exit status when a socket cannot be had. */
+/* The process as memcached sets it up, before the cache: 0, or the exit
+ * status. */
 static int
-open_listeners(void)
-{
-    if (settings.socketpath != NULL) {
-        /* and neither TCP nor UDP, as memcached */
-        return listen_unix() == 0 ? 0 : EXIT_FAILURE;
-    }
-    portfile_open();
-    errno = 0;
-    if (settings.port != 0 && listen_tcp() != 0) {
-        listen_failed("TCP", settings.port);
-        return EX_OSERR;
-    }
-    errno = 0;
-    if (settings.udpport != 0 &&
-        udp_open((unsigned)settings.num_threads) != 0) {
-        listen_failed("UDP", settings.udpport);
-        return EX_OSERR;
-    }
-    portfile_close();
-    return 0;
-}
-
-/* Everything up to serving: 0, or the exit status. */
-static int
-start(void)
+set_up(void)
 {
     int rc;
 
@@ -720,6 +314,37 @@ start(void)
         return EXIT_FAILURE;
     }
     clock_init();
+    return 0;
+}
+
+/* The listening sockets: those given (systemd, a takeover) where they
+ * match the options, the rest opened.  0, or the exit status. */
+static int
+open_listeners(void)
+{
+    size_t ng;
+    struct listen_given *g = succession_given(&ng);
+    int rc;
+
+    if ((rc = listen_open(main_base, g, ng)) != 0 ||
+        (rc = succession_listen(main_base)) != 0) {
+        return rc;
+    }
+    return succession_given_checked();
+}
+
+/* Everything up to serving: 0, or the exit status.  systemd's sockets
+ * are taken before a fork (-d) changes the pid they were passed to, a
+ * predecessor's (-o takeover) before the memory file opens. */
+static int
+start(void)
+{
+    int rc;
+
+    if ((rc = succession_from_systemd()) != 0 || (rc = set_up()) != 0 ||
+        (rc = succession_take_over()) != 0) {
+        return rc;
+    }
     restart_meta_check();
     if (stats_init((unsigned)settings.num_threads) != 0 ||
         cache_init(&settings.cache, (unsigned)settings.num_threads) != 0 ||
@@ -740,6 +365,7 @@ start(void)
     if (worker_start_all((unsigned)settings.num_threads) != 0) {
         return EXIT_FAILURE;
     }
+    succession_serving();
     placement_serving();
     write_pidfile();
     return 0;
@@ -747,17 +373,25 @@ start(void)
 
 /* Stop every thread and free what storage holds.  A graceful stop
  * (SIGUSR1, "shutdown graceful") says so, and with -v names each step
- * with memcached's lines, which log scrapers wait for. */
+ * with memcached's lines, which log scrapers wait for.  Under systemd
+ * with an fd store the connections wait there for the next start; after
+ * a takeover the successor has them, and the memory file, already. */
 static void
 stop_all(bool graceful)
 {
+    bool handed = succession_handed_over();
+    bool stored = !handed && succession_store();
+
 #define STEP(msg) do { if (graceful) { log_info(msg); } } while (0)
-    if (graceful) {
+    if (handed) {
+        log_info("Handed over to a successor");
+    } else if (graceful) {
         log_error("Gracefully stopping");
     } else {
         log_info("Exiting normally");
     }
-    close_listeners(graceful);
+    /* A successor serves -s's socket file from now on. */
+    listen_close(graceful, !handed && !stored);
     STEP("asking workers to stop");
     STEP("closing connections");
     STEP("reaping worker threads");
@@ -767,8 +401,10 @@ stop_all(bool graceful)
     STEP("stopped logger thread");
     udp_close();
     STEP("asking background threads to stop");
-    cache_shutdown();
-    restart_meta_write(true);
+    if (!handed) {
+        cache_shutdown();
+        restart_meta_write(true);
+    }
     STEP("stopped assoc");
     STEP("stopped lru crawler");
     if (settings.lru_maintainer) {
@@ -779,6 +415,10 @@ stop_all(bool graceful)
     }
     STEP("all background threads stopped");
 #undef STEP
+    succession_free();
+    if (stored) {
+        sdaemon_barrier(5000);
+    }
 }
 
 int
@@ -806,8 +446,8 @@ main(int argc, char **argv)
     cyrus_done();
 #endif
     stats_destroy();
-    if (settings.pidfile != NULL) {
-        unlink(settings.pidfile);
+    if (settings.pidfile != NULL && !succession_handed_over()) {
+        unlink(settings.pidfile);   /* the successor's, after a handover */
     }
     free(settings.inter);
     free_events();

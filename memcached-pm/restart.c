@@ -135,6 +135,8 @@ restart_meta_check(void)
     if (!settings.cache.memory_file_restart) {
         return;
     }
+    settings.cache.memory_file_fresh = false;   /* a node that opens its
+                                                   file again reads anew */
     if ((path = meta_path()) == NULL) {
         settings.cache.memory_file_fresh = true;
         return;

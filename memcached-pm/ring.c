@@ -408,7 +408,7 @@ got_recv(struct ring *r, struct ring_io *io, const struct io_uring_cqe *cqe)
         int bid = (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
 
         r->free_bufs--;
-        if (io->removed || cqe->res <= 0) {
+        if ((io->removed && !io->keep_inbox) || cqe->res <= 0) {
             ring_buf_return(r, bid);
             return;
         }

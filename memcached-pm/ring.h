@@ -74,6 +74,12 @@ void ring_again(struct ring_io *io, short what);
  * closed and what its last send pointed into freed). */
 void ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg);
 
+/* As ring_remove(), but a stream source keeps in its inbox what its
+ * receive still brings in until the ring is through with it, for done()
+ * to take with ring_read() (a connection handed to another process takes
+ * every byte it was sent). */
+void ring_detach(struct ring_io *io, void (*done)(void *arg), void *arg);
+
 /* The transport calls for a stream source, as read(2), readv(2) and
  * sendmsg(2) behave on a non-blocking socket: bytes, 0 at the end of
  * the stream, -1 with errno (EAGAIN: nothing yet).  ring_writev()'s

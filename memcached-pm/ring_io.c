@@ -116,6 +116,13 @@ ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg)
     r->removed = io;
 }
 
+void
+ring_detach(struct ring_io *io, void (*done)(void *arg), void *arg)
+{
+    io->keep_inbox = true;
+    ring_remove(io, done, arg);
+}
+
 /* Free the removed sources nothing in the ring points at any more. */
 void
 ring_free_removed(struct ring *r)
@@ -129,12 +136,6 @@ ring_free_removed(struct ring *r)
             continue;
         }
         *p = io->removed_next;
-        while (io->in_head != NO_BUF) {
-            int bid = io->in_head;
-
-            io->in_head = r->buf_next[bid];
-            ring_buf_return(r, bid);
-        }
         if (io->slot >= 0) {
             /* the table holds the socket open: let go of it first */
             int none = -1;
@@ -144,7 +145,13 @@ ring_free_removed(struct ring *r)
             r->slots[r->nslots++] = io->slot;
         }
         if (io->done != NULL) {
-            io->done(io->done_arg);
+            io->done(io->done_arg);     /* may take the inbox (detach) */
+        }
+        while (io->in_head != NO_BUF) {
+            int bid = io->in_head;
+
+            io->in_head = r->buf_next[bid];
+            ring_buf_return(r, bid);
         }
         free(io);
     }

@@ -42,6 +42,12 @@ ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg)
     (void)io;
     done(arg);
 }
+void
+ring_detach(struct ring_io *io, void (*done)(void *arg), void *arg)
+{
+    (void)io;
+    done(arg);
+}
 ssize_t
 ring_read(struct ring_io *io, void *buf, size_t n)
 {

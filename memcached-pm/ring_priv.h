@@ -39,6 +39,7 @@ struct ring_io {
     bool            send_done;      /* ... and its result waits here */
     bool            eof;
     bool            removed;
+    bool            keep_inbox;     /* removed, its data kept for done() */
     bool            queued;         /* on the ready list */
     bool            starved;        /* on the starved list */
     int             err;            /* the receive's error, positive */

@@ -276,6 +276,10 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       "memory_file_max_downtime", UINT(0, UINT_MAX, NULL), "seconds: a "    \
       "memory file last written longer ago starts empty, its items "       \
       "possibly stale (default: 0, no bound)")                              \
+    X(takeover, STR_NULL, D(const char *, takeover, NULL), 0, NULL,        \
+      "takeover", STR, "unix socket a node started with the same option "  \
+      "takes this one's listeners, connections and memory file over on "   \
+      "(a restart or upgrade no client sees)")                              \
     X(worker_cpus, STR, V(placement_worker_cpus()), 0, NULL, "worker_cpus", \
       FN(placement_opt_worker_cpus), "pin worker threads round robin to "   \
       "these CPUs (Linux cpu-list syntax: 0-3,8)")                          \

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/conn.h"
+#include "memcached-pm/listen.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
@@ -66,10 +67,12 @@ struct udp_port {
     char             sbuf[UDP_SEND_BATCH][UDP_DATAGRAM_MAX];
 };
 
-/* The sockets udp_open() made: fds[worker * per_worker + k]. */
+/* The sockets udp_open() opened or was given; worker w serves
+ * fds[w], fds[w + nworkers], ... */
 static int *fds;
+static int *all;                  /* every one, served or not */
 static char (*names)[64];
-static unsigned per_worker;
+static unsigned nworkers;
 static unsigned n_fds;
 
 /* ---- sending ---------------------------------------------------------- */
@@ -366,49 +369,93 @@ resolve(char *spec)
     return res;
 }
 
-/* Open every worker's socket on every address of ai; appended to fds.
- * The first worker's socket binds the address as given; the others bind
- * the port it got (at -U -1, the one the kernel picked). */
+/* The sockets of one address: those given at start that are bound to
+ * it, then new ones up to one per worker (where the given ones share
+ * their port, or there are none; the first binds the address as given,
+ * the others the port it got: at -U -1, the one the kernel picked).
+ * Appended to tmp; 0, or -1 with errno. */
 static int
-open_address(const struct addrinfo *res, unsigned n_workers,
-             int *tmp, size_t *ntmp)
+open_address(const struct addrinfo *ai, unsigned n_workers,
+             struct listen_given *g, size_t ng, int *tmp, size_t *ntmp,
+             size_t cap)
 {
-    for (const struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-        struct addrinfo at = *ai;
-        struct sockaddr_storage bound;
+    struct addrinfo at = *ai;
+    struct sockaddr_storage bound;
+    size_t first = *ntmp;
+    char what[64];
+    bool shared = n_workers > 1;
+    int fd, one = 0;
+    socklen_t len;
 
-        for (unsigned w = 0; w < n_workers; w++) {
-            socklen_t len = sizeof(bound);
-            int fd;
-
-            if (*ntmp == (size_t)MAX_UDP_FDS * n_workers) {
-                log_error("too many UDP addresses");
-                return -1;
-            }
-            fd = open_one(&at, n_workers > 1);
-            if (fd < 0) {
-                return -1;      /* errno says why, for main's message */
-            }
-            tmp[(*ntmp)++] = fd;
-            if (w == 0 &&
-                getsockname(fd, (struct sockaddr *)&bound, &len) == 0) {
+    conn_sockaddr_name(ai->ai_addr, "udp", what, sizeof(what));
+    while (*ntmp < cap &&
+           (fd = listen_take_given(g, ng, SOCK_DGRAM, ai->ai_addr,
+                                   settings.udpport == -1, what)) >= 0) {
+        evutil_make_socket_nonblocking(fd);
+        evutil_make_socket_closeonexec(fd);
+        len = sizeof(one);
+        if (getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, &len) != 0) {
+            one = 0;
+        }
+        shared = one != 0;      /* without it, no socket can join */
+        tmp[(*ntmp)++] = fd;
+    }
+    for (size_t k = *ntmp - first; k < n_workers && (k == 0 || shared);
+         k++) {
+        if (*ntmp == cap) {
+            log_error("too many UDP addresses");
+            return -1;
+        }
+        if (*ntmp > first) {
+            len = sizeof(bound);
+            if (getsockname(tmp[first], (struct sockaddr *)&bound,
+                            &len) == 0) {
                 at.ai_addr = (struct sockaddr *)&bound;
                 at.ai_addrlen = len;
-                portfile_note(fd, true);
             }
         }
-        if (n_workers > 1) {
-            spread(tmp[*ntmp - n_workers], n_workers);
+        if ((fd = open_one(&at, shared)) < 0) {
+            return -1;      /* errno says why, for main's message */
         }
+        tmp[(*ntmp)++] = fd;
+    }
+    portfile_note(tmp[first], true);
+    if (*ntmp - first > 1) {
+        spread(tmp[first], (unsigned)(*ntmp - first));
+    }
+    return 0;
+}
+
+/* Keep the sockets in tmp, each with its name: worker w serves those
+ * whose index is w modulo the worker count. */
+static int
+keep(int *tmp, size_t ntmp)
+{
+    fds = tmp;
+    n_fds = (unsigned)ntmp;
+    names = calloc(ntmp ? ntmp : 1, sizeof(*names));
+    all = calloc(ntmp ? ntmp : 1, sizeof(*all));
+    if (names == NULL || all == NULL) {
+        return -1;
+    }
+    memcpy(all, fds, ntmp * sizeof(*all));
+    for (size_t i = 0; i < ntmp; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+
+        getsockname(fds[i], (struct sockaddr *)&ss, &sl);
+        conn_sockaddr_name((struct sockaddr *)&ss, "udp", names[i],
+                           sizeof(names[i]));
     }
     return 0;
 }
 
 int
-udp_open(unsigned n_workers)
+udp_open(unsigned n_workers, struct listen_given *g, size_t ng)
 {
     char *list = strdup(settings.inter ? settings.inter : "127.0.0.1");
-    int *tmp = calloc((size_t)MAX_UDP_FDS * n_workers, sizeof(*tmp));
+    size_t cap = (size_t)MAX_UDP_FDS * n_workers + ng;
+    int *tmp = calloc(cap, sizeof(*tmp));
     char *save = NULL;
     size_t ntmp = 0;
     int rc = 0;
@@ -418,11 +465,16 @@ udp_open(unsigned n_workers)
         free(tmp);
         return -1;
     }
+    nworkers = n_workers;
     for (char *s = strtok_r(list, ",", &save); s != NULL && rc == 0;
          s = strtok_r(NULL, ",", &save)) {
         struct addrinfo *res = resolve(s);
 
-        rc = res != NULL ? open_address(res, n_workers, tmp, &ntmp) : -1;
+        rc = res != NULL ? 0 : -1;
+        for (struct addrinfo *ai = res; ai != NULL && rc == 0;
+             ai = ai->ai_next) {
+            rc = open_address(ai, n_workers, g, ng, tmp, &ntmp, cap);
+        }
         freeaddrinfo(res);
     }
     free(list);
@@ -436,29 +488,7 @@ udp_open(unsigned n_workers)
         errno = e;
         return -1;
     }
-    /* tmp holds, per address, one socket per worker: regroup by worker. */
-    per_worker = (unsigned)(ntmp / n_workers);
-    n_fds = (unsigned)ntmp;
-    fds = calloc(ntmp, sizeof(*fds));
-    names = calloc(ntmp, sizeof(*names));
-    if (fds == NULL || names == NULL) {
-        free(tmp);
-        return -1;
-    }
-    for (unsigned a = 0; a < per_worker; a++) {
-        for (unsigned w = 0; w < n_workers; w++) {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof(ss);
-            unsigned at = w * per_worker + a;
-
-            fds[at] = tmp[a * n_workers + w];
-            getsockname(fds[at], (struct sockaddr *)&ss, &sl);
-            conn_sockaddr_name((struct sockaddr *)&ss, "udp", names[at],
-                               sizeof(names[at]));
-        }
-    }
-    free(tmp);
-    return 0;
+    return keep(tmp, ntmp);
 }
 
 static struct udp_port *
@@ -482,8 +512,7 @@ port_new(void)
 int
 udp_attach(unsigned id, const struct conn_owner *o)
 {
-    for (unsigned k = 0; k < per_worker; k++) {
-        unsigned at = id * per_worker + k;
+    for (unsigned at = id; at < n_fds; at += nworkers) {
         struct udp_port *u = port_new();
         struct conn *c;
 
@@ -516,6 +545,17 @@ udp_attach(unsigned id, const struct conn_owner *o)
     return 0;
 }
 
+size_t
+udp_fds(int *out, size_t max)
+{
+    size_t n = 0;
+
+    for (unsigned i = 0; i < n_fds && n < max; i++) {
+        out[n++] = all[i];
+    }
+    return n;
+}
+
 void
 udp_close(void)
 {
@@ -525,8 +565,10 @@ udp_close(void)
         }
     }
     free(fds);
+    free(all);
     free(names);
     fds = NULL;
+    all = NULL;
     names = NULL;
-    n_fds = per_worker = 0;
+    n_fds = nworkers = 0;
 }

@@ -22,15 +22,24 @@
 #ifndef MCPM_UDP_H
 #define MCPM_UDP_H
 
-#include "memcached-pm/conn.h"
+#include <stddef.h>
 
-/* Open n_workers sockets on each -l address at -U's port (main thread,
- * before the workers start).  0, or -1 with errno saying why. */
-int udp_open(unsigned n_workers);
+#include "memcached-pm/conn.h"
+#include "memcached-pm/listen.h"
+
+/* The sockets on each -l address at -U's port: those of the given ones
+ * bound there (listen.h; marked used), and new ones up to one per worker
+ * where they can share the port (main thread, before the workers
+ * start).  0, or -1 with errno saying why. */
+int udp_open(unsigned n_workers, struct listen_given *g, size_t ng);
 
 /* Give worker `id` its sockets as connections on o's base (main thread,
  * before the worker runs).  0, or -1. */
 int udp_attach(unsigned id, const struct conn_owner *o);
+
+/* The UDP sockets' fds (served by the workers or not) into out, at most
+ * max: for systemd's fd store.  The count. */
+size_t udp_fds(int *out, size_t max);
 
 /* Free what udp_open() kept, closing sockets no worker took (main
  * thread, after the workers stopped). */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "memcached-pm/log.h"
@@ -27,13 +28,15 @@
 #include "storage/clock.h"
 #include "storage/affinity.h"
 
-/* An accepted fd waiting for its worker. */
+/* An accepted fd waiting for its worker, or one taken over with its
+ * state (hc, owned). */
 struct pending {
-    struct pending *next;
-    int             fd;
-    bool            is_unix;
-    enum tls_mode   tls;
-    char            listen_addr[64];
+    struct pending       *next;
+    int                   fd;
+    bool                  is_unix;
+    enum tls_mode         tls;
+    char                  listen_addr[64];
+    struct handover_conn *hc;
 };
 
 static struct worker *workers;
@@ -50,6 +53,30 @@ owner_of(struct worker *w, struct conn_owner *o)
     o->list = w->list;
     o->stats = w->stats;
     o->la = &w->la;
+}
+
+static void
+pending_free(struct pending *p)
+{
+    if (p->hc != NULL) {
+        free(p->hc->left);
+        free(p->hc);
+    }
+    free(p);
+}
+
+/* Start a connection: a new one, or one taken over with its state. */
+static void
+start_conn(struct conn *c, const struct pending *p)
+{
+    if (p->hc == NULL) {
+        machine_start(c);
+    } else if (conn_adopt(c, p->hc) != 0) {
+        log_error("<%d no memory to take it over: closed", c->fd);
+        conn_free(&c);
+    } else {
+        machine_adopt(c);
+    }
 }
 
 static void
@@ -71,9 +98,9 @@ take_pending(struct worker *w)
         if (c == NULL) {
             SERVER_STAT_DECR(curr_connections);
         } else {
-            machine_start(c);
+            start_conn(c, p);
         }
-        free(p);
+        pending_free(p);
     }
 }
 
@@ -90,12 +117,56 @@ close_all(struct worker *w)
     }
 }
 
+/* The loop ends: once, whether it stops or its connections left. */
+static void
+finish(struct worker *w)
+{
+    if (w->finished) {
+        return;
+    }
+    w->finished = true;
+    if (w->ring != NULL) {
+        ring_remove(w->notify_io, NULL, NULL);
+        w->notify_io = NULL;
+        ring_break(w->ring);
+    } else {
+        event_base_loopbreak(w->base);
+    }
+}
+
+static void
+on_empty(void *arg)
+{
+    finish(arg);
+}
+
+/* The node hands over: every connection leaves at its next request
+ * boundary; the last one gone ends the loop. */
+static void
+leave_all(struct worker *w)
+{
+    struct conn *c, *next;
+
+    w->list->leaving = true;
+    w->list->on_empty = on_empty;
+    w->list->empty_arg = w;
+    for (c = w->list->head; c != NULL; c = next) {
+        next = c->next;
+        if (c->state != CONN_CLOSING && c->state != CONN_LEAVE) {
+            machine_leave(c);
+        }
+    }
+    if (w->list->n == 0) {
+        finish(w);
+    }
+}
+
 static void
 on_notify(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
     uint64_t n;
-    bool stopping;
+    bool stopping, leaving, force;
 
     (void)what;
     if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
@@ -104,15 +175,18 @@ on_notify(evutil_socket_t fd, short what, void *arg)
     take_pending(w);
     pthread_mutex_lock(&w->lock);
     stopping = w->stopping;
+    leaving = w->leaving;
+    force = w->leave_force;
     pthread_mutex_unlock(&w->lock);
-    if (stopping) {
+    if (leaving && !stopping && !w->list->leaving) {
+        leave_all(w);
+    }
+    if (stopping || force) {
+        /* a stop, or the connections still in a request when the
+         * handover's time is up (the last one gone ends the loop) */
         close_all(w);
-        if (w->ring != NULL) {
-            ring_remove(w->notify_io, NULL, NULL);
-            w->notify_io = NULL;
-            ring_break(w->ring);
-        } else {
-            event_base_loopbreak(w->base);
+        if (stopping || w->list->n == 0) {
+            finish(w);
         }
     }
 }
@@ -338,7 +412,7 @@ pick_worker(int fd)
     socklen_t len = sizeof(int);
     int id = 0;
 
-    if (napi_of != NULL &&
+    if (napi_of != NULL && fd >= 0 &&
         (getsockopt(fd, SOL_SOCKET, SO_INCOMING_NAPI_ID, &id, &len) != 0 ||
          id == 0)) {
         SERVER_STAT_INCR(round_robin_fallback);
@@ -363,6 +437,16 @@ pick_worker(int fd)
     }
 }
 
+static void
+push(struct worker *w, struct pending *p)
+{
+    pthread_mutex_lock(&w->lock);
+    p->next = w->pending;
+    w->pending = p;
+    pthread_mutex_unlock(&w->lock);
+    notify(w);
+}
+
 int
 worker_dispatch(int fd, bool is_unix, enum tls_mode tls,
                 const char *listen_addr)
@@ -378,11 +462,7 @@ worker_dispatch(int fd, bool is_unix, enum tls_mode tls,
     p->is_unix = is_unix;
     p->tls = tls;
     snprintf(p->listen_addr, sizeof(p->listen_addr), "%s", listen_addr);
-    pthread_mutex_lock(&w->lock);
-    p->next = w->pending;
-    w->pending = p;
-    pthread_mutex_unlock(&w->lock);
-    notify(w);
+    push(w, p);
     return 0;
 }
 
@@ -394,7 +474,7 @@ worker_teardown(struct worker *w)
     while ((p = w->pending) != NULL) {
         w->pending = p->next;
         close(p->fd);
-        free(p);
+        pending_free(p);
     }
     if (w->notify_ev != NULL) {
         event_free(w->notify_ev);
@@ -409,6 +489,52 @@ worker_teardown(struct worker *w)
     pthread_mutex_destroy(&w->lock);
 }
 
+/* Join every worker (each asked to end), tear them down, and move what
+ * their lists left into h (NULL: nothing left). */
+static void
+join_all(struct handover *h, int timeout_ms)
+{
+    struct timespec deadline;
+
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000;
+    }
+    for (unsigned i = 0; i < nworkers; i++) {
+        struct worker *w = &workers[i];
+
+        if (timeout_ms >= 0 &&
+            pthread_timedjoin_np(w->thread, NULL, &deadline) == 0) {
+            w->joined = true;
+        } else if (timeout_ms >= 0) {
+            log_error("worker %u: connections still in a request after "
+                      "%d ms: closed", w->id, timeout_ms);
+            pthread_mutex_lock(&w->lock);
+            w->leave_force = true;
+            pthread_mutex_unlock(&w->lock);
+            notify(w);
+        }
+        if (!w->joined) {
+            pthread_join(w->thread, NULL);
+        }
+        if (h != NULL && handover_move(h, &w->list->left) != 0) {
+            log_error("worker %u: no memory to hand over its connections",
+                      w->id);
+        }
+        handover_free(&w->list->left, true);
+        worker_teardown(w);
+    }
+    free(workers);
+    free(napi_of);
+    workers = NULL;
+    napi_of = NULL;
+    nworkers = 0;
+    conn_lists_free();
+}
+
 void
 worker_stop_all(void)
 {
@@ -418,14 +544,41 @@ worker_stop_all(void)
         pthread_mutex_unlock(&workers[i].lock);
         notify(&workers[i]);
     }
+    join_all(NULL, -1);
+}
+
+void
+worker_leave_all(struct handover *h, int timeout_ms)
+{
     for (unsigned i = 0; i < nworkers; i++) {
-        pthread_join(workers[i].thread, NULL);
-        worker_teardown(&workers[i]);
+        pthread_mutex_lock(&workers[i].lock);
+        workers[i].leaving = true;
+        pthread_mutex_unlock(&workers[i].lock);
+        notify(&workers[i]);
     }
-    free(workers);
-    free(napi_of);
-    workers = NULL;
-    napi_of = NULL;
-    nworkers = 0;
-    conn_lists_free();
+    join_all(h, timeout_ms);
+}
+
+int
+worker_adopt(struct handover_conn *hc)
+{
+    struct pending *p = calloc(1, sizeof(*p));
+    struct handover_conn *copy = malloc(sizeof(*copy));
+
+    if (p == NULL || copy == NULL) {
+        free(p);
+        free(copy);
+        return -1;
+    }
+    *copy = *hc;
+    hc->left = NULL;                /* the pending entry owns it now */
+    p->fd = hc->fd;
+    p->is_unix = hc->is_unix;
+    p->tls = TLS_OFF;
+    p->hc = copy;
+    snprintf(p->listen_addr, sizeof(p->listen_addr), "%s", hc->listen_addr);
+    SERVER_STAT_INCR(curr_connections);
+    SERVER_STAT_INCR(total_connections);
+    push(pick_worker(-1), p);
+    return 0;
 }

@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/conn.h"
+#include "memcached-pm/handover.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/stats.h"
 
@@ -36,9 +37,14 @@ struct worker {
     struct ring         *ring;           /* io_uring engine (ring.h), or
                                             NULL: libevent on epoll */
     struct ring_io      *notify_io;      /* ... notify_fd on it */
-    pthread_mutex_t      lock;           /* guards pending and stopping */
+    pthread_mutex_t      lock;           /* guards pending and the flags
+                                            below it */
     struct pending      *pending;
     bool                 stopping;
+    bool                 leaving;        /* the node hands over */
+    bool                 leave_force;    /* ... and its time is up */
+    bool                 finished;       /* its loop was told to end */
+    bool                 joined;
     struct thread_stats *stats;          /* this worker's block */
     struct conn_list    *list;           /* its connections (conn.h) */
     struct lookahead     la;             /* its batched lookups */
@@ -54,5 +60,18 @@ int worker_dispatch(int fd, bool is_unix, enum tls_mode tls,
 
 /* Ask every worker to close its connections and exit, and join them. */
 void worker_stop_all(void);
+
+/*
+ * The node hands over: ask every worker to bring each connection to a
+ * request boundary and let go of it (conn_leave()), then exit; join them.
+ * A connection still in a request after timeout_ms is closed.  The
+ * connections and UDP sockets they let go of are appended to *h.
+ */
+void worker_leave_all(struct handover *h, int timeout_ms);
+
+/* Hand a connection taken over to the next worker, with its state (its
+ * input buffer is taken from hc).  0, or -1 when out of memory (the
+ * caller still owns hc). */
+int worker_adopt(struct handover_conn *hc);
 
 #endif

@@ -59,6 +59,11 @@ void cache_tick(void);
  * operator removed to start cold? */
 bool cache_file_may_lack_meta(const char *path);
 
+/* Does a live process hold the memory file at path (its lock)?  A killed
+ * server's files close only once its io_uring workers have gone, a few
+ * milliseconds after the process. */
+bool cache_file_busy(const char *path);
+
 /*
  * Durability of the memory file (tier.h enum tier_durability), as stats
  * settings names it: "process" or "power", and how it flushes: "none",

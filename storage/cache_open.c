@@ -603,6 +603,12 @@ cache_file_may_lack_meta(const char *path)
     return sblock_file_version(path) == SBLOCK_VERSION_PREV;
 }
 
+bool
+cache_file_busy(const char *path)
+{
+    return path != NULL && tier_pmem_file_busy(path);
+}
+
 /* ---- administration --------------------------------------------------- */
 
 int

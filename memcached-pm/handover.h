@@ -1,0 +1,85 @@
+/*
+ * handover.h: what a node hands its successor besides its listening
+ * sockets: its client connections, each stopped at a request boundary
+ * with the little state it needs (the protocol it speaks, whether it has
+ * authenticated, the input read and not yet parsed), and its UDP sockets.
+ *
+ * The records travel in a memfd (a state file), the sockets beside it:
+ * over the takeover socket (takeover.h) in the records' order, or
+ * through systemd's fd store, each under a name that gives its place
+ * ("mcpm-c<i>").  The state file starts with a magic and its layout
+ * version: a build reads its own version and the older ones it lists,
+ * and a node hands over only to a build that reads its version.
+ *
+ *   header   "MCPM-HO" NUL, u32 version, u32 connections, u64 bytes
+ *   per connection, in order:
+ *            u8 protocol (enum conn_proto), u8 flags (1: a unix socket,
+ *            2: authenticated), u16 0, u32 seconds idle, u32 input
+ *            bytes, 64 bytes: the listener's name; then the input
+ *
+ * Native byte order: both nodes run on one host.
+ */
+#ifndef MCPM_HANDOVER_H
+#define MCPM_HANDOVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The state file's layout this build writes, and the oldest it reads. */
+#define HANDOVER_VERSION     1
+#define HANDOVER_VERSION_MIN 1
+
+/* The fd store's names: the state file, the connections, the listeners
+ * a node put there itself, its UDP sockets. */
+#define HANDOVER_STATE_NAME  "mcpm-state"
+#define HANDOVER_CONN_PREFIX "mcpm-c"
+#define HANDOVER_LISTEN_NAME "mcpm-listen"
+
+struct handover_conn {
+    int      fd;
+    uint8_t  proto;             /* enum conn_proto */
+    bool     is_unix;
+    bool     authenticated;     /* -S: its SASL AUTH succeeded */
+    uint32_t idle;              /* seconds since its last request */
+    char     listen_addr[64];
+    uint32_t nleft;
+    char    *left;              /* input not yet parsed (malloc'd), or
+                                   NULL */
+};
+
+/* A node's connections and UDP sockets, as its workers left them. */
+struct handover {
+    struct handover_conn *conns;
+    size_t                nconns, conns_cap;
+    int                  *udp;
+    size_t                nudp, udp_cap;
+};
+
+/* Append a connection (taking its input buffer) or a UDP socket.  0, or
+ * -1 when out of memory (the caller still owns what it passed). */
+int handover_add(struct handover *h, const struct handover_conn *c);
+int handover_add_udp(struct handover *h, int fd);
+
+/* Move everything of src to the end of dst (src is left empty).  0 or
+ * -1. */
+int handover_move(struct handover *dst, struct handover *src);
+
+/* Free what h holds, closing its sockets when close_fds. */
+void handover_free(struct handover *h, bool close_fds);
+
+/* h's connection records in a new memfd, read from its start: its fd,
+ * or -1. */
+int handover_save(const struct handover *h);
+
+/*
+ * Read the records of a state file into h (appended): fd_of(i, arg) is
+ * the socket of record i, or -1 when it did not arrive (that record is
+ * dropped).  0, or -1 with the reason in err (another layout version, a
+ * short or garbled file): then nothing is added.
+ */
+int handover_load(int memfd, struct handover *h,
+                  int (*fd_of)(unsigned i, void *arg), void *arg,
+                  char *err, size_t len);
+
+#endif

@@ -1,0 +1,592 @@
+/*
+ * listen.c: the listening sockets and accepting (listen.h).
+ *
+ * The listeners accept on the main thread's libevent loop (epoll) on
+ * either engine.  An io_uring accept would hold the listening socket in
+ * the ring, and a ring is torn down by the kernel after its process has
+ * gone: after a SIGKILL the port went on completing handshakes, and then
+ * resetting them, for 1-18 ms, where a dead server must refuse at once.
+ *
+ * Main thread only.
+ */
+#include "config.h"
+
+#include "memcached-pm/listen.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memcached-pm/admin_stats.h"
+#include "memcached-pm/conn.h"
+#include "memcached-pm/log.h"
+#include "memcached-pm/portfile.h"
+#include "memcached-pm/settings.h"
+#include "memcached-pm/stats.h"
+#include "memcached-pm/tls.h"
+#include "memcached-pm/udp.h"
+#include "memcached-pm/worker.h"
+#include "proto/response.h"
+
+#define MAX_LISTENERS 32
+
+struct listener {
+    int           fd;
+    bool          is_unix;
+    enum tls_mode tls;              /* -Z, or a listener's prefix */
+    char          addr[64];
+    struct event *ev;
+};
+
+static struct event_base *main_base;
+static struct listener listeners[MAX_LISTENERS];
+static unsigned nlisteners;
+static struct event *resume_ev;     /* re-enables accept after EMFILE */
+
+void
+listen_stop(void)
+{
+    for (unsigned i = 0; i < nlisteners; i++) {
+        event_del(listeners[i].ev);
+    }
+}
+
+void
+listen_start(void)
+{
+    for (unsigned i = 0; i < nlisteners; i++) {
+        event_add(listeners[i].ev, NULL);
+    }
+}
+
+/* ---- accepting -------------------------------------------------------- */
+
+/* Out of descriptors (-c sets the limit): stop accepting (stats'
+ * accepting_conns 0); every 10 ms, start again once a connection has
+ * closed since, as memcached does. */
+static struct timespec paused_at;
+static uint64_t paused_conns;       /* curr_connections when it paused */
+
+static bool
+at_limit(void)
+{
+    return SERVER_STAT_LOAD(curr_connections) >= paused_conns;
+}
+
+static void
+accept_pause(void)
+{
+    struct timeval ten_ms = { 0, 10000 };
+
+    if (SERVER_STAT_LOAD(accepting_conns) == 0) {
+        return;
+    }
+    __atomic_store_n(&stats.server.accepting_conns, 0, __ATOMIC_RELAXED);
+    paused_conns = SERVER_STAT_LOAD(curr_connections);
+    clock_gettime(CLOCK_MONOTONIC, &paused_at);
+    SERVER_STAT_INCR(listen_disabled_num);
+    listen_stop();
+    event_add(resume_ev, &ten_ms);
+}
+
+static void
+on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct timeval ten_ms = { 0, 10000 };
+    struct timespec now;
+
+    (void)fd;
+    (void)what;
+    (void)arg;
+    if (at_limit()) {
+        event_add(resume_ev, &ten_ms);
+        return;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    __atomic_fetch_add(&stats.server.time_in_listen_disabled_us,
+                       (uint64_t)((now.tv_sec - paused_at.tv_sec) * 1000000 +
+                                  (now.tv_nsec - paused_at.tv_nsec) / 1000),
+                       __ATOMIC_RELAXED);
+    listen_start();
+    __atomic_store_n(&stats.server.accepting_conns, 1, __ATOMIC_RELAXED);
+}
+
+/* connection_structures: the most connections (listeners included) that
+ * were ever open at once, as memcached's never-freed conn array shows. */
+static void
+note_structures(void)
+{
+    uint64_t now = __atomic_load_n(&stats.server.curr_connections,
+                                   __ATOMIC_RELAXED) + nlisteners;
+
+    if (now > stats.server.connection_structures) {
+        __atomic_store_n(&stats.server.connection_structures, now,
+                         __ATOMIC_RELAXED);
+    }
+}
+
+/* Over -c: say so and hang up, as memcached's maxconns_fast does when
+ * the new descriptor is the last the file limit (-c) leaves.  Without
+ * maxconns_fast, accept() itself fails one further on and pauses. */
+static bool
+over_limit(int fd)
+{
+    const char *msg = rsp_str[RSP_ERROR_TOO_MANY_CONNS];
+
+    if (!settings.maxconns_fast || fd < settings.maxconns - 1) {
+        return false;
+    }
+    if (write(fd, msg, rsp_len[RSP_ERROR_TOO_MANY_CONNS]) < 0) {
+        /* the client is gone already; nothing to tell */
+    }
+    close(fd);
+    SERVER_STAT_INCR(rejected_connections);
+    return true;
+}
+
+/* accept() failed with err: out of descriptors pauses accepting. */
+static void
+accept_failed(int err)
+{
+    if (err == EMFILE || err == ENFILE) {
+        log_error("Too many open connections");
+        accept_pause();
+    }
+}
+
+/* A connection accepted on l: the -c checks, then a worker. */
+static void
+take_connection(struct listener *l, int fd)
+{
+    int one = 1;
+
+    if (over_limit(fd)) {
+        return;
+    }
+    if (!l->is_unix) {
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    SERVER_STAT_INCR(curr_connections);
+    SERVER_STAT_INCR(total_connections);
+    note_structures();
+    if (worker_dispatch(fd, l->is_unix, l->tls, l->addr) != 0) {
+        SERVER_STAT_DECR(curr_connections);
+    }
+}
+
+static void
+on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    (void)what;
+    if (fd < 0) {
+        accept_failed(errno);
+    } else {
+        take_connection(arg, fd);
+    }
+}
+
+/* ---- given sockets ---------------------------------------------------- */
+
+int
+sock_info(int fd, struct sock_info *si)
+{
+    socklen_t len = sizeof(si->type);
+    int on = 0;
+
+    memset(si, 0, sizeof(*si));
+    si->addrlen = sizeof(si->addr);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &si->type, &len) != 0 ||
+        getsockname(fd, (struct sockaddr *)&si->addr, &si->addrlen) != 0) {
+        return -1;
+    }
+    si->family = si->addr.ss_family;
+    len = sizeof(on);
+    si->listening = getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) ==
+                    0 && on;
+    return 0;
+}
+
+bool
+sock_info_is(const struct sock_info *si, int type, const struct sockaddr *want,
+             bool any_port)
+{
+    const struct sockaddr *have = (const struct sockaddr *)&si->addr;
+
+    if (si->type != type || si->family != want->sa_family ||
+        (type == SOCK_STREAM && !si->listening)) {
+        return false;
+    }
+    switch (want->sa_family) {
+    case AF_INET: {
+        const struct sockaddr_in *a = (const void *)have, *b = (const void *)want;
+
+        return a->sin_addr.s_addr == b->sin_addr.s_addr &&
+               (any_port || a->sin_port == b->sin_port);
+    }
+    case AF_INET6: {
+        const struct sockaddr_in6 *a = (const void *)have,
+                                  *b = (const void *)want;
+
+        return memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(a->sin6_addr))
+               == 0 && (any_port || a->sin6_port == b->sin6_port);
+    }
+    case AF_UNIX:
+        return strncmp(((const struct sockaddr_un *)have)->sun_path,
+                       ((const struct sockaddr_un *)want)->sun_path,
+                       sizeof(((struct sockaddr_un *)0)->sun_path)) == 0;
+    default:
+        return false;
+    }
+}
+
+void
+sock_info_name(const struct sock_info *si, char *out, size_t len)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)&si->addr;
+
+    if (si->family == AF_UNIX) {
+        snprintf(out, len, "%s%s", si->type == SOCK_SEQPACKET
+                 ? "takeover socket " : "unix:",
+                 ((const struct sockaddr_un *)sa)->sun_path);
+    } else if (si->family == AF_INET || si->family == AF_INET6) {
+        conn_sockaddr_name(sa, si->type == SOCK_DGRAM ? "udp" : "tcp", out,
+                           len);
+    } else {
+        snprintf(out, len, "a socket of family %d", si->family);
+    }
+}
+
+const char *
+listen_origin_name(enum listen_origin o)
+{
+    switch (o) {
+    case LISTEN_FROM_UNIT: return "systemd socket activation";
+    case LISTEN_FROM_STORE: return "systemd's fd store";
+    default: return "the node taken over";
+    }
+}
+
+int
+listen_take_given(struct listen_given *g, size_t n, int type,
+                  const struct sockaddr *want, bool any_port, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sock_info si;
+
+        if (g[i].used || sock_info(g[i].fd, &si) != 0 ||
+            !sock_info_is(&si, type, want, any_port)) {
+            continue;
+        }
+        g[i].used = true;
+        log_info("fd %d from %s: %s", g[i].fd, listen_origin_name(g[i].origin),
+                 what);
+        return g[i].fd;
+    }
+    return -1;
+}
+
+/* ---- listening sockets ------------------------------------------------ */
+
+static int
+add_listener(int fd, bool is_unix, enum tls_mode tls, const char *addr)
+{
+    struct listener *l;
+
+    if (nlisteners == MAX_LISTENERS) {
+        log_error("too many listening addresses");
+        return -1;
+    }
+    l = &listeners[nlisteners];
+    l->fd = fd;
+    l->is_unix = is_unix;
+    l->tls = tls;
+    snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    l->ev = event_new(main_base, fd, EV_READ | EV_PERSIST, on_accept, l);
+    if (l->ev == NULL) {
+        return -1;
+    }
+    nlisteners++;
+    log_debug("<%d server listening (%s)", fd, settings.binding_protocol);
+    SERVER_STAT_INCR(total_connections);
+    note_structures();
+    admin_add_listener(fd, addr);
+    return 0;
+}
+
+/* The listener's name, with the port it got (-p -1: the kernel's). */
+static void
+bound_name(int fd, const struct addrinfo *ai, char *name, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        conn_sockaddr_name((struct sockaddr *)&ss, "tcp", name, len);
+    } else {
+        conn_sockaddr_name(ai->ai_addr, "tcp", name, len);
+    }
+}
+
+/* A new listening socket on ai: its fd, or -1 with errno. */
+static int
+bind_one(const struct addrinfo *ai)
+{
+    int one = 1;
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
+                    SOCK_CLOEXEC, ai->ai_protocol);
+
+    if (fd < 0) {
+        return -1;
+    }
+    conn_sock_cookie(fd);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (settings.num_napi_ids > 0) {
+        int id;
+        socklen_t len = sizeof(id);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_NAPI_ID, &id, &len) != 0) {
+            fprintf(stderr, "-N <num_napi_ids> option not supported\n");
+            exit(EXIT_FAILURE);
+        }
+    }
+    if (ai->ai_family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    }
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        listen(fd, settings.backlog) != 0) {
+        int e = errno;
+
+        close(fd);
+        errno = e;      /* for open_listeners()' message */
+        return -1;
+    }
+    return fd;
+}
+
+/* A given socket bound to ai's address is set to non-blocking, as a new
+ * one is (a .socket unit's may not be). */
+static int
+given_one(struct listen_given *g, size_t n, const struct addrinfo *ai)
+{
+    char want[64];
+    int fd;
+
+    conn_sockaddr_name(ai->ai_addr, "tcp", want, sizeof(want));
+    fd = listen_take_given(g, n, SOCK_STREAM, ai->ai_addr,
+                           settings.port == -1, want);
+    if (fd >= 0) {
+        evutil_make_socket_nonblocking(fd);
+        evutil_make_socket_closeonexec(fd);
+    }
+    return fd;
+}
+
+static int
+listen_one(const struct addrinfo *ai, enum tls_mode tls,
+           struct listen_given *g, size_t n)
+{
+    char name[64];
+    int fd = given_one(g, n, ai);
+
+    if (fd < 0 && (fd = bind_one(ai)) < 0) {
+        return -1;
+    }
+    portfile_note(fd, false);
+    bound_name(fd, ai, name, sizeof(name));
+    if (add_listener(fd, false, tls, name) != 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+/* "host", "host:port", "[v6]" or "[v6]:port", each after an optional TLS
+ * prefix (tls_listen_prefix()), refused without -Z. */
+static int
+listen_spec(char *spec, struct listen_given *g, size_t n)
+{
+    struct addrinfo hints = { 0 }, *res, *ai;
+    enum tls_mode tls = settings.ssl_enabled ? TLS_ON : TLS_OFF;
+    const char *prefix = NULL;
+    char port[16], *colon;
+    char *host = (char *)tls_listen_prefix(spec, &tls, &prefix);
+    int rc = -1;
+
+    if (prefix != NULL && !settings.ssl_enabled) {
+        log_error("'%s' option is valid only when SSL is enabled", prefix);
+        return -1;
+    }
+    snprintf(port, sizeof(port), "%d", portfile_bind_port(settings.port));
+    if (*host == '[') {
+        char *close_br = strchr(host, ']');
+        if (close_br == NULL) {
+            return -1;
+        }
+        *close_br = '\0';
+        host++;
+        if (close_br[1] == ':') {
+            snprintf(port, sizeof(port), "%s", close_br + 2);
+        }
+    } else if ((colon = strchr(host, ':')) != NULL &&
+               strchr(colon + 1, ':') == NULL) {
+        *colon = '\0';
+        snprintf(port, sizeof(port), "%s", colon + 1);
+    }
+    hints.ai_flags = AI_PASSIVE;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, port, &hints, &res) != 0) {
+        log_error("getaddrinfo(): cannot resolve %s", host);
+        return -1;
+    }
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+        if (listen_one(ai, tls, g, n) == 0) {
+            rc = 0;
+        }
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
+static int
+listen_tcp(struct listen_given *g, size_t n)
+{
+    char *list = strdup(settings.inter ? settings.inter : "127.0.0.1");
+    char *save = NULL;
+    int rc = 0;
+
+    if (list == NULL) {
+        return -1;
+    }
+    for (char *s = strtok_r(list, ",", &save); s != NULL && rc == 0;
+         s = strtok_r(NULL, ",", &save)) {
+        rc = listen_spec(s, g, n);
+    }
+    free(list);
+    return rc;
+}
+
+static int
+listen_unix(struct listen_given *g, size_t n)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    char name[64];
+    mode_t old;
+    int fd;
+
+    if (strlen(settings.socketpath) >= sizeof(sun.sun_path)) {
+        log_error("unix socket path too long: %s", settings.socketpath);
+        return -1;
+    }
+    strcpy(sun.sun_path, settings.socketpath);
+    snprintf(name, sizeof(name), "unix:%.*s", (int)sizeof(name) - 6,
+             settings.socketpath);
+    fd = listen_take_given(g, n, SOCK_STREAM, (struct sockaddr *)&sun, false,
+                           name);
+    if (fd >= 0) {
+        evutil_make_socket_nonblocking(fd);
+        evutil_make_socket_closeonexec(fd);
+        return add_listener(fd, true, TLS_OFF, name);
+    }
+    unlink(settings.socketpath);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    old = umask((mode_t)(~settings.access & 0777));
+    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
+        listen(fd, settings.backlog) != 0) {
+        umask(old);
+        log_error("failed to listen on %s: %s", settings.socketpath,
+                  strerror(errno));
+        close(fd);
+        return -1;
+    }
+    umask(old);
+    return add_listener(fd, true, TLS_OFF, name);
+}
+
+/* A port that cannot be had: memcached's message. */
+static void
+listen_failed(const char *transport, int port)
+{
+    int e = errno;
+
+    if (settings.inter == NULL) {
+        log_error("failed to listen on %s port %d: %s", transport, port,
+                  strerror(e));
+    } else {
+        log_error("failed to listen on one of interface(s) %s: %s",
+                  settings.inter, strerror(e));
+    }
+}
+
+int
+listen_open(struct event_base *base, struct listen_given *g, size_t n)
+{
+    main_base = base;
+    resume_ev = evtimer_new(main_base, on_resume, NULL);
+    if (resume_ev == NULL) {
+        return EXIT_FAILURE;
+    }
+    if (settings.socketpath != NULL) {
+        /* and neither TCP nor UDP, as memcached */
+        return listen_unix(g, n) == 0 ? 0 : EXIT_FAILURE;
+    }
+    portfile_open();
+    errno = 0;
+    if (settings.port != 0 && listen_tcp(g, n) != 0) {
+        listen_failed("TCP", settings.port);
+        return EX_OSERR;
+    }
+    errno = 0;
+    if (settings.udpport != 0 &&
+        udp_open((unsigned)settings.num_threads, g, n) != 0) {
+        listen_failed("UDP", settings.udpport);
+        return EX_OSERR;
+    }
+    portfile_close();
+    return 0;
+}
+
+size_t
+listen_fds(int *out, size_t max)
+{
+    size_t n = 0;
+
+    for (unsigned i = 0; i < nlisteners && n < max; i++) {
+        out[n++] = listeners[i].fd;
+    }
+    return n;
+}
+
+void
+listen_close(bool graceful, bool unlink_path)
+{
+    for (unsigned i = 0; i < nlisteners; i++) {
+        event_free(listeners[i].ev);
+        if (graceful) {
+            log_debug("<%d connection closed.", listeners[i].fd);
+        }
+        close(listeners[i].fd);
+    }
+    nlisteners = 0;
+    if (resume_ev != NULL) {
+        event_free(resume_ev);
+        resume_ev = NULL;
+    }
+    if (unlink_path && settings.socketpath != NULL) {
+        unlink(settings.socketpath);
+    }
+}

@@ -1,0 +1,668 @@
+/*
+ * succession.c: what a start inherits and what a stop hands on
+ * (succession.h).
+ *
+ * Main thread only.
+ */
+#include "config.h"
+
+#include "memcached-pm/succession.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memcached-pm/handover.h"
+#include "memcached-pm/log.h"
+#include "memcached-pm/restart.h"
+#include "memcached-pm/sdaemon.h"
+#include "memcached-pm/settings.h"
+#include "memcached-pm/takeover.h"
+#include "memcached-pm/udp.h"
+#include "memcached-pm/worker.h"
+#include "storage/cache.h"
+
+#define DRAIN_MS     1000       /* a connection in a request when the node
+                                   hands over has this long to finish */
+#define GONE_MS      60000      /* a node that refused a takeover stops
+                                   within this */
+#define MAX_SOCKETS  4096       /* listening and UDP sockets handed on */
+
+static struct {
+    struct listen_given *given;     /* listeners given at start */
+    size_t               ngiven;
+    struct handover      conns;     /* connections taken over, to serve */
+    struct takeover_peer pred;      /* the node taken over from (fd -1:
+                                       none, or done with) */
+    int                  tfd;       /* the takeover socket, listening */
+    struct event        *tev;
+    struct event_base   *base;
+    struct handover      left;      /* what this node handed on */
+    bool                 handed_over;
+} sc = { .pred = { .fd = -1 }, .tfd = -1 };
+
+static int
+add_given(int fd, enum listen_origin origin)
+{
+    struct listen_given *g = realloc(sc.given,
+                                     (sc.ngiven + 1) * sizeof(*g));
+
+    if (g == NULL) {
+        close(fd);
+        return -1;
+    }
+    sc.given = g;
+    sc.given[sc.ngiven++] = (struct listen_given){ .fd = fd,
+                                                   .origin = origin };
+    return 0;
+}
+
+/* ---- systemd ---------------------------------------------------------- */
+
+/* The connections' fds out of the fd store, by the index in their name. */
+struct stored {
+    int    *fds;
+    size_t  n;
+};
+
+static int
+stored_fd(unsigned i, void *arg)
+{
+    struct stored *st = arg;
+    int fd;
+
+    if (i >= st->n || st->fds[i] < 0) {
+        return -1;
+    }
+    fd = st->fds[i];
+    st->fds[i] = -1;        /* taken */
+    return fd;
+}
+
+/* A connection's name in the fd store: its index, or -1. */
+static long
+conn_index(const char *name)
+{
+    size_t n = strlen(HANDOVER_CONN_PREFIX);
+    char *end;
+    long i;
+
+    if (strncmp(name, HANDOVER_CONN_PREFIX, n) != 0 || name[n] == '\0') {
+        return -1;
+    }
+    i = strtol(name + n, &end, 10);
+    return *end == '\0' && i >= 0 && i < (1L << 24) ? i : -1;
+}
+
+static int
+keep_stored(struct stored *st, long i, int fd)
+{
+    if ((size_t)i >= st->n) {
+        int *a = realloc(st->fds, (size_t)(i + 1) * sizeof(*a));
+
+        if (a == NULL) {
+            close(fd);
+            return -1;
+        }
+        for (size_t k = st->n; k <= (size_t)i; k++) {
+            a[k] = -1;
+        }
+        st->fds = a;
+        st->n = (size_t)i + 1;
+    }
+    if (st->fds[i] >= 0) {
+        close(st->fds[i]);  /* one name, one socket */
+    }
+    st->fds[i] = fd;
+    return 0;
+}
+
+/* The state file of the last stop: its connections into sc.conns. */
+static void
+load_stored(int state, struct stored *st)
+{
+    char err[256];
+
+    if (handover_load(state, &sc.conns, stored_fd, st, err,
+                      sizeof(err)) != 0) {
+        log_error("systemd: the connections of the last stop are "
+                  "dropped: %s", err);
+    }
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->fds[i] >= 0) {
+            close(st->fds[i]);      /* not in the state: stale */
+        }
+    }
+}
+
+int
+succession_from_systemd(void)
+{
+    struct sdaemon_fd *fds;
+    struct stored st = { NULL, 0 };
+    size_t n = sdaemon_listen_fds(&fds);
+    int state = -1;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *name = fds[i].name;
+        long ci = conn_index(name);
+
+        if (strcmp(name, HANDOVER_STATE_NAME) == 0 && state < 0) {
+            state = fds[i].fd;
+        } else if (strcmp(name, HANDOVER_STATE_NAME) == 0) {
+            close(fds[i].fd);
+        } else if (ci >= 0) {
+            keep_stored(&st, ci, fds[i].fd);
+        } else {
+            add_given(fds[i].fd, strcmp(name, HANDOVER_LISTEN_NAME) == 0
+                                 ? LISTEN_FROM_STORE : LISTEN_FROM_UNIT);
+        }
+    }
+    if (state >= 0) {
+        load_stored(state, &st);
+        close(state);
+    } else {
+        for (size_t i = 0; i < st.n; i++) {
+            if (st.fds[i] >= 0) {
+                close(st.fds[i]);
+            }
+        }
+    }
+    /* The store lets go of what this start took: a connection must close
+     * when this node closes it, and a crash must not bring back a state
+     * older than what this node serves. */
+    if (state >= 0 || st.n > 0) {
+        char name[64];
+
+        sdaemon_store_remove(HANDOVER_STATE_NAME);
+        for (size_t i = 0; i < st.n; i++) {
+            snprintf(name, sizeof(name), "%s%zu", HANDOVER_CONN_PREFIX, i);
+            sdaemon_store_remove(name);
+        }
+    }
+    if (n > 0) {
+        log_info("systemd: %zu sockets passed, %zu connections to serve",
+                 n, sc.conns.nconns);
+    }
+    free(st.fds);
+    free(fds);
+    return 0;
+}
+
+/* ---- taking over ------------------------------------------------------ */
+
+/* Has process pid exited (gone, or a zombie: its files all closed)? */
+static bool
+exited(pid_t pid)
+{
+    char path[64], buf[256], *p;
+    FILE *f;
+    bool gone = true;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL) {
+        return true;
+    }
+    if (fgets(buf, sizeof(buf), f) != NULL &&
+        (p = strrchr(buf, ')')) != NULL && p[1] == ' ') {
+        gone = p[2] == 'Z' || p[2] == 'X';
+    }
+    fclose(f);
+    return gone;
+}
+
+/* Wait up to ms for the node taken over from to be gone: 0 or -1. */
+static int
+wait_exited(pid_t pid, int ms)
+{
+    struct timespec tick = { 0, 1000000 };
+
+    for (int i = 0; i < ms; i++) {
+        if (exited(pid)) {
+            return 0;
+        }
+        nanosleep(&tick, NULL);
+    }
+    return -1;
+}
+
+/* Wait up to ms for the memory file to be free of the other node: a
+ * killed node's files (its listeners with them) close a little after
+ * its process ends, once its io_uring workers have gone.  0 or -1. */
+static int
+wait_file_free(int ms)
+{
+    struct timespec tick = { 0, 1000000 };
+
+    for (int i = 0; i < ms; i++) {
+        if (!cache_file_busy(settings.cache.memory_file)) {
+            return 0;
+        }
+        nanosleep(&tick, NULL);
+    }
+    log_error("memory file %s: still in use after %d ms",
+              settings.cache.memory_file, ms);
+    return -1;
+}
+
+static int
+conn_fd(unsigned i, void *arg)
+{
+    struct takeover_got *got = arg;
+    int fd;
+
+    if (i >= got->nconns || got->conns[i] < 0) {
+        return -1;
+    }
+    fd = got->conns[i];
+    got->conns[i] = -1;
+    return fd;
+}
+
+/* Keep what a takeover brought: its listeners, its connections. */
+static void
+keep_got(struct takeover_got *got)
+{
+    char err[256];
+
+    for (size_t i = 0; i < got->ngiven; i++) {
+        if (add_given(got->given[i].fd, LISTEN_FROM_TAKEOVER) == 0) {
+            got->given[i].used = true;      /* sc.given has it now */
+        }
+    }
+    if (got->state >= 0 &&
+        handover_load(got->state, &sc.conns, conn_fd, got, err,
+                      sizeof(err)) != 0) {
+        log_error("takeover: its connections are dropped: %s", err);
+    }
+}
+
+/* A node was there but refused: it stops as it would alone; start once
+ * it is gone. */
+static int
+after_refusal(const char *why)
+{
+    log_error("takeover: %s; starting once it has stopped", why);
+    if (takeover_wait_gone(sc.pred.fd, GONE_MS) != 0 ||
+        wait_exited(sc.pred.pid, GONE_MS) != 0) {
+        log_error("takeover: pid %d did not stop", (int)sc.pred.pid);
+        return EX_TEMPFAIL;
+    }
+    close(sc.pred.fd);
+    sc.pred.fd = -1;
+    return 0;
+}
+
+int
+succession_take_over(void)
+{
+    struct takeover_got got = { .state = -1 };
+    char why[256];
+    int rc;
+
+    if (settings.takeover == NULL) {
+        return 0;
+    }
+    rc = takeover_connect(settings.takeover, &sc.pred, why, sizeof(why));
+    if (rc > 0) {
+        log_info("takeover: no node serves on %s: starting afresh",
+                 settings.takeover);
+        return 0;
+    }
+    if (rc < 0 && sc.pred.fd >= 0 && sc.pred.pid > 0) {
+        return after_refusal(why);
+    }
+    if (rc < 0) {
+        log_error("takeover: %s", why);
+        return EX_UNAVAILABLE;
+    }
+    takeover_step("new", "offered");
+    rc = takeover_receive(&sc.pred, &got);
+    takeover_step("new", "received");
+    keep_got(&got);
+    takeover_got_free(&got);
+    if (rc != 0) {
+        /* It went away before releasing its memory file: that file
+         * recovers as after a crash, once its lock is gone. */
+        log_error("takeover: pid %d went away before it released its "
+                  "memory file", (int)sc.pred.pid);
+        close(sc.pred.fd);
+        sc.pred.fd = -1;
+        if (wait_exited(sc.pred.pid, GONE_MS) != 0 ||
+            wait_file_free(GONE_MS) != 0) {
+            return EX_TEMPFAIL;
+        }
+    }
+    return 0;
+}
+
+struct listen_given *
+succession_given(size_t *n)
+{
+    *n = sc.ngiven;
+    return sc.given;
+}
+
+int
+succession_given_checked(void)
+{
+    int rc = 0;
+
+    for (size_t i = 0; i < sc.ngiven; i++) {
+        struct listen_given *g = &sc.given[i];
+        struct sock_info si;
+        char name[128] = "not a socket";
+
+        if (g->used) {
+            continue;
+        }
+        if (sock_info(g->fd, &si) == 0) {
+            sock_info_name(&si, name, sizeof(name));
+        }
+        if (g->origin == LISTEN_FROM_UNIT) {
+            log_error("systemd socket activation: fd %d is %s, which no "
+                      "-l, -p, -U or -s option names", g->fd, name);
+            rc = EX_CONFIG;
+        } else {
+            log_info("fd %d from %s is %s, which no option names now: "
+                     "closed", g->fd, listen_origin_name(g->origin), name);
+        }
+        close(g->fd);
+        g->fd = -1;
+        g->used = true;
+    }
+    return rc;
+}
+
+/* ---- serving ---------------------------------------------------------- */
+
+/* Keep the listeners in systemd's fd store (those no .socket unit keeps),
+ * so that even a crash leaves the port taking connections. */
+static void
+store_listeners(void)
+{
+    int fds[MAX_SOCKETS];
+    size_t n = listen_fds(fds, MAX_SOCKETS);
+
+    n += udp_fds(fds + n, MAX_SOCKETS - n);
+    sdaemon_store_remove(HANDOVER_LISTEN_NAME);
+    for (size_t i = 0; i < n; i++) {
+        bool unit = false;
+
+        for (size_t k = 0; k < sc.ngiven; k++) {
+            unit |= sc.given[k].fd == fds[i] &&
+                    sc.given[k].origin == LISTEN_FROM_UNIT;
+        }
+        if (!unit) {
+            sdaemon_store(fds[i], HANDOVER_LISTEN_NAME);
+        }
+    }
+}
+
+/* Hand the connections taken over to the workers. */
+static void
+adopt(struct handover *h)
+{
+    for (size_t i = 0; i < h->nconns; i++) {
+        if (worker_adopt(&h->conns[i]) != 0) {
+            close(h->conns[i].fd);
+        }
+        h->conns[i].fd = -1;
+    }
+    handover_free(h, false);
+}
+
+void
+succession_serving(void)
+{
+    size_t n = sc.conns.nconns;
+
+    if (sc.pred.fd >= 0) {
+        /* Until this is said the node taken over from may serve again:
+         * not a byte is read from its connections before. */
+        takeover_step("new", "serving");
+        if (takeover_send(sc.pred.fd, TAKEOVER_TAKEN) != 0) {
+            log_error("takeover: pid %d is gone", (int)sc.pred.pid);
+        }
+        close(sc.pred.fd);
+        sc.pred.fd = -1;
+        log_info("takeover: serving in place of pid %d, with its %zu "
+                 "connections", (int)sc.pred.pid, n);
+    }
+    adopt(&sc.conns);
+    listen_start();
+    if (sdaemon_fdstore()) {
+        store_listeners();
+    }
+    sdaemon_notify("READY=1", NULL, 0);
+}
+
+/* ---- handing on ------------------------------------------------------- */
+
+/* The listening sockets and UDP sockets this node hands on. */
+static size_t
+sockets(int *fds, size_t max)
+{
+    size_t n = listen_fds(fds, max);
+
+    for (size_t i = 0; i < sc.left.nudp && n < max; i++) {
+        fds[n++] = sc.left.udp[i];
+    }
+    if (sc.tfd >= 0 && n < max) {
+        fds[n++] = sc.tfd;
+    }
+    return n;
+}
+
+/* Everything but the memory file to the successor: 0 or -1. */
+static int
+send_sockets(int sock)
+{
+    int fds[MAX_SOCKETS], *conns, state, rc;
+    size_t n = sockets(fds, MAX_SOCKETS);
+
+    if ((conns = calloc(sc.left.nconns + 1, sizeof(*conns))) == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < sc.left.nconns; i++) {
+        conns[i] = sc.left.conns[i].fd;
+    }
+    state = handover_save(&sc.left);
+    rc = state < 0 ||
+         takeover_send_fds(sock, TAKEOVER_LISTENERS, fds, n) != 0 ||
+         takeover_send_fds(sock, TAKEOVER_CONNS, conns,
+                           sc.left.nconns) != 0 ||
+         takeover_send_fds(sock, TAKEOVER_STATE, &state, 1) != 0 ? -1 : 0;
+    if (state >= 0) {
+        close(state);
+    }
+    free(conns);
+    return rc;
+}
+
+/* The successor went away before it served: serve on, the memory file
+ * opened again if it was released.  A file that cannot be opened again
+ * ends the node. */
+static void
+resume(const struct takeover_peer *p, bool reopen)
+{
+    struct listen_given *g = calloc(sc.left.nudp + 1, sizeof(*g));
+
+    log_error("takeover: pid %d went away before it served: serving on",
+              (int)p->pid);
+    if (reopen) {
+        wait_file_free(GONE_MS);
+        restart_meta_check();
+        if (cache_init(&settings.cache, (unsigned)settings.num_threads)
+            != 0 || restart_meta_write(false) != 0) {
+            log_error("takeover: the memory file cannot be opened again");
+            exit(EXIT_FAILURE);
+        }
+    }
+    for (size_t i = 0; g != NULL && i < sc.left.nudp; i++) {
+        g[i] = (struct listen_given){ .fd = sc.left.udp[i],
+                                      .origin = LISTEN_FROM_TAKEOVER };
+    }
+    udp_close();
+    if (settings.udpport != 0 && g != NULL) {
+        udp_open((unsigned)settings.num_threads, g, sc.left.nudp);
+    }
+    for (size_t i = 0; g != NULL && i < sc.left.nudp; i++) {
+        if (!g[i].used) {
+            close(g[i].fd);
+        }
+        sc.left.udp[i] = -1;
+    }
+    free(g);
+    if (worker_start_all((unsigned)settings.num_threads) != 0) {
+        log_error("takeover: the workers cannot start again");
+        exit(EXIT_FAILURE);
+    }
+    adopt(&sc.left);
+    listen_start();
+}
+
+/* Hand everything to the successor p: 0 once it serves, -1 when it went
+ * away first (this node then serves on). */
+static int
+hand_over(struct takeover_peer *p)
+{
+    takeover_step("old", "offered");
+    listen_stop();
+    worker_leave_all(&sc.left, DRAIN_MS);
+    if (send_sockets(p->fd) != 0) {
+        resume(p, false);
+        return -1;
+    }
+    takeover_step("old", "sent");
+    cache_shutdown();
+    restart_meta_write(true);
+    if (takeover_send(p->fd, TAKEOVER_RELEASED) != 0) {
+        resume(p, true);
+        return -1;
+    }
+    takeover_step("old", "released");
+    if (takeover_wait(p->fd, TAKEOVER_TAKEN) != 0) {
+        resume(p, true);
+        return -1;
+    }
+    log_info("takeover: pid %d serves, with %zu connections", (int)p->pid,
+             sc.left.nconns);
+    return 0;
+}
+
+static void
+on_successor(evutil_socket_t lfd, short what, void *arg)
+{
+    struct takeover_peer p;
+    char why[256];
+    int rc = takeover_accept(lfd, &p, why, sizeof(why));
+
+    (void)what;
+    (void)arg;
+    if (rc < 0) {
+        log_info("takeover: %s", why);
+        return;
+    }
+    if (rc > 0) {
+        /* p.fd stays open until this node has stopped: its successor
+         * waits for that */
+        log_error("takeover: %s: stopping without a handover", why);
+        event_base_loopbreak(sc.base);
+        return;
+    }
+    log_info("takeover: pid %d takes over", (int)p.pid);
+    if (hand_over(&p) == 0) {
+        sc.handed_over = true;
+        event_base_loopbreak(sc.base);
+    }
+    close(p.fd);
+}
+
+int
+succession_listen(struct event_base *base)
+{
+    size_t n;
+    struct listen_given *g = succession_given(&n);
+
+    sc.base = base;
+    if (settings.takeover == NULL) {
+        return 0;
+    }
+    if ((sc.tfd = takeover_listen(settings.takeover, g, n)) < 0) {
+        return EX_OSERR;
+    }
+    sc.tev = event_new(base, sc.tfd, EV_READ | EV_PERSIST, on_successor,
+                       NULL);
+    if (sc.tev == NULL || event_add(sc.tev, NULL) != 0) {
+        return EXIT_FAILURE;
+    }
+    return 0;
+}
+
+bool
+succession_store(void)
+{
+    char name[64];
+    int state;
+
+    if (!sdaemon_fdstore()) {
+        return false;
+    }
+    sdaemon_notify("STOPPING=1", NULL, 0);
+    listen_stop();
+    worker_leave_all(&sc.left, DRAIN_MS);
+    for (size_t i = 0; i < sc.left.nconns; i++) {
+        snprintf(name, sizeof(name), "%s%zu", HANDOVER_CONN_PREFIX, i);
+        sdaemon_store(sc.left.conns[i].fd, name);
+    }
+    for (size_t i = 0; i < sc.left.nudp; i++) {
+        sdaemon_store(sc.left.udp[i], HANDOVER_LISTEN_NAME);
+    }
+    /* the state last: a start that finds it finds every connection */
+    if ((state = handover_save(&sc.left)) >= 0) {
+        sdaemon_store(state, HANDOVER_STATE_NAME);
+        close(state);
+    }
+    log_info("systemd: %zu connections left in the fd store",
+             sc.left.nconns);
+    return true;
+}
+
+bool
+succession_handed_over(void)
+{
+    return sc.handed_over;
+}
+
+void
+succession_free(void)
+{
+    if (sc.tev != NULL) {
+        event_free(sc.tev);
+        sc.tev = NULL;
+    }
+    if (sc.tfd >= 0) {
+        close(sc.tfd);
+        sc.tfd = -1;
+    }
+    handover_free(&sc.left, true);
+    handover_free(&sc.conns, true);
+    for (size_t i = 0; i < sc.ngiven; i++) {
+        if (!sc.given[i].used && sc.given[i].fd >= 0) {
+            close(sc.given[i].fd);
+        }
+    }
+    free(sc.given);
+    sc.given = NULL;
+    sc.ngiven = 0;
+    if (sc.pred.fd >= 0) {
+        close(sc.pred.fd);
+        sc.pred.fd = -1;
+    }
+}

@@ -1,0 +1,452 @@
+/*
+ * takeover.c: the takeover socket and its messages (takeover.h).
+ */
+#include "config.h"
+
+#include "memcached-pm/takeover.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "memcached-pm/log.h"
+#include "memcached-pm/settings.h"
+
+#define MAGIC       "MCPM-TO"
+#define FDS_PER_MSG 250         /* SCM_MAX_FD is 253 */
+#define HELLO_MS    1000        /* a connector that says nothing in this
+                                   long is no successor */
+#define REPLY_MS    10000       /* the running node offers within this */
+
+struct msg {
+    char     magic[8];
+    uint32_t type;
+    uint32_t version;           /* HELLO: the oldest it reads; OFFER: the
+                                   one it writes */
+    uint32_t version_max;       /* HELLO: the newest it reads */
+    uint32_t pid;
+    uint32_t count;             /* fds that come with it */
+    char     text[100];         /* REFUSE: why; HELLO: its build */
+};
+
+union ctl {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int) * FDS_PER_MSG)];
+};
+
+/* ---- messages --------------------------------------------------------- */
+
+static int
+send_msg(int sock, const struct msg *m, const int *fds, size_t n)
+{
+    struct iovec iov = { (void *)m, sizeof(*m) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    union ctl ctl;
+    ssize_t rc;
+
+    if (n > 0) {
+        memset(&ctl, 0, sizeof(ctl));
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+        ctl.h.cmsg_level = SOL_SOCKET;
+        ctl.h.cmsg_type = SCM_RIGHTS;
+        ctl.h.cmsg_len = CMSG_LEN(sizeof(int) * n);
+        memcpy(CMSG_DATA(&ctl.h), fds, sizeof(int) * n);
+    }
+    do {
+        rc = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    } while (rc < 0 && errno == EINTR);
+    return rc == (ssize_t)sizeof(*m) ? 0 : -1;
+}
+
+static void
+msg_init(struct msg *m, enum takeover_msg type)
+{
+    memset(m, 0, sizeof(*m));
+    memcpy(m->magic, MAGIC, sizeof(m->magic));
+    m->type = type;
+    m->pid = (uint32_t)getpid();
+}
+
+/* Wait up to ms (-1: for ever) for sock to be readable: 0, or -1. */
+static int
+wait_readable(int sock, int ms)
+{
+    struct pollfd p = { .fd = sock, .events = POLLIN };
+    int rc;
+
+    do {
+        rc = poll(&p, 1, ms);
+    } while (rc < 0 && errno == EINTR);
+    return rc == 1 ? 0 : -1;
+}
+
+/*
+ * The next message, its fds into fds (room for FDS_PER_MSG; *n set).
+ * 0, or -1: the other end closed, a timeout, a message that is not one
+ * of ours, or fds that did not fit (then none are kept).
+ */
+static int
+recv_msg(int sock, struct msg *m, int *fds, size_t *n, int ms)
+{
+    struct iovec iov = { m, sizeof(*m) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    union ctl ctl;
+    ssize_t rc;
+
+    *n = 0;
+    if (wait_readable(sock, ms) != 0) {
+        return -1;
+    }
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof(ctl.buf);
+    do {
+        rc = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    } while (rc < 0 && errno == EINTR);
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL;
+         c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+            memcpy(fds + *n, CMSG_DATA(c), k * sizeof(int));
+            *n += k;
+        }
+    }
+    if (rc != (ssize_t)sizeof(*m) || (mh.msg_flags & MSG_CTRUNC) ||
+        memcmp(m->magic, MAGIC, sizeof(m->magic)) != 0 || m->count != *n) {
+        for (size_t i = 0; i < *n; i++) {
+            close(fds[i]);
+        }
+        *n = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int
+takeover_send_fds(int sock, enum takeover_msg what, const int *fds, size_t n)
+{
+    struct msg m;
+
+    msg_init(&m, what);
+    do {
+        size_t k = n < FDS_PER_MSG ? n : FDS_PER_MSG;
+
+        m.count = (uint32_t)k;
+        if (send_msg(sock, &m, fds, k) != 0) {
+            return -1;
+        }
+        fds += k;
+        n -= k;
+    } while (n > 0);
+    return 0;
+}
+
+int
+takeover_send(int sock, enum takeover_msg what)
+{
+    struct msg m;
+
+    msg_init(&m, what);
+    return send_msg(sock, &m, NULL, 0);
+}
+
+int
+takeover_wait(int sock, enum takeover_msg what)
+{
+    int fds[FDS_PER_MSG];
+    struct msg m;
+    size_t n;
+
+    if (recv_msg(sock, &m, fds, &n, -1) != 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        close(fds[i]);
+    }
+    return m.type == what ? 0 : -1;
+}
+
+int
+takeover_wait_gone(int sock, int timeout_ms)
+{
+    char b;
+
+    if (wait_readable(sock, timeout_ms) != 0) {
+        return -1;
+    }
+    return recv(sock, &b, 1, MSG_DONTWAIT) <= 0 ? 0 : -1;
+}
+
+void
+takeover_step(const char *side, const char *step)
+{
+    const char *at = getenv("MCPM_TAKEOVER_PAUSE");
+    size_t n = strlen(side);
+
+    log_info("takeover: %s: %s", side, step);
+    if (at != NULL && strncmp(at, side, n) == 0 && at[n] == ':' &&
+        strcmp(at + n + 1, step) == 0) {
+        kill(getpid(), SIGSTOP);
+    }
+}
+
+/* ---- the running node ------------------------------------------------- */
+
+static int
+path_addr(const char *path, struct sockaddr_un *sun)
+{
+    memset(sun, 0, sizeof(*sun));
+    sun->sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(sun->sun_path)) {
+        log_error("takeover socket path too long: %s", path);
+        return -1;
+    }
+    strcpy(sun->sun_path, path);
+    return 0;
+}
+
+int
+takeover_listen(const char *path, struct listen_given *g, size_t n)
+{
+    struct sockaddr_un sun;
+    mode_t old;
+    int fd;
+
+    if (path_addr(path, &sun) != 0) {
+        return -1;
+    }
+    fd = listen_take_given(g, n, SOCK_SEQPACKET, (struct sockaddr *)&sun,
+                           false, "the takeover socket");
+    if (fd >= 0) {
+        return fd;
+    }
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    unlink(path);               /* a dead node's, or none */
+    old = umask(0077);          /* whoever connects gets every socket */
+    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
+        listen(fd, 4) != 0) {
+        umask(old);
+        log_error("failed to listen on the takeover socket %s: %s", path,
+                  strerror(errno));
+        close(fd);
+        return -1;
+    }
+    umask(old);
+    return fd;
+}
+
+int
+takeover_accept(int lfd, struct takeover_peer *p, char *why, size_t len)
+{
+    int fds[FDS_PER_MSG];
+    struct msg m;
+    size_t n;
+
+    p->fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (p->fd < 0) {
+        snprintf(why, len, "accept: %s", strerror(errno));
+        return -1;
+    }
+    if (recv_msg(p->fd, &m, fds, &n, HELLO_MS) != 0 ||
+        m.type != TAKEOVER_HELLO || n != 0) {
+        snprintf(why, len, "a connection that sent no hello");
+        close(p->fd);
+        return -1;
+    }
+    p->pid = (pid_t)m.pid;
+    if (m.version > HANDOVER_VERSION || m.version_max < HANDOVER_VERSION) {
+        snprintf(why, len, "pid %d reads handover versions %u to %u, this "
+                 "build writes %u", (int)p->pid, m.version, m.version_max,
+                 HANDOVER_VERSION);
+        msg_init(&m, TAKEOVER_REFUSE);
+        snprintf(m.text, sizeof(m.text), "%s", why);
+        send_msg(p->fd, &m, NULL, 0);
+        return 1;
+    }
+    p->version = HANDOVER_VERSION;
+    msg_init(&m, TAKEOVER_OFFER);
+    m.version = p->version;
+    if (send_msg(p->fd, &m, NULL, 0) != 0) {
+        snprintf(why, len, "pid %d went away", (int)p->pid);
+        close(p->fd);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the successor ---------------------------------------------------- */
+
+int
+takeover_connect(const char *path, struct takeover_peer *p, char *why,
+                 size_t len)
+{
+    int fds[FDS_PER_MSG];
+    struct sockaddr_un sun;
+    struct msg m;
+    size_t n;
+
+    if (path_addr(path, &sun) != 0) {
+        snprintf(why, len, "the path is too long");
+        return -1;
+    }
+    p->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (p->fd < 0) {
+        snprintf(why, len, "socket: %s", strerror(errno));
+        return -1;
+    }
+    if (connect(p->fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+        int e = errno;
+
+        close(p->fd);
+        p->fd = -1;
+        if (e == ENOENT || e == ECONNREFUSED) {
+            return 1;
+        }
+        snprintf(why, len, "connect: %s", strerror(e));
+        return -1;
+    }
+    msg_init(&m, TAKEOVER_HELLO);
+    m.version = HANDOVER_VERSION_MIN;
+    m.version_max = HANDOVER_VERSION;
+    snprintf(m.text, sizeof(m.text), "%s", MCPM_VERSION);
+    if (send_msg(p->fd, &m, NULL, 0) != 0 ||
+        recv_msg(p->fd, &m, fds, &n, REPLY_MS) != 0 || n != 0) {
+        snprintf(why, len, "the node there did not answer");
+        return -1;
+    }
+    p->pid = (pid_t)m.pid;
+    if (m.type == TAKEOVER_REFUSE) {
+        m.text[sizeof(m.text) - 1] = '\0';
+        snprintf(why, len, "pid %d refused: %s", (int)p->pid, m.text);
+        return -1;
+    }
+    if (m.type != TAKEOVER_OFFER) {
+        snprintf(why, len, "the node there said something else");
+        return -1;
+    }
+    p->version = m.version;
+    return 0;
+}
+
+/* Append n fds to an array of ints or of given listeners. */
+static int
+keep_conns(struct takeover_got *got, const int *fds, size_t n)
+{
+    int *a = realloc(got->conns, (got->nconns + n) * sizeof(*a));
+
+    if (a == NULL) {
+        return -1;
+    }
+    memcpy(a + got->nconns, fds, n * sizeof(*a));
+    got->conns = a;
+    got->nconns += n;
+    return 0;
+}
+
+static int
+keep_listeners(struct takeover_got *got, const int *fds, size_t n)
+{
+    struct listen_given *a = realloc(got->given,
+                                     (got->ngiven + n) * sizeof(*a));
+
+    if (a == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        a[got->ngiven + i] = (struct listen_given){
+            .fd = fds[i], .origin = LISTEN_FROM_TAKEOVER };
+    }
+    got->given = a;
+    got->ngiven += n;
+    return 0;
+}
+
+/* Keep what one message brought: 0, 1 at RELEASED, -1 on a fault. */
+static int
+keep(struct takeover_got *got, const struct msg *m, const int *fds,
+     size_t n)
+{
+    int rc = 0;
+
+    switch (m->type) {
+    case TAKEOVER_LISTENERS:
+        rc = keep_listeners(got, fds, n);
+        break;
+    case TAKEOVER_CONNS:
+        rc = keep_conns(got, fds, n);
+        break;
+    case TAKEOVER_STATE:
+        if (n != 1 || got->state >= 0) {
+            rc = -1;
+            break;
+        }
+        got->state = fds[0];
+        return 0;
+    case TAKEOVER_RELEASED:
+        got->released = true;
+        return n == 0 ? 1 : -1;
+    default:
+        rc = -1;
+    }
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++) {
+            close(fds[i]);
+        }
+    }
+    return rc;
+}
+
+int
+takeover_receive(struct takeover_peer *p, struct takeover_got *got)
+{
+    int fds[FDS_PER_MSG];
+    struct msg m;
+    size_t n;
+
+    got->state = -1;
+    for (;;) {
+        int rc;
+
+        /* for ever: the running node may take its drain time, and a
+         * dead one closes its end */
+        if (recv_msg(p->fd, &m, fds, &n, -1) != 0) {
+            return -1;
+        }
+        if ((rc = keep(got, &m, fds, n)) != 0) {
+            return rc > 0 ? 0 : -1;
+        }
+    }
+}
+
+void
+takeover_got_free(struct takeover_got *got)
+{
+    for (size_t i = 0; i < got->ngiven; i++) {
+        if (!got->given[i].used) {
+            close(got->given[i].fd);
+        }
+    }
+    for (size_t i = 0; i < got->nconns; i++) {
+        if (got->conns[i] >= 0) {
+            close(got->conns[i]);
+        }
+    }
+    if (got->state >= 0) {
+        close(got->state);
+    }
+    free(got->given);
+    free(got->conns);
+    memset(got, 0, sizeof(*got));
+    got->state = -1;
+}

@@ -1,0 +1,134 @@
+/*
+ * takeover.h: a node hands its sockets to its successor without a
+ * service manager (-o takeover=<path>).
+ *
+ * Every node started with the option listens on a unix socket at <path>
+ * (SOCK_SEQPACKET, so each message arrives whole with its fds).  A new
+ * node started with the same option connects there before it listens or
+ * opens its memory file, and the two talk:
+ *
+ *   successor                          running node
+ *   HELLO (versions it reads)  ----->
+ *                              <-----  OFFER (the version it writes), or
+ *                                      REFUSE (none: it stops plainly)
+ *                                      stops accepting; its workers bring
+ *                                      each connection to a request
+ *                                      boundary and let go of it
+ *                              <-----  LISTENERS (fds: TCP, UDP, unix,
+ *                                      this takeover socket)
+ *                              <-----  CONNS (fds, in the records' order)
+ *                              <-----  STATE (the records, handover.h)
+ *                                      closes its memory file (clean)
+ *                              <-----  RELEASED
+ *   opens the memory file
+ *   TAKEN                      ----->  exits
+ *   serves
+ *
+ * Until TAKEN the running node keeps its own copies of every socket: if
+ * the successor goes away before (killed, or it cannot open the file),
+ * the running node opens its file again and serves on; if the running
+ * node goes away, the successor serves with what it received (its file
+ * then recovers as after a crash).  The successor reads nothing from a
+ * connection before it sends TAKEN, and the running node touches none
+ * after: at every moment one of them serves.
+ *
+ * Main thread only; the calls block (with the bounds given).
+ */
+#ifndef MCPM_TAKEOVER_H
+#define MCPM_TAKEOVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "memcached-pm/handover.h"
+#include "memcached-pm/listen.h"
+
+enum takeover_msg {
+    TAKEOVER_HELLO = 1,
+    TAKEOVER_OFFER,
+    TAKEOVER_REFUSE,
+    TAKEOVER_LISTENERS,
+    TAKEOVER_CONNS,
+    TAKEOVER_STATE,
+    TAKEOVER_RELEASED,
+    TAKEOVER_TAKEN
+};
+
+/* The other side of a takeover. */
+struct takeover_peer {
+    int      fd;                /* the session's socket */
+    pid_t    pid;
+    uint32_t version;           /* the state file's layout agreed on */
+};
+
+/* ---- the running node ------------------------------------------------- */
+
+/* Listen at path: on the socket given at start (a predecessor's) if one
+ * is bound there, else a new one (a file a dead node left is replaced).
+ * The listening fd, or -1 with a message. */
+int takeover_listen(const char *path, struct listen_given *g, size_t n);
+
+/*
+ * A successor connected to lfd: take its HELLO (within a second).  0: an
+ * OFFER was sent, p describes the successor; 1: it reads no version this
+ * build writes, a REFUSE was sent, and why says so (the node then stops
+ * as it would without a successor); -1: no successor after all (why).
+ */
+int takeover_accept(int lfd, struct takeover_peer *p, char *why,
+                    size_t len);
+
+/* Send fds (at most 250 a message) as `what` (LISTENERS or CONNS), the
+ * state file (STATE), or a message without any (RELEASED, TAKEN).  0, or
+ * -1: the other side is gone. */
+int takeover_send_fds(int sock, enum takeover_msg what, const int *fds,
+                      size_t n);
+int takeover_send(int sock, enum takeover_msg what);
+
+/* Wait for `what` from the other side.  0, or -1: it went away (or said
+ * something else). */
+int takeover_wait(int sock, enum takeover_msg what);
+
+/* ---- the successor ---------------------------------------------------- */
+
+/*
+ * Connect to path and say HELLO.  0: a node there offered its sockets (p
+ * set); 1: nobody serves there (no file, or a dead node's); -1: the node
+ * there refused or did not answer, why says why (a refusing node stops
+ * plainly: wait for it with takeover_wait_gone()).
+ */
+int takeover_connect(const char *path, struct takeover_peer *p, char *why,
+                     size_t len);
+
+/* What a successor receives. */
+struct takeover_got {
+    struct listen_given *given;     /* listeners, origin TAKEOVER */
+    size_t               ngiven;
+    int                 *conns;     /* connection fds, records' order */
+    size_t               nconns;
+    int                  state;     /* the state file, or -1 */
+    bool                 released;  /* the memory file is closed */
+};
+
+/*
+ * Take the running node's sockets until it says RELEASED: 0.  -1: it
+ * went away first (what arrived is in got all the same, to serve with:
+ * its memory file recovers as after a crash).
+ */
+int takeover_receive(struct takeover_peer *p, struct takeover_got *got);
+
+/* Free what got holds, closing the fds no one took. */
+void takeover_got_free(struct takeover_got *got);
+
+/* Wait until the node at the other end of sock has exited (its end
+ * closes), at most timeout_ms.  0, or -1. */
+int takeover_wait_gone(int sock, int timeout_ms);
+
+/* A step of the takeover, for -v and for crash tests: with
+ * MCPM_TAKEOVER_PAUSE=<side>:<step> in the environment the process
+ * stops itself (SIGSTOP) there, so that a test can kill either side at
+ * that moment. */
+void takeover_step(const char *side, const char *step);
+
+#endif
