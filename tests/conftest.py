@@ -583,6 +583,8 @@ class Server:
         self.tls = tls
         self.env = dict(os.environ, **env) if env else None
         self.preexec = preexec
+        self.cmd = None
+        self.predecessors = []      # (process, stderr file) taken over
 
     @property
     def pid(self):
@@ -601,6 +603,7 @@ class Server:
             cmd = [self.binary] + base_args(self.port) + self.flags
             tiers, engine = self._memory_file_args(), self._engine_args()
             cmd += tiers + engine
+            self.cmd = cmd
             self.applied = applied_settings(tiers, engine)
             touched(self)
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
@@ -617,6 +620,51 @@ class Server:
         self.stop()
         pytest.fail("server %s did not start (rc=%s); stderr:\n%s"
                     % (" ".join(cmd), rc, self.stderr()))
+
+    def take_over(self, env=None, binary=None, wait=True):
+        """Start a successor with this server's command line (under -o
+        takeover=<path>, it takes the port, the connections and the
+        memory file over; binary: another build's), and with wait, wait
+        until the old process has exited with status 0 and without a
+        sanitizer report, the new one answering.  Returns the old
+        process; self is the successor from then on."""
+        old, olderr = self.proc, self.errfile
+        cmd = list(self.cmd)
+        if binary is not None:
+            cmd[0] = binary
+        self.errfile = tempfile.NamedTemporaryFile(prefix="mcpm-err-",
+                                                   suffix=".log")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=self.errfile,
+                                     env=dict(self.env or os.environ,
+                                              **(env or {})))
+        self.predecessors.append((old, olderr))
+        if wait:
+            self.wait_taken_over(old)
+        return old
+
+    def wait_taken_over(self, old):
+        """The old process handed over and exited cleanly; this one
+        answers."""
+        try:
+            rc = old.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the old server did not hand over:\n" +
+                        self.stderr())
+        err = self.predecessor_stderr(old)
+        assert rc == 0, "the old server exited %s:\n%s" % (rc, err)
+        assert not any(m in err for m in SANITIZER_MARKS), err
+        if not self._wait_ready():
+            pytest.fail("the successor does not answer:\n" + self.stderr())
+
+    def predecessor_stderr(self, proc):
+        for p, f in self.predecessors:
+            if p is proc:
+                f.flush()
+                with open(f.name, "rb") as r:
+                    return r.read().decode(errors="replace")
+        return ""
 
     def _memory_file_args(self):
         """MCPM_MEMORY_FILE_DIR runs every server with its items in a
@@ -794,6 +842,11 @@ class Server:
         self.returncode = self.proc.returncode
         self._remove_memory_file()
         err = self.stderr()
+        for p, _ in self.predecessors:
+            if p.poll() is None:        # a test left one behind
+                p.kill()
+                p.wait()
+            err += self.predecessor_stderr(p)
         for mark in SANITIZER_MARKS:
             if mark in err:
                 problems.append("sanitizer report (%s)" % mark)

@@ -1,0 +1,478 @@
+"""Restarts no client sees, without a service manager: a node started
+with -o takeover=<path> takes over the listening sockets, the open
+connections (each at a request boundary, with its protocol, its
+authentication and the input it had read) and the memory file of the
+node running on that path, which then exits.  A client sees a pause,
+never a refused or a closed connection.  Killing either side at any step
+leaves one node serving every item."""
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+
+import pytest
+from pymemcache.client.base import Client
+
+from conftest import (SANITIZER_MARKS, Conn, ConnClosed, base_args,
+                      free_port, wait_for)
+from test_pool import prev_binary
+from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
+
+PYTHON = "/usr/bin/python3"         # Debian's, with pylibmc
+
+pytestmark = [pytest.mark.mcpm, pytest.mark.engine]
+
+
+@pytest.fixture
+def tsock():
+    """A takeover socket path short enough for sun_path."""
+    d = tempfile.mkdtemp(prefix="mcpm-to-")
+    yield os.path.join(d, "t.sock")
+    for f in os.listdir(d):
+        os.unlink(os.path.join(d, f))
+    os.rmdir(d)
+
+
+def node(server_factory, memfile, tsock, *flags, env=None):
+    return server_factory("-e", memfile, "-o", "takeover=" + tsock, *flags,
+                          env=env)
+
+
+def fill(s, n, prefix="k"):
+    """n items with flags; their gets lines (value, flags, cas) back."""
+    with s.conn() as c:
+        for i in range(n):
+            c.send(b"set %s%d %d 0 %d noreply\r\nv%d\r\n"
+                   % (prefix.encode(), i, i, len(b"v%d" % i), i))
+        c.sync()
+        return {i: gets(c, b"%s%d" % (prefix.encode(), i)) for i in range(n)}
+
+
+def gets(c, key):
+    return c.get_block(b"gets " + key + b"\r\n")
+
+
+def assert_items(s, want, prefix="k"):
+    with s.conn() as c:
+        for i, block in want.items():
+            assert gets(c, b"%s%d" % (prefix.encode(), i)) == block, i
+
+
+# --------------------------------------------------------------------------
+# connections carry over
+# --------------------------------------------------------------------------
+
+def test_pymemcache_ascii_client_through_20_takeovers(server_factory,
+                                                      memfile, tsock):
+    s = node(server_factory, memfile, tsock)
+    mc = Client(("127.0.0.1", s.port), connect_timeout=5, timeout=5)
+    mc.set("k", "v0", noreply=False)
+    sock = mc.sock
+    for i in range(20):
+        s.take_over()
+        assert mc.get("k") == b"v%d" % i
+        assert mc.set("k", "v%d" % (i + 1), noreply=False)
+        assert mc.sock is sock          # the same connection, no error
+    st = s.stats()
+    assert st["curr_items"] == "1"
+    mc.close()
+
+
+PYLIBMC_DRIVER = r"""
+import sys, pylibmc
+mc = pylibmc.Client(["127.0.0.1:%d" % int(sys.argv[1])], binary=True,
+                    behaviors={"tcp_nodelay": True, "connect_timeout": 5000,
+                               "_poll_timeout": 5000, "retry_timeout": 30})
+for line in sys.stdin:
+    op, key, *val = line.split()
+    try:
+        if op == "set":
+            print("ok" if mc.set(key, val[0]) else "refused", flush=True)
+        else:
+            print(mc.get(key), flush=True)
+    except pylibmc.Error as e:
+        print("error", type(e).__name__, e, flush=True)
+"""
+
+
+def client_ports(s):
+    """The ports of the clients connected to s, but for this question's."""
+    with s.conn() as c:
+        me = c.sock.getsockname()[1]
+        rows = c.stats("conns")
+    ports = {int(v.rsplit(":", 1)[1]) for k, v in rows.items()
+             if k.endswith(":addr") and v.startswith("tcp:")}
+    return ports - {me, s.port}
+
+
+def test_pylibmc_binary_client_through_20_takeovers(server_factory, memfile,
+                                                    tsock):
+    s = node(server_factory, memfile, tsock)
+    p = subprocess.Popen([PYTHON, "-c", PYLIBMC_DRIVER, str(s.port)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+
+    def ask(line):
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+        return p.stdout.readline().strip()
+    try:
+        assert ask("set k v0") == "ok"
+        ports = client_ports(s)
+        assert len(ports) == 1, ports
+        for i in range(20):
+            s.take_over()
+            assert ask("get k") == "v%d" % i
+            assert ask("set k v%d" % (i + 1)) == "ok"
+            assert ports <= client_ports(s)     # never reconnected
+    finally:
+        p.stdin.close()
+        p.wait(10)
+
+
+def test_a_pipeline_in_flight_loses_no_request(server_factory, memfile,
+                                               tsock):
+    """A client sends gets without waiting while three takeovers happen:
+    every one is answered, in order, on the one connection."""
+    s = node(server_factory, memfile, tsock)
+    c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    c.sendall(b"set k 0 0 1\r\nx\r\n")
+    assert c.recv(100) == b"STORED\r\n"
+    stop = threading.Event()
+    sent = [0]
+    reply = b"VALUE k 0 1\r\nx\r\nEND\r\n"
+    got = bytearray()
+
+    def write():
+        batch = b"get k\r\n" * 100
+        while not stop.is_set():
+            c.sendall(batch)
+            sent[0] += 100
+        c.sendall(b"mn\r\n")
+
+    def read():
+        while not got.endswith(b"MN\r\n"):
+            b = c.recv(65536)
+            assert b, "the connection closed"
+            got.extend(b)
+    w = threading.Thread(target=write)
+    r = threading.Thread(target=read)
+    w.start()
+    r.start()
+    try:
+        for _ in range(3):
+            wait_for(lambda: len(got) > 100 * len(reply), 10)
+            mark = len(got)
+            s.take_over()
+            wait_for(lambda: len(got) > mark + 100 * len(reply), 10,
+                     "replies after the takeover")
+    finally:
+        stop.set()
+        w.join(20)
+        r.join(20)
+    assert bytes(got) == reply * sent[0] + b"MN\r\n"
+    c.close()
+
+
+def test_input_read_before_a_takeover_is_answered_after(server_factory,
+                                                        memfile, tsock):
+    """Bytes the old node read but could not parse yet (half a line, half
+    a binary header) go along with their connection."""
+    s = node(server_factory, memfile, tsock)
+    with s.conn() as text, s.conn() as binary:
+        text.call(b"set a 0 0 2\r\nhi\r\n", b"STORED\r\n")
+        s.send_read(text, b"get")
+        hdr = struct.pack(">BBHBBHIIQ", 0x80, 0x00, 1, 0, 0, 0, 1, 7, 0)
+        s.send_read(binary, hdr[:10])
+        s.take_over()
+        text.send(b" a\r\n")
+        assert text.get_block(b"") == b"VALUE a 0 2\r\nhi\r\nEND\r\n"
+        binary.send(hdr[10:] + b"a")
+        r = binary.read_exact(24 + 4 + 2)
+        assert r[:2] == b"\x81\x00" and r[6:8] == b"\x00\x00"  # found
+        assert r[12:16] == b"\x00\x00\x00\x07" and r[-2:] == b"hi"
+
+
+@pytest.mark.parametrize("tier", ["-e", "memory_file"])
+def test_every_item_comes_over_whole(server_factory, memfile, tsock, tier):
+    flags = (["-e", memfile] if tier == "-e" else
+             ["-o", "memory_file=%s,memory_file_size=16" % memfile])
+    s = server_factory(*flags, "-o", "takeover=" + tsock)
+    want = fill(s, 2000)
+    with s.conn() as c:
+        c.call(b"set ttl 0 3600 1\r\nt\r\n", b"STORED\r\n")
+    s.take_over()
+    assert_items(s, want)
+    st = s.stats()
+    assert st["curr_items"] == "2001"
+    assert st["recovery_items"] == "2001"
+    assert st["recovery_checksummed"] == "0"        # it was left clean
+    with s.conn() as c:
+        assert c.req(b"mg ttl t v\r\n") in (b"VA 1 t3600\r\n",
+                                             b"VA 1 t3599\r\n")
+        assert c.readline() == b"t\r\n"
+
+
+# --------------------------------------------------------------------------
+# kinds of sockets
+# --------------------------------------------------------------------------
+
+def test_a_unix_socket_node_hands_over(binary, memfile, tsock):
+    """-s: the socket file stays, and a client on it stays connected."""
+    path = os.path.join(os.path.dirname(tsock), "mc.sock")
+    argv = [binary, "-s", path, "-e", memfile, "-o", "takeover=" + tsock] + \
+        (["-u", "root"] if os.geteuid() == 0 else [])
+    procs = [subprocess.Popen(argv, stderr=subprocess.PIPE)]
+    u = socket.socket(socket.AF_UNIX)
+    u.settimeout(10)
+    try:
+        wait_for(lambda: u.connect_ex(path) == 0, 10, "the unix socket")
+        u.sendall(b"set u 0 0 1\r\nU\r\n")
+        assert u.recv(100) == b"STORED\r\n"
+        for _ in range(2):
+            procs.append(subprocess.Popen(argv, stderr=subprocess.PIPE))
+            assert procs[-2].wait(10) == 0
+            u.sendall(b"get u\r\n")
+            assert u.recv(100) == b"VALUE u 0 1\r\nU\r\nEND\r\n"
+            assert os.path.exists(path)     # the old node left it
+        procs[-1].send_signal(signal.SIGTERM)
+        assert procs[-1].wait(10) == 0
+        err = "".join(p.stderr.read().decode() for p in procs)
+        assert not any(m in err for m in SANITIZER_MARKS), err
+    finally:
+        u.close()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def udp_get(port, key, rid=1):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        u.settimeout(5)
+        u.sendto(struct.pack(">HHHH", rid, 0, 1, 0) + b"get " + key + b"\r\n",
+                 ("127.0.0.1", port))
+        return u.recv(2000)[8:]
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_udp_sockets_carry_over(server_factory, memfile, tsock, threads):
+    """The UDP sockets move with their port (their datagrams queued
+    meanwhile); one worker's socket, or a worker each."""
+    port = free_port()
+    s = server_factory("-U", str(port), "-t", threads, "-e", memfile,
+                       "-o", "takeover=" + tsock, port=port)
+    with s.conn() as c:
+        c.call(b"set k 0 0 1\r\nk\r\n", b"STORED\r\n")
+    for i in range(3):
+        s.take_over()
+        assert udp_get(port, b"k", i) == b"VALUE k 0 1\r\nk\r\nEND\r\n"
+    addrs = [v for v in s.stats("conns").values() if v.startswith("udp:")]
+    assert addrs == ["udp:127.0.0.1:%d" % port] * int(threads)
+
+
+def test_a_tls_connection_finishes_and_closes_a_plain_one_moves(
+        server_factory, memfile, tsock, certs):  # noqa: F811
+    plain = free_port()
+    s = server_factory(*tls_flags(certs), "-l", "notls:127.0.0.1:%d" % plain,
+                       "-e", memfile, "-o", "takeover=" + tsock)
+    with Conn(plain) as p, s.conn() as t:
+        p.call(b"set p 0 0 1\r\np\r\n", b"STORED\r\n")
+        t.call(b"set t 0 0 1\r\nt\r\n", b"STORED\r\n")
+        s.take_over()
+        p.call(b"get t\r\n", b"VALUE t 0 1\r\nt\r\nEND\r\n")
+        t.wait_closed()
+    with s.conn() as t:
+        t.call(b"get p\r\n", b"VALUE p 0 1\r\np\r\nEND\r\n")
+
+
+def test_authentication_carries_over(server_factory, memfile, tsock,
+                                     tmp_path):
+    auth = tmp_path / "auth"
+    auth.write_text("alice:secret\n")
+    s = server_factory("-Y", str(auth), "-e", memfile,
+                       "-o", "takeover=" + tsock)
+    with s.conn() as yes, s.conn() as no:
+        yes.call(b"set x 0 0 12\r\nalice secret\r\n", b"STORED\r\n")
+        s.take_over()
+        yes.call(b"set k 0 0 1\r\n1\r\n", b"STORED\r\n")
+        no.call(b"get k\r\n", b"CLIENT_ERROR unauthenticated\r\n")
+
+
+def test_a_watch_connection_closes(server_factory, memfile, tsock):
+    s = node(server_factory, memfile, tsock)
+    with s.conn() as w:
+        w.call(b"watch mutations\r\n", b"OK\r\n")
+        s.take_over()
+        w.wait_closed()
+    with s.conn() as w, s.conn() as c:
+        w.call(b"watch mutations\r\n", b"OK\r\n")
+        c.call(b"set k 0 0 1\r\nk\r\n", b"STORED\r\n")
+        assert b"cmd=set" in w.read_until(b"\n")
+
+
+# --------------------------------------------------------------------------
+# failures: one node serves at every moment
+# --------------------------------------------------------------------------
+
+def stopped(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    except FileNotFoundError:
+        return False
+
+
+def serves(port):
+    try:
+        with Conn(port, timeout=1.0) as c:
+            return c.req(b"version\r\n").startswith(b"VERSION ")
+    except (OSError, ConnClosed):
+        return False
+
+
+STEPS = [("old", "offered"), ("old", "sent"), ("old", "released"),
+         ("new", "offered"), ("new", "received"), ("new", "serving")]
+# Each side stopped at each step, then killed, or the other side killed.
+# While the old node stands at "released" the new one finishes the
+# takeover on its own: killing it then is a crash after a takeover, not
+# a takeover that failed.
+KILLS = [(side, step, kill) for side, step in STEPS
+         for kill in ("paused", "other")
+         if (side, step, kill) != ("old", "released", "other")]
+
+
+@pytest.mark.parametrize("side,step,kill", KILLS,
+                         ids=["%s-%s-kill-%s" % k for k in KILLS])
+def test_a_kill_at_any_step_leaves_a_node_serving_every_item(
+        server_factory, memfile, tsock, side, step, kill):
+    """One side stops itself at the step (MCPM_TAKEOVER_PAUSE); then it,
+    or the other side, is killed and the paused one let go.  A node
+    serves every item afterwards, and the client's connection, where
+    the side left alive holds it for sure, still works."""
+    pause = {"MCPM_TAKEOVER_PAUSE": "%s:%s" % (side, step)}
+    s = node(server_factory, memfile, tsock,
+             env=pause if side == "old" else None)
+    want = fill(s, 500)
+    client = s.conn()
+    client.call(b"set c 0 0 1\r\nc\r\n", b"STORED\r\n")
+    old = s.take_over(env=pause if side == "new" else {}, wait=False)
+    new = s.proc
+    paused, other = (old, new) if side == "old" else (new, old)
+    wait_for(lambda: stopped(paused.pid), 10, "the pause at " + step)
+    victim = paused if kill == "paused" else other
+    victim.kill()
+    victim.wait()
+    if paused.poll() is None:
+        paused.send_signal(signal.SIGCONT)
+    survivor = new if victim is old else old
+    s.proc = survivor
+    try:
+        wait_for(lambda: serves(s.port), 20, "a node to serve")
+    except AssertionError:
+        pytest.fail("no node serves; old:\n%s\nnew:\n%s"
+                    % (s.predecessor_stderr(old), s.stderr()))
+    assert survivor.poll() is None
+    assert_items(s, want)
+    # The connection lives on where the survivor holds it for sure: the
+    # old node serving on, or the new one once the old had sent it.
+    if victim is new or (kill == "paused" and step in ("sent", "released")):
+        client.call(b"get c\r\n", b"VALUE c 0 1\r\nc\r\nEND\r\n")
+    else:
+        try:
+            client.call(b"get c\r\n", b"VALUE c 0 1\r\nc\r\nEND\r\n")
+        except (ConnClosed, OSError):
+            pass            # closed with the old node: a clean close
+    client.close()
+    if survivor is old and side == "new":
+        # The old node serves on, and still hands over (one paused at a
+        # step would pause there again).
+        s.predecessors = [(p, f) for p, f in s.predecessors if p is not old]
+        s.take_over()
+        assert_items(s, want)
+
+
+# --------------------------------------------------------------------------
+# versions and builds
+# --------------------------------------------------------------------------
+
+def hello(versions):
+    return (b"MCPM-TO\0" + struct.pack("=IIIII", 1, versions[0], versions[1],
+                                       os.getpid(), 0) + b"\0" * 100)
+
+
+def test_a_successor_that_cannot_read_this_version_gets_a_plain_stop(
+        server_factory, memfile, tsock):
+    s = node(server_factory, memfile, tsock)
+    want = fill(s, 100)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as t:
+        t.settimeout(10)
+        t.connect(tsock)
+        t.send(hello((99, 99)))
+        m = t.recv(200)
+        assert struct.unpack("=I", m[8:12])[0] == 3         # REFUSE
+        assert b"reads handover versions 99 to 99, this build writes 1" in m
+        assert s.proc.wait(10) == 0     # a plain stop
+        assert t.recv(200) == b""       # ... whose end the successor sees
+    assert "stopping without a handover" in s.stderr()
+    s.start()           # the items are all there, the file clean
+    assert_items(s, want)
+    assert s.stats()["recovery_checksummed"] == "0"
+
+
+OLD_NODE = r"""
+import os, socket, struct, sys, time
+lst = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+lst.bind(sys.argv[1])
+lst.listen(1)
+print("listening", flush=True)
+c, _ = lst.accept()
+c.recv(200)
+c.send(b"MCPM-TO\0" + struct.pack("=IIIII", 3, 0, 0, os.getpid(), 0) +
+       b"an older build".ljust(100, b"\0"))
+time.sleep(0.2)             # it stops, plainly
+"""
+
+
+def test_a_refusing_node_is_waited_for_then_its_place_taken(server_factory,
+                                                            memfile, tsock):
+    """A node that writes a version this build cannot read stops plainly;
+    the successor starts once it has gone."""
+    old = subprocess.Popen([sys.executable, "-c", OLD_NODE, tsock],
+                           stdout=subprocess.PIPE, text=True)
+    assert old.stdout.readline() == "listening\n"
+    s = node(server_factory, memfile, tsock)
+    assert old.wait(10) == 0
+    assert "refused: an older build; starting once it has stopped" in \
+        s.stderr()
+    s.check_alive()
+
+
+def test_from_a_build_without_takeover(server_factory, binary, memfile,
+                                      tsock):
+    """The build before the last memory-file layout change has no
+    takeover: a node started beside one of its nodes finds no one on the
+    takeover socket and leaves it alone; stopped plainly, it hands its
+    items on through the file (its layout upgraded), and takeovers work
+    from then on."""
+    old = server_factory("-e", memfile, binary=prev_binary())
+    want = fill(old, 300)
+    r = subprocess.run([binary] + base_args(old.port) +
+                       ["-e", memfile, "-o", "takeover=" + tsock, "-v"],
+                       capture_output=True, timeout=30)
+    assert r.returncode != 0
+    assert b"takeover: no node serves on %s: starting afresh" \
+        % tsock.encode() in r.stderr
+    assert b"in use by another process" in r.stderr
+    assert_items(old, want)
+    assert old.stop() == []
+    s = server_factory("-e", memfile, "-o", "takeover=" + tsock,
+                       port=old.port)
+    assert_items(s, want)
+    s.take_over()
+    assert_items(s, want)
