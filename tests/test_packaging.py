@@ -17,6 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 PAGE = REPO / "doc" / "memcached-pm.1"
 UNITS = [REPO / "contrib" / "memcached-pm.service",
          REPO / "contrib" / "memcached-pm@.service"]
+SOCKETS = [REPO / "contrib" / "memcached-pm.socket",
+           REPO / "contrib" / "memcached-pm@.socket"]
 
 
 def help_names(binary):
@@ -80,21 +82,48 @@ def installed(unit, binary, tmp_path):
     return path
 
 
+def instances(tmp_path, binary):
+    """The units as systemd loads them: the templates through an instance
+    named by its port (systemd-analyze verifies a template as instance
+    "i", which no socket address takes)."""
+    paths = []
+    for unit in UNITS + SOCKETS:
+        path = installed(unit, binary, tmp_path)
+        if "@" in unit.name:
+            link = tmp_path / unit.name.replace("@.", "@11211.")
+            link.symlink_to(path.name)
+            path = link
+        paths.append(str(path))
+    return paths
+
+
 @pytest.mark.mcpm
 def test_systemd_units_verify(binary, tmp_path):
     assert shutil.which("systemd-analyze"), "systemd-analyze is missing"
     r = subprocess.run(["systemd-analyze", "verify", "--man=no"] +
-                       [str(installed(u, binary, tmp_path)) for u in UNITS],
-                       capture_output=True)
+                       instances(tmp_path, binary), capture_output=True)
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     for unit in UNITS:
         text = unit.read_text()
         for key in ("StateDirectory=memcached-pm", "Restart=on-failure",
                     "NoNewPrivileges=yes", "ProtectSystem=strict",
                     "PrivateTmp=yes", "ExecStart=/usr/local/bin/memcached-pm",
-                    "EnvironmentFile=/etc/memcached-pm"):
+                    "EnvironmentFile=/etc/memcached-pm",
+                    # restarts no client sees (doc/POOL.md)
+                    "Type=notify", "NotifyAccess=main"):
             assert key in text, (unit.name, key)
         assert "sh -c" not in text
+        # the fd store holds every connection -c allows, and the rest
+        store = int(re.search(r"^FileDescriptorStoreMax=(\d+)$", text,
+                              re.M).group(1))
+        conf = (REPO / "contrib" / ("memcached-pm-node.conf" if "@" in
+                                    unit.name else "memcached-pm.conf"))
+        maxconn = int(re.search(r"^MAXCONN=(\d+)$", conf.read_text(),
+                                re.M).group(1))
+        assert store >= maxconn + 2
+    for sock, want in zip(SOCKETS, ["ListenStream=127.0.0.1:11211",
+                                    "ListenStream=127.0.0.1:%i"]):
+        assert want in sock.read_text().splitlines()
 
 
 def exec_start(unit, conf, instance, state):

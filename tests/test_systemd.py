@@ -1,0 +1,258 @@
+"""Restarts no client sees under systemd, with the test playing the
+service manager (svcman.py): the listeners come from a .socket unit and
+are matched to -l, -p, -U and -s (a socket no option names is refused);
+at a stop the open connections go into the fd store with their state
+and come back at the next start; without a .socket unit the listeners
+wait in the fd store themselves, a crash included.  The port never
+refuses a connection."""
+
+import os
+import re
+import socket
+import struct
+import tempfile
+import threading
+
+import pytest
+from pymemcache.client.base import Client
+
+from conftest import (SANITIZER_MARKS, Conn, base_args, free_port,
+                      tls_client_context, wait_for)
+from svcman import ServiceManager
+from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
+
+pytestmark = [pytest.mark.mcpm, pytest.mark.engine]
+
+
+def tcp_listener(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(128)
+    return s
+
+
+def udp_socket(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", port))
+    return s
+
+
+@pytest.fixture
+def managers():
+    """ServiceManager(...) factories; each closed after the test, its
+    processes checked for a clean exit and no sanitizer report."""
+    made = []
+
+    def make(*a, **k):
+        m = ServiceManager(*a, **k)
+        made.append(m)
+        return m
+    yield make
+    problems = []
+    for m in made:
+        rc = m.stop()
+        if rc not in (None, 0):
+            problems.append("exit status %s after SIGTERM" % rc)
+        for i in range(len(m.errs)):
+            err = m.stderr(i)
+            problems += [mark for mark in SANITIZER_MARKS if mark in err]
+        m.close()
+    assert problems == []
+
+
+def argv(binary, port, *flags):
+    return [binary] + base_args(port) + list(flags)
+
+
+def inode(pid, fd):
+    return os.stat("/proc/%d/fd/%d" % (pid, fd)).st_ino
+
+
+# --------------------------------------------------------------------------
+# socket activation
+# --------------------------------------------------------------------------
+
+def test_a_tcp_listener_from_the_socket_unit(binary, managers):
+    port = free_port()
+    lst = tcp_listener(port)
+    m = managers([("memcached-pm.socket", lst)])
+    m.start(argv(binary, port, "-v"))
+    assert ("fd 3 from systemd socket activation: tcp:127.0.0.1:%d" % port
+            in m.stderr())
+    # the server listens on the unit's socket, not one of its own
+    assert inode(m.proc.pid, 3) == os.fstat(lst.fileno()).st_ino
+    with Conn(port) as c:
+        c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
+    assert "READY=1" in m.messages
+
+
+def test_a_udp_socket_from_the_socket_unit(binary, managers):
+    port = free_port()
+    m = managers([("tcp", tcp_listener(port)), ("udp", udp_socket(port))])
+    m.start(argv(binary, port, "-U", str(port), "-t", "2", "-v"))
+    assert "udp:127.0.0.1:%d" % port in m.stderr()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        u.settimeout(5)
+        u.sendto(struct.pack(">HHHH", 7, 0, 1, 0) + b"get x\r\n",
+                 ("127.0.0.1", port))
+        assert u.recv(100) == struct.pack(">HHHH", 7, 0, 1, 0) + b"END\r\n"
+
+
+def test_a_unix_socket_from_the_socket_unit(binary, managers):
+    d = tempfile.mkdtemp(prefix="mcpm-sd-")
+    path = os.path.join(d, "mc.sock")
+    lst = socket.socket(socket.AF_UNIX)
+    lst.bind(path)
+    lst.listen(16)
+    m = managers([("memcached-pm.socket", lst)])
+    m.start([binary, "-s", path, "-v"] +
+            (["-u", "root"] if os.geteuid() == 0 else []))
+    assert "fd 3 from systemd socket activation: unix:" + path in m.stderr()
+    with socket.socket(socket.AF_UNIX) as c:
+        c.settimeout(5)
+        c.connect(path)
+        c.sendall(b"version\r\n")
+        assert c.recv(100).startswith(b"VERSION ")
+    m.stop()
+    assert os.path.exists(path)     # the unit's socket file stays
+    os.unlink(path)
+    os.rmdir(d)
+
+
+def test_a_tls_listener_from_the_socket_unit(binary, managers,
+                                             certs):  # noqa: F811
+    port = free_port()
+    m = managers([("memcached-pm.socket", tcp_listener(port))])
+    m.start(argv(binary, port, *tls_flags(certs)))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with tls_client_context().wrap_socket(raw) as t:
+        t.sendall(b"version\r\n")
+        assert t.recv(100).startswith(b"VERSION ")
+
+
+def test_a_socket_no_option_names_is_refused(binary, managers):
+    port, other = free_port(), free_port()
+    m = managers([("memcached-pm.socket", tcp_listener(other))])
+    p = m.start(argv(binary, port), wait=False)
+    assert p.wait(20) == 78                 # EX_CONFIG
+    assert ("systemd socket activation: fd 3 is tcp:127.0.0.1:%d, which "
+            "no -l, -p, -U or -s option names" % other) in m.stderr()
+
+
+# --------------------------------------------------------------------------
+# the fd store
+# --------------------------------------------------------------------------
+
+def connects_meanwhile(port, stop, refused):
+    """Connect again and again until stop; count refusals."""
+    while not stop.is_set():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass
+        except ConnectionRefusedError:
+            refused[0] += 1
+
+
+@pytest.mark.parametrize("unit", [True, False],
+                         ids=["socket-unit", "no-socket-unit"])
+def test_restarts_keep_the_connections_and_refuse_none(binary, managers,
+                                                       memfile, unit):
+    port = free_port()
+    m = managers([("memcached-pm.socket", tcp_listener(port))] if unit
+                 else [])
+    m.start(argv(binary, port, "-e", memfile))
+    mc = Client(("127.0.0.1", port), connect_timeout=5, timeout=5)
+    mc.set("k", "v0", noreply=False)
+    sock = mc.sock
+    if not unit:
+        assert m.stored() == ["mcpm-listen"]
+    stop, refused = threading.Event(), [0]
+    t = threading.Thread(target=connects_meanwhile,
+                         args=(port, stop, refused))
+    t.start()
+    try:
+        for i in range(5):
+            assert m.restart() == 0
+            assert mc.get("k") == b"v%d" % i
+            mc.set("k", "v%d" % (i + 1), noreply=False)
+            assert mc.sock is sock
+            # what the start took is out of the store again
+            assert m.stored("mcpm-c") == m.stored("mcpm-state") == []
+    finally:
+        stop.set()
+        t.join()
+    assert refused == [0]
+    assert "STOPPING=1" in m.messages
+    mc.close()
+
+
+def test_a_crash_keeps_the_listener_in_the_fd_store(binary, managers,
+                                                     memfile):
+    """Without a .socket unit, the listener the server opened waits in the
+    store: after a SIGKILL the next start takes it, and a client that
+    connected meanwhile is served."""
+    port = free_port()
+    m = managers()
+    m.start(argv(binary, port, "-e", memfile))
+    with Conn(port) as c:
+        c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
+    m.proc.kill()
+    m.proc.wait()
+    waiting = socket.create_connection(("127.0.0.1", port), timeout=10)
+    m.start()
+    waiting.sendall(b"get a\r\n")
+    assert waiting.recv(100) == b"VALUE a 0 1\r\n1\r\nEND\r\n"
+    waiting.close()
+
+
+def test_a_stop_for_good_closes_the_connections(binary, managers, memfile):
+    port = free_port()
+    m = managers([("memcached-pm.socket", tcp_listener(port))])
+    m.start(argv(binary, port, "-e", memfile))
+    with Conn(port) as c:
+        c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
+        assert m.stop() == 0            # the store emptied
+        c.wait_closed()
+    assert m.stored() == []
+
+
+def test_stale_connections_in_the_store_are_closed(binary, managers):
+    """Connections the store holds without a state file (a node killed
+    while it put them there) are closed and taken out of it."""
+    port = free_port()
+    m = managers([("memcached-pm.socket", tcp_listener(port))])
+    a, b = socket.socketpair()
+    m.store.append(["mcpm-c0", os.dup(b.fileno())])
+    b.close()
+    m.start(argv(binary, port))
+    wait_for(lambda: m.stored("mcpm-c") == [], 10)
+    a.settimeout(5)
+    assert a.recv(10) == b""
+    a.close()
+
+
+def test_the_shipped_units_start_with_their_socket(binary, managers,
+                                                   tmp_path):
+    """What memcached-pm.service runs with its options file, given the
+    socket memcached-pm.socket listens on (the port made this test's),
+    takes that socket: the shipped files name the same address."""
+    from test_packaging import REPO, exec_start
+    unit = (REPO / "contrib" / "memcached-pm.service").read_text()
+    conf = (REPO / "contrib" / "memcached-pm.conf").read_text()
+    sock = (REPO / "contrib" / "memcached-pm.socket").read_text()
+    host, _, unit_port = re.search(r"^ListenStream=(.*)$", sock,
+                                   re.M).group(1).rpartition(":")
+    port = free_port()
+    conf = conf.replace("PORT=%s" % unit_port, "PORT=%d" % port)
+    args = exec_start(unit, conf, "", str(tmp_path))[1:]
+    args[args.index("-m") + 1] = "8"
+    (tmp_path / "memcached-pm").mkdir()
+    lst = socket.socket()
+    lst.bind((host, port))
+    lst.listen(16)
+    m = managers([("memcached-pm.socket", lst)])
+    m.start([binary] + args + (["-u", "root"] if os.geteuid() == 0 else []))
+    assert inode(m.proc.pid, 3) == os.fstat(lst.fileno()).st_ino
+    with Conn(port) as c:
+        c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
