@@ -4,45 +4,66 @@ rolling upgrade, memcached-pm against Debian's memcached, side by side.
 
     /usr/bin/python3 bench/pool.py [--nodes 3] [--keys 20000]
         [--after 4] [--db-ms 1] [--servers mcpm,memcached,memcached-e]
-        [--layers proxy,ketama] [--scenarios kill,rolling,upgrade]
+        [--layers proxy,ketama,dalli] [--scenarios kill,rolling,upgrade]
         [--out doc/pool]
 
-N nodes on 127.0.0.1 behind twemproxy (nutcracker, contrib/nutcracker.yml)
-or reached directly through pylibmc's ketama (contrib/pool_pylibmc.py).
-Two cache-aside readers run side by side, one on Zipf-distributed keys
-(s = 1.0) and one on uniform keys: a hit is served, a miss or an error
-goes to the "database" (--db-ms, 1 ms: a miss costs the reader that
-much, as a real one, and a node that fails fast cannot flood the counts)
-and a miss sets the key again.  Per half second,
-each counts requests, hits, misses and errors.  After two seconds of
-steady state, the event:
+N nodes on 127.0.0.1 behind twemproxy (nutcracker, contrib/nutcracker.yml),
+or reached directly through pylibmc's ketama (contrib/pool_pylibmc.py), or
+through dalli, Ruby's client, with its own ring and down rule
+(contrib/pool_dalli.rb; bench/pool_dalli.rb).  Two cache-aside readers
+run side by side, one on Zipf-distributed keys (s = 1.0) and one on
+uniform keys: a hit is served, a miss or an error goes to the "database"
+(--db-ms, 1 ms: a miss costs the reader that much, as a real one, and a
+node that fails fast cannot flood the counts) and a miss sets the key
+again.  Per half second, each counts requests, hits, misses and errors,
+and times every request.  After two seconds of steady state, the event:
 
-  kill      SIGKILL one node, start it again at once (same port, file)
-  rolling   every node in turn: stop it gracefully (memcached -e: SIGUSR1,
-            which saves its state), start it, wait until it serves
-  upgrade   as rolling, each node started under this tree's build after
-            running under the build before the last memory-file layout
-            change (script/build-layout-prev); memcached has one build, so
-            for it this is a rolling restart again
+  kill            SIGKILL one node, start it again at once (same port,
+                  file)
+  rolling         every node in turn restarted, the next once it serves:
+                  memcached-pm by a takeover (a new node started with the
+                  same -o takeover=<path> takes the port, the connections
+                  and the file over); memcached stopped (memcached -e:
+                  SIGUSR1, which saves its state) and started
+  upgrade         as rolling, each node started under this tree's build
+                  after running under the oldest build it takes over from
+                  (script/build-handover-prev); memcached has one build,
+                  so for it this is a rolling restart again
+  rolling-systemd memcached-pm only: each node a service of a service
+                  manager played here (tests/svcman.py: a .socket unit's
+                  listener and the fd store, as contrib/'s units), and
+                  restarted as `systemctl restart` does
+  rolling-plain   memcached-pm only: stopped with SIGTERM and started, no
+                  takeover (the port refuses meanwhile)
+  upgrade-layout  memcached-pm only: as rolling-plain, from the build
+                  before the last memory-file layout change
+                  (script/build-layout-prev), which has no takeover
 
 then --after seconds more.  Reported per scenario, layer, server and key
 distribution: the share of requests from the event on that missed or
-failed, the worst half second's hit ratio, and the time from the event
-until the hit ratio is back within 1 % of its steady value for good.
-Writes OUT/results.md (the tables) and OUT/<scenario>-<layer>.svg (hit
-ratio over time, Zipf reader, every server).  Servers: mcpm (memcached-pm
--e <file> on /dev/shm), memcached (Debian's, no persistence), memcached-e
-(Debian's -e <file> on /dev/shm, restarted through SIGUSR1).
+failed, the worst half second's hit ratio, the time from the event until
+the hit ratio is back within 1 % of its steady value for good, the
+longest request and the 99.9th percentile from the event on (the pause a
+client saw), and for memcached-pm the clean restart time of its nodes
+(SIGTERM to the first reply of the next start, measured before the
+readers start).  Writes OUT/results.md (the tables) and
+OUT/<scenario>-<layer>.svg (Zipf reader, every server: hit ratio over
+time, and the longest request of each half second).  Servers: mcpm
+(memcached-pm -e <file> on /dev/shm), memcached (Debian's, no
+persistence), memcached-e (Debian's -e <file> on /dev/shm, restarted
+through SIGUSR1).
 
 Environment: MCPM_BIN [build/memcached-pm/memcached-pm], MCPM_PREV_BIN
-[script/build-layout-prev's], MEMCACHED [/usr/bin/memcached].  Runs under
-Debian's python3 (pylibmc is its package python3-pylibmc).  Bounded: at
-its defaults every run is about nine seconds and the whole under five
-minutes.
+[script/build-layout-prev's], MCPM_HANDOVER_PREV_BIN
+[script/build-handover-prev's], MEMCACHED [/usr/bin/memcached].  Runs
+under Debian's python3 (pylibmc is its package python3-pylibmc; dalli is
+ruby-dalli).  Bounded: at its defaults every run is about nine seconds
+and the whole under five minutes.
 """
 
 import argparse
 import bisect
+import json
 import os
 import random
 import signal
@@ -56,14 +77,21 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "contrib"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import pylibmc  # noqa: E402
 from nutcracker_conf import nutcracker_conf  # noqa: E402
 from pool_pylibmc import POOL_BEHAVIORS  # noqa: E402
+from svcman import ServiceManager  # noqa: E402
 
 BUCKET = 0.5            # seconds per sample
 STEADY = 2.0            # seconds before the event
 VALUE = b"v" * 100
+SERVERS = ("mcpm", "memcached", "memcached-e")
+LAYERS = ("proxy", "ketama", "dalli")
+SCENARIOS = ("kill", "rolling", "upgrade", "rolling-systemd",
+             "rolling-plain", "upgrade-layout")
+MCPM_ONLY = ("rolling-systemd", "rolling-plain", "upgrade-layout")
 
 
 def free_port():
@@ -90,14 +118,25 @@ def wait_until(cond, what, timeout=20.0):
 
 
 class Node:
-    """One cache server on a fixed port (and file), restartable."""
+    """One cache server on a fixed port (and file), restartable; under
+    systemd (a service manager played here) when managed."""
 
-    def __init__(self, kind, port, binary, tmp):
+    def __init__(self, kind, port, binary, tmp, managed=False,
+                 takeover=True):
         self.kind, self.port, self.binary = kind, port, binary
-        self.file = os.path.join("/dev/shm", "mcpm-pool-bench-%s-%d.pm"
-                                 % (uuid.uuid4().hex[:8], port))
+        self.takeover = takeover and kind == "mcpm"
+        tag = "%s-%d" % (uuid.uuid4().hex[:8], port)
+        self.file = os.path.join("/dev/shm", "mcpm-pool-bench-%s.pm" % tag)
+        self.sock = os.path.join(tmp, "takeover-%d.sock" % port)
         self.err = open(os.path.join(tmp, "node-%d.log" % port), "ab")
         self.proc = None
+        self.manager = None
+        if managed:
+            lst = socket.socket()
+            lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            lst.bind(("127.0.0.1", port))
+            lst.listen(1024)
+            self.manager = ServiceManager([("memcached-pm.socket", lst)])
 
     def argv(self):
         a = [self.binary, "-p", str(self.port), "-U", "0", "-l",
@@ -106,11 +145,16 @@ class Node:
             a += ["-u", "root"]
         if self.kind in ("mcpm", "memcached-e"):
             a += ["-e", self.file]
+        if self.takeover:
+            a += ["-o", "takeover=" + self.sock]
         return a
 
     def start(self, binary=None):
         if binary:
             self.binary = binary
+        if self.manager:
+            self.proc = self.manager.start(self.argv())
+            return
         self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL,
                                      stderr=self.err)
@@ -126,7 +170,33 @@ class Node:
             self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(30)
 
+    def take_over(self, binary=None):
+        """A successor takes this node over; back once the old one has
+        exited (the successor serves by then)."""
+        old = self.proc
+        if binary:
+            self.binary = binary
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=self.err)
+        if old.wait(30) != 0:
+            raise SystemExit("pool.py: node %d did not hand over"
+                             % self.port)
+
+    def restart_seconds(self):
+        """A clean restart: SIGTERM to the first reply of the next start
+        (under the service manager, to its READY=1)."""
+        t = time.monotonic()
+        if self.manager:
+            self.manager.restart()
+            return time.monotonic() - t
+        self.stop()
+        self.start()
+        return time.monotonic() - t
+
     def remove(self):
+        if self.manager:
+            self.manager.close()
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -186,7 +256,9 @@ class Zipf:
 
 
 class Reader(threading.Thread):
-    """A cache-aside reader counting per half second from t0."""
+    """A cache-aside reader (pylibmc) counting per half second from t0:
+    buckets[i] = [requests, hits, misses, errors, longest request], and
+    lat, every request's (start, seconds)."""
 
     def __init__(self, mc, nkeys, dist, t0, stop, db):
         super().__init__(daemon=True)
@@ -194,7 +266,12 @@ class Reader(threading.Thread):
         self.db = db
         self.draw = Zipf(nkeys).draw if dist == "zipf" else \
             (lambda rng: rng.randrange(nkeys))
-        self.buckets = {}       # index: [requests, hits, misses, errors]
+        self.buckets = {}
+        self.lat = []
+
+    def request(self, b, start, took):
+        self.lat.append((start - self.t0, took))
+        b[4] = max(b[4], took)
 
     def run(self):
         rng = random.Random(7)
@@ -202,27 +279,67 @@ class Reader(threading.Thread):
         random.Random(3).shuffle(perm)      # hot keys on every node
         while not self.halt.is_set():
             k = "k%d" % perm[self.draw(rng)]
-            b = self.buckets.setdefault(
-                int((time.monotonic() - self.t0) / BUCKET), [0, 0, 0, 0])
+            start = time.monotonic()
+            b = self.buckets.setdefault(int((start - self.t0) / BUCKET),
+                                        [0, 0, 0, 0, 0.0])
             b[0] += 1
             try:
                 v = self.mc.get(k)
             except pylibmc.Error:
                 b[3] += 1                   # to the database, no set
+                self.request(b, start, time.monotonic() - start)
                 time.sleep(self.db)
                 continue
+            took = time.monotonic() - start
             if v is not None:
                 b[1] += 1
+                self.request(b, start, took)
                 continue
             b[2] += 1                       # a miss: database, then set
             time.sleep(self.db)
+            s = time.monotonic()
             try:
                 self.mc.set(k, VALUE)
             except pylibmc.Error:
                 pass
+            self.request(b, start, took + time.monotonic() - s)
+
+    def finish(self):
+        self.join()
 
 
-def fill(mc, nkeys):
+class DalliReader:
+    """The same reader through dalli: a Ruby process (bench/pool_dalli.rb)
+    that reports when its stdin closes."""
+
+    def __init__(self, nodes, nkeys, dist, t0, db):
+        self.proc = subprocess.Popen(
+            ["ruby", os.path.join(ROOT, "bench", "pool_dalli.rb"), "read",
+             servers_arg(nodes), str(nkeys), dist, repr(t0),
+             str(db * 1000), str(BUCKET)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def start(self):
+        pass
+
+    def finish(self):
+        self.proc.stdin.close()
+        out = json.loads(self.proc.stdout.read())
+        self.proc.wait(10)
+        self.buckets = {int(k): v for k, v in out["buckets"].items()}
+        self.lat = [tuple(x) for x in out["lat"]]
+
+
+def servers_arg(nodes):
+    return ",".join("127.0.0.1:%d" % n.port for n in nodes)
+
+
+def fill(layer, nodes, proxy, nkeys):
+    if layer == "dalli":
+        subprocess.run(["ruby", os.path.join(ROOT, "bench", "pool_dalli.rb"),
+                        "fill", servers_arg(nodes), str(nkeys)], check=True)
+        return
+    mc = client(layer, nodes, proxy)
     keys = ["k%d" % i for i in range(nkeys)]
     for lo in range(0, nkeys, 500):
         failed = mc.set_multi({k: VALUE for k in keys[lo:lo + 500]})
@@ -230,19 +347,25 @@ def fill(mc, nkeys):
             raise SystemExit("pool.py: fill failed for %d keys" % len(failed))
 
 
-def event(scenario, nodes, cur_bin):
+def event(scenario, nodes, binaries):
     if scenario == "kill":
         nodes[0].stop(graceful=False)
         nodes[0].start()
         return
     for n in nodes:
-        n.stop()
-        n.start(cur_bin if scenario == "upgrade" else None)
+        if n.manager:
+            n.manager.restart()
+        elif n.kind == "mcpm" and scenario in ("rolling", "upgrade"):
+            n.take_over(binaries["to"])
+        else:
+            n.stop()
+            n.start(binaries["to"])
 
 
-def summarise(buckets, t_event, t_end):
-    """(share missed or failed from the event on, worst half second's hit
-    ratio, seconds from the event back to steady state, requests)."""
+def summarise(buckets, lat, t_event):
+    """From the event on: (requests missed or failed, worst half second's
+    hit ratio, seconds back to steady state, requests, longest request,
+    99.9th percentile)."""
     idx = sorted(buckets)
     first = int(t_event / BUCKET)
     steady = [buckets[i] for i in idx if 0 < i < first]
@@ -257,15 +380,30 @@ def summarise(buckets, t_event, t_end):
                for x in after[j:]):
             back = max(0.0, i * BUCKET - t_event)
             break
-    return lost / max(1, reqs), worst, back, reqs
+    times = sorted(t for s, t in lat if s >= t_event)
+    p999 = times[min(len(times) - 1, int(len(times) * 0.999))] if times \
+        else 0.0
+    return (lost, worst, back, reqs,
+            times[-1] if times else 0.0, p999)
+
+
+def binaries_for(kind, scenario, args):
+    """The build each node starts under, and the one it ends under."""
+    if kind != "mcpm":
+        return {"from": args.memcached, "to": args.memcached}
+    if scenario == "upgrade":
+        return {"from": args.handover_prev, "to": args.mcpm}
+    if scenario == "upgrade-layout":
+        return {"from": args.prev, "to": args.mcpm}
+    return {"from": args.mcpm, "to": args.mcpm}
 
 
 def run_one(kind, layer, scenario, args, tmp):
-    mc_bin = args.memcached
-    first_bin = args.prev if (kind == "mcpm" and scenario == "upgrade") \
-        else (args.mcpm if kind == "mcpm" else mc_bin)
-    cur_bin = args.mcpm if kind == "mcpm" else mc_bin
-    nodes = [Node(kind, free_port(), first_bin, tmp)
+    bins = binaries_for(kind, scenario, args)
+    managed = kind == "mcpm" and scenario == "rolling-systemd"
+    # the build before the last layout change has no takeover
+    nodes = [Node(kind, free_port(), bins["from"], tmp, managed,
+                  takeover=scenario != "upgrade-layout")
              for _ in range(args.nodes)]
     proxy = None
     try:
@@ -273,24 +411,32 @@ def run_one(kind, layer, scenario, args, tmp):
             n.start()
         if layer == "proxy":
             proxy = Proxy([n.port for n in nodes], tmp)
-        fill(client(layer, nodes, proxy), args.keys)
+        fill(layer, nodes, proxy, args.keys)
+        restart = None
+        if kind == "mcpm":
+            restart = sorted(n.restart_seconds() for n in nodes)[
+                len(nodes) // 2]
         stop = threading.Event()
         t0 = time.monotonic()
-        readers = {d: Reader(client(layer, nodes, proxy), args.keys, d, t0,
-                             stop, args.db_ms / 1000)
-                   for d in ("zipf", "uniform")}
+        readers = {}
+        for d in ("zipf", "uniform"):
+            if layer == "dalli":
+                readers[d] = DalliReader(nodes, args.keys, d, t0,
+                                         args.db_ms / 1000)
+            else:
+                readers[d] = Reader(client(layer, nodes, proxy), args.keys,
+                                    d, t0, stop, args.db_ms / 1000)
         for r in readers.values():
             r.start()
         time.sleep(STEADY)              # the steady state being measured
         t_event = time.monotonic() - t0
-        event(scenario, nodes, cur_bin)
-        t_done = time.monotonic() - t0
+        event(scenario, nodes, bins)
         time.sleep(args.after)          # the run's measured tail
         stop.set()
         for r in readers.values():
-            r.join()
-        return {d: (summarise(r.buckets, t_event, t_done), r.buckets,
-                    t_event, t_done) for d, r in readers.items()}
+            r.finish()
+        return {d: (summarise(r.buckets, r.lat, t_event), r.buckets,
+                    t_event, restart) for d, r in readers.items()}
     finally:
         if proxy:
             proxy.stop()
@@ -303,88 +449,149 @@ COLOURS = {"mcpm": "#2b6cb0", "memcached": "#c53030",
 
 
 def svg(path, title, series):
-    """Hit ratio (Zipf reader) over time, one line per server."""
-    w, h, left, top, right, bottom = 640, 300, 50, 30, 150, 40
-    pw, ph = w - left - right, h - top - bottom
+    """Two panels over time, one line per server (Zipf reader): the hit
+    ratio, and the longest request of each half second (log scale)."""
+    w, left, right, top = 640, 60, 150, 44
+    ph, gap, bottom = 200, 50, 40
+    h = top + 2 * ph + gap + bottom
+    pw = w - left - right
     tmax = max(max(b) for _, b, _ in series.values()) * BUCKET + BUCKET
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
            'font-family="sans-serif" font-size="11">' % (w, h),
            '<rect width="100%" height="100%" fill="white"/>',
-           '<text x="%d" y="18" font-size="13">%s</text>' % (left, title)]
-    for r in (0.0, 0.25, 0.5, 0.75, 1.0):
-        y = top + ph * (1 - r)
-        out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" '
-                   'stroke="#ddd"/>' % (left, left + pw, y, y))
-        out.append('<text x="%d" y="%.1f" text-anchor="end">%d%%</text>'
-                   % (left - 4, y + 4, r * 100))
+           '<text x="%d" y="16" font-size="13">%s</text>' % (left, title)]
+
+    def x_of(t):
+        return left + pw * t / tmax
+
+    def grid(y0, ticks):
+        for frac, label in ticks:
+            y = y0 + ph * (1 - frac)
+            out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" '
+                       'stroke="#ddd"/>' % (left, left + pw, y, y))
+            out.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>'
+                       % (left - 4, y + 4, label))
+    y2 = top + ph + gap
+    grid(top, [(r, "%d%%" % (r * 100)) for r in (0, .25, .5, .75, 1)])
+    # 0.1 ms to 10 s, a decade a tick
+    decades = [(i / 5, lab) for i, lab in enumerate(
+        ["0.1 ms", "1 ms", "10 ms", "100 ms", "1 s", "10 s"])]
+    grid(y2, decades)
+    out.append('<text x="%d" y="%d">hit ratio</text>' % (left, top - 4))
+    out.append('<text x="%d" y="%d">longest request in each half second'
+               '</text>' % (left, y2 - 4))
     for t in range(0, int(tmax) + 1):
-        x = left + pw * t / tmax
         out.append('<text x="%.1f" y="%d" text-anchor="middle">%d s</text>'
-                   % (x, top + ph + 16, t))
+                   % (x_of(t), y2 + ph + 16, t))
+
+    def lat_y(s):
+        import math
+        frac = (math.log10(max(s, 1e-4)) + 4) / 5
+        return y2 + ph * (1 - min(1.0, max(0.0, frac)))
     for i, (kind, (_, buckets, t_event)) in enumerate(series.items()):
-        pts = ["%.1f,%.1f" % (left + pw * (b + 0.5) * BUCKET / tmax,
+        ks = [b for b in sorted(buckets) if buckets[b][0] > 0]
+        hit = ["%.1f,%.1f" % (x_of((b + 0.5) * BUCKET),
                               top + ph * (1 - buckets[b][1] / buckets[b][0]))
-               for b in sorted(buckets) if buckets[b][0] > 0]
-        out.append('<polyline fill="none" stroke-width="2" stroke="%s" '
-                   'points="%s"/>' % (COLOURS[kind], " ".join(pts)))
+               for b in ks]
+        lat = ["%.1f,%.1f" % (x_of((b + 0.5) * BUCKET), lat_y(buckets[b][4]))
+               for b in ks]
+        for pts in (hit, lat):
+            out.append('<polyline fill="none" stroke-width="2" stroke="%s" '
+                       'points="%s"/>' % (COLOURS[kind], " ".join(pts)))
         out.append('<text x="%d" y="%d" fill="%s">%s</text>'
                    % (left + pw + 10, top + 14 + 16 * i, COLOURS[kind],
                       kind))
-        x = left + pw * t_event / tmax
-        out.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" '
-                   'stroke="#888" stroke-dasharray="4"/>'
-                   % (x, x, top, top + ph))
+        for y0 in (top, y2):
+            out.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" '
+                       'stroke="#888" stroke-dasharray="4"/>'
+                       % (x_of(t_event), x_of(t_event), y0, y0 + ph))
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
 
 
-def main():
+def names(ap, what, value, known):
+    """A comma-separated list of known names, or the usage and an error."""
+    got = [v for v in value.split(",") if v]
+    bad = [v for v in got if v not in known]
+    if bad or not got:
+        ap.error("unknown %s %s (choose from %s)"
+                 % (what, ", ".join(repr(b) for b in bad) or "''",
+                    ", ".join(known)))
+    return got
+
+
+def build(script):
+    return os.path.join(ROOT, subprocess.run(
+        ["bash", os.path.join(ROOT, "script", script)], check=True,
+        capture_output=True, text=True).stdout.strip())
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--keys", type=int, default=20000)
     ap.add_argument("--after", type=float, default=4.0)
     ap.add_argument("--db-ms", type=float, default=1.0)
-    ap.add_argument("--servers", default="mcpm,memcached,memcached-e")
-    ap.add_argument("--layers", default="proxy,ketama")
-    ap.add_argument("--scenarios", default="kill,rolling,upgrade")
+    ap.add_argument("--servers", default=",".join(SERVERS),
+                    help="of " + ", ".join(SERVERS))
+    ap.add_argument("--layers", default=",".join(LAYERS),
+                    help="of " + ", ".join(LAYERS))
+    ap.add_argument("--scenarios", default="kill,rolling,upgrade",
+                    help="of " + ", ".join(SCENARIOS))
     ap.add_argument("--out", default=os.path.join(ROOT, "doc", "pool"))
     args = ap.parse_args()
+    args.servers = names(ap, "server", args.servers, SERVERS)
+    args.layers = names(ap, "layer", args.layers, LAYERS)
+    args.scenarios = names(ap, "scenario", args.scenarios, SCENARIOS)
     args.mcpm = os.environ.get("MCPM_BIN", os.path.join(
         ROOT, "build", "memcached-pm", "memcached-pm"))
     args.memcached = os.environ.get("MEMCACHED", "/usr/bin/memcached")
-    servers = args.servers.split(",")
-    scenarios = args.scenarios.split(",")
-    if "mcpm" in servers and "upgrade" in scenarios:
-        args.prev = os.environ.get("MCPM_PREV_BIN") or os.path.join(
-            ROOT, subprocess.run(
-                ["bash", os.path.join(ROOT, "script", "build-layout-prev")],
-                check=True, capture_output=True, text=True).stdout.strip())
+    if "mcpm" in args.servers:
+        if "upgrade" in args.scenarios:
+            args.handover_prev = os.environ.get("MCPM_HANDOVER_PREV_BIN") \
+                or build("build-handover-prev")
+        if "upgrade-layout" in args.scenarios:
+            args.prev = os.environ.get("MCPM_PREV_BIN") or \
+                build("build-layout-prev")
+    return args
+
+
+def row(scenario, layer, kind, dist, s, restart, after):
+    lost, worst, back, reqs, longest, p999 = s
+    return ("| %s | %s | %s | %s | %.3f %% (%d) | %.1f %% | %s | %d "
+            "| %.1f ms | %.1f ms | %s |"
+            % (scenario, layer, kind, dist, 100 * lost / max(1, reqs), lost,
+               100 * worst,
+               "%.1f s" % back if back is not None
+               else "not within %.0f s" % after, reqs, longest * 1e3,
+               p999 * 1e3, "%.1f ms" % (restart * 1e3) if restart else "-"))
+
+
+def main():
+    args = parse_args()
     os.makedirs(args.out, exist_ok=True)
     lines = ["| scenario | layer | server | keys | missed or failed "
-             "| worst 0.5 s hit ratio | back to steady | requests |",
-             "|---|---|---|---|---:|---:|---:|---:|"]
+             "| worst 0.5 s hit ratio | back to steady | requests "
+             "| longest request | p99.9 | clean restart |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     with tempfile.TemporaryDirectory(prefix="pool-bench-") as tmp:
-        for scenario in scenarios:
-            for layer in args.layers.split(","):
+        for scenario in args.scenarios:
+            for layer in args.layers:
                 plot = {}
-                for kind in servers:
+                for kind in args.servers:
+                    if kind != "mcpm" and scenario in MCPM_ONLY:
+                        continue
                     res = run_one(kind, layer, scenario, args, tmp)
-                    for dist, (s, buckets, t_event, _) in res.items():
-                        lost, worst, back, reqs = s
-                        lines.append(
-                            "| %s | %s | %s | %s | %.3f %% | %.1f %% | %s "
-                            "| %d |" % (scenario, layer, kind, dist,
-                                        100 * lost, 100 * worst,
-                                        "%.1f s" % back if back is not None
-                                        else "not within %.0f s"
-                                        % args.after, reqs))
+                    for dist, (s, buckets, t_event, restart) in res.items():
+                        lines.append(row(scenario, layer, kind, dist, s,
+                                         restart, args.after))
                         print(lines[-1], flush=True)
                         if dist == "zipf":
                             plot[kind] = (s, buckets, t_event)
                 svg(os.path.join(args.out, "%s-%s.svg" % (scenario, layer)),
-                    "%s, %s: hit ratio (Zipf reader), event at the dashed "
-                    "line" % (scenario, layer), plot)
+                    "%s, %s (Zipf reader), event at the dashed line"
+                    % (scenario, layer), plot)
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -340,6 +340,15 @@ def wait_for(cond, timeout=10.0, what=None):
         pause = min(pause * 2, 0.1)
 
 
+def serves(port):
+    """Does a server on port answer `version` now?"""
+    try:
+        with Conn(port, timeout=1.0) as c:
+            return c.req(b"version\r\n").startswith(b"VERSION ")
+    except (OSError, ConnClosed):
+        return False
+
+
 def server_time(c):
     """The server's clock (`stats` time): whole seconds, one tick a
     second, the clock expiry and delayed flush_all are judged by."""

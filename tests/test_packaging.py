@@ -6,12 +6,13 @@ files describe, and the twemproxy configuration for a pool is valid."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import Conn, free_port, serves, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 PAGE = REPO / "doc" / "memcached-pm.1"
@@ -186,3 +187,46 @@ def test_nutcracker_conf_is_valid():
                         str(REPO / "contrib" / "nutcracker.yml")],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "syntax is ok" in r.stderr, r.stderr
+
+
+def readme_command():
+    """The server part of the README's first command, as words."""
+    text = (REPO / "README.md").read_text()
+    line = next(l for l in text.splitlines()
+                if l.startswith("    bash script/bootstrap && "))
+    steps = [s.strip() for s in line.split("&&")]
+    assert steps[1] == "mkdir -p data"
+    return steps[2].split()
+
+
+@pytest.mark.mcpm
+def test_the_readmes_node_keeps_its_items(binary, tmp_path):
+    """The README's node runs on a memory file under data/: stopped
+    (Ctrl-C) and started again, or taken over by the same command run
+    again, it serves every item it had."""
+    words = readme_command()
+    assert words[0] == "build/memcached-pm/memcached-pm"
+    port = free_port()
+    words[0] = binary
+    words[words.index("-p") + 1] = str(port)
+    (tmp_path / "data").mkdir()
+
+    def run():
+        p = subprocess.Popen(words, cwd=tmp_path, stderr=subprocess.PIPE)
+        wait_for(lambda: p.poll() is None and serves(port), 10,
+                 "the README's node")
+        return p
+    p = run()
+    with Conn(port) as c:
+        c.call(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n")
+    q = subprocess.Popen(words, cwd=tmp_path, stderr=subprocess.PIPE)
+    assert p.wait(10) == 0              # taken over
+    wait_for(lambda: serves(port), 10)
+    q.send_signal(signal.SIGINT)        # Ctrl-C
+    assert q.wait(10) == 0
+    p = run()
+    with Conn(port) as c:
+        c.call(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0
+    assert (tmp_path / "data" / "items.pm").stat().st_size > 64 << 20

@@ -19,7 +19,7 @@ import pytest
 from pymemcache.client.base import Client
 
 from conftest import (SANITIZER_MARKS, Conn, ConnClosed, base_args,
-                      free_port, wait_for)
+                      free_port, serves, wait_for)
 from test_pool import prev_binary
 from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
 
@@ -325,14 +325,6 @@ def stopped(pid):
         with open("/proc/%d/stat" % pid) as f:
             return f.read().rsplit(")", 1)[1].split()[0] == "T"
     except FileNotFoundError:
-        return False
-
-
-def serves(port):
-    try:
-        with Conn(port, timeout=1.0) as c:
-            return c.req(b"version\r\n").startswith(b"VERSION ")
-    except (OSError, ConnClosed):
         return False
 
 
