@@ -401,8 +401,8 @@ stop_all(bool graceful)
     STEP("stopped logger thread");
     udp_close();
     STEP("asking background threads to stop");
+    cache_shutdown();
     if (!handed) {
-        cache_shutdown();
         restart_meta_write(true);
     }
     STEP("stopped assoc");

@@ -496,6 +496,7 @@ resume(const struct takeover_peer *p, bool reopen)
     log_error("takeover: pid %d went away before it served: serving on",
               (int)p->pid);
     if (reopen) {
+        cache_shutdown();           /* what cache_stop() left */
         wait_file_free(GONE_MS);
         restart_meta_check();
         if (cache_init(&settings.cache, (unsigned)settings.num_threads)
@@ -540,7 +541,7 @@ hand_over(struct takeover_peer *p)
         return -1;
     }
     takeover_step("old", "sent");
-    cache_shutdown();
+    cache_stop();               /* its memory is freed once it exits */
     restart_meta_write(true);
     if (takeover_send(p->fd, TAKEOVER_RELEASED) != 0) {
         resume(p, true);

@@ -50,6 +50,13 @@ int  cache_init(struct cache_options *opts, unsigned nworkers);
  * flight. */
 void cache_shutdown(void);
 
+/* The first half of cache_shutdown(): the background threads stop, the
+ * memory file is left clean and its lock let go, so that another server
+ * may open it at once; the memory (gigabytes of mapping to take down) is
+ * freed by cache_shutdown() later.  No call but cache_shutdown() may
+ * follow. */
+void cache_stop(void);
+
 /* Once a second from the daemon's clock: expansion check, automove, and
  * the memory file's note of when the server last ran. */
 void cache_tick(void);

@@ -565,8 +565,12 @@ fail_locks:
 }
 
 void
-cache_shutdown(void)
+cache_stop(void)
 {
+    if (ca->stopped) {
+        return;
+    }
+    ca->stopped = true;
     stop_threads();
     /* Nothing writes any more: the file is consistent as it stands. */
     if (ca->sb.tier != NULL) {
@@ -575,8 +579,15 @@ cache_shutdown(void)
         ca->sb.clean = true;
         ca->sb.alive_time = wall_now();
         sblock_commit(&ca->sb);
+        tier_pmem_unlock(ca->sb.tier);
         ca->sb.tier = NULL;
     }
+}
+
+void
+cache_shutdown(void)
+{
+    cache_stop();
     lists_destroy();
     slabs_destroy();
     pmem_layers_destroy();

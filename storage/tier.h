@@ -153,6 +153,11 @@ bool tier_pmem_file_busy(const char *path);
  * libpmem found real PMEM, whether this open created the file.  The
  * address changes with every open and with tier_pmem_crash(). */
 void *tier_pmem_base(const struct tier *t);
+
+/* Let go of the file's lock while it stays mapped: nothing may write it
+ * any more; another server may open it (a successor, while this one
+ * still unmaps its gigabytes). */
+void tier_pmem_unlock(struct tier *t);
 size_t tier_pmem_mapped_len(const struct tier *t);
 bool tier_pmem_is_pmem(const struct tier *t);
 bool tier_pmem_created(const struct tier *t);

@@ -419,6 +419,16 @@ state_free(struct pmem_state *s)
     free(s);
 }
 
+void
+tier_pmem_unlock(struct tier *t)
+{
+    struct pmem_state *s = state(t);
+
+    if (s->fd >= 0) {
+        flock(s->fd, LOCK_UN);
+    }
+}
+
 static void
 pmem_destroy(struct tier *t)
 {
