@@ -460,6 +460,22 @@ def touched(server):
         _touched.append(server)
 
 
+class _SelfStarted:
+    """A server a test starts itself, not through Server."""
+
+    def __init__(self, applied):
+        self.applied = applied
+
+
+def engine_args():
+    """The pass's event engine, for a server a test starts itself (under
+    a service manager, say), which then counts as taking it."""
+    if not EVENT_ENGINE:
+        return []
+    touched(_SelfStarted({"engine"}))
+    return ["-o", "event_engine=" + EVENT_ENGINE]
+
+
 @pytest.fixture(autouse=True)
 def pass_changes_the_test(request):
     """A test marked with what a pass changes must meet that change: in a

@@ -16,8 +16,8 @@ import threading
 import pytest
 from pymemcache.client.base import Client
 
-from conftest import (SANITIZER_MARKS, Conn, base_args, free_port,
-                      tls_client_context, wait_for)
+from conftest import (SANITIZER_MARKS, Conn, base_args, engine_args,
+                      free_port, tls_client_context, wait_for)
 from svcman import ServiceManager
 from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
 
@@ -62,7 +62,7 @@ def managers():
 
 
 def argv(binary, port, *flags):
-    return [binary] + base_args(port) + list(flags)
+    return [binary] + base_args(port) + list(flags) + engine_args()
 
 
 def inode(pid, fd):
@@ -106,7 +106,7 @@ def test_a_unix_socket_from_the_socket_unit(binary, managers):
     lst.bind(path)
     lst.listen(16)
     m = managers([("memcached-pm.socket", lst)])
-    m.start([binary, "-s", path, "-v"] +
+    m.start([binary, "-s", path, "-v"] + engine_args() +
             (["-u", "root"] if os.geteuid() == 0 else []))
     assert "fd 3 from systemd socket activation: unix:" + path in m.stderr()
     with socket.socket(socket.AF_UNIX) as c:
@@ -252,7 +252,8 @@ def test_the_shipped_units_start_with_their_socket(binary, managers,
     lst.bind((host, port))
     lst.listen(16)
     m = managers([("memcached-pm.socket", lst)])
-    m.start([binary] + args + (["-u", "root"] if os.geteuid() == 0 else []))
+    m.start([binary] + args + engine_args() +
+            (["-u", "root"] if os.geteuid() == 0 else []))
     assert inode(m.proc.pid, 3) == os.fstat(lst.fileno()).st_ino
     with Conn(port) as c:
         c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")

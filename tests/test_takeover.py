@@ -19,7 +19,7 @@ import pytest
 from pymemcache.client.base import Client
 
 from conftest import (SANITIZER_MARKS, Conn, ConnClosed, base_args,
-                      free_port, serves, wait_for)
+                      engine_args, free_port, serves, wait_for)
 from test_pool import prev_binary
 from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
 
@@ -226,7 +226,7 @@ def test_a_unix_socket_node_hands_over(binary, memfile, tsock):
     """-s: the socket file stays, and a client on it stays connected."""
     path = os.path.join(os.path.dirname(tsock), "mc.sock")
     argv = [binary, "-s", path, "-e", memfile, "-o", "takeover=" + tsock] + \
-        (["-u", "root"] if os.geteuid() == 0 else [])
+        engine_args() + (["-u", "root"] if os.geteuid() == 0 else [])
     procs = [subprocess.Popen(argv, stderr=subprocess.PIPE)]
     u = socket.socket(socket.AF_UNIX)
     u.settimeout(10)
@@ -418,7 +418,7 @@ def test_a_successor_that_cannot_read_this_version_gets_a_plain_stop(
 
 
 OLD_NODE = r"""
-import os, socket, struct, sys, time
+import os, socket, struct, sys
 lst = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 lst.bind(sys.argv[1])
 lst.listen(1)
@@ -427,8 +427,7 @@ c, _ = lst.accept()
 c.recv(200)
 c.send(b"MCPM-TO\0" + struct.pack("=IIIII", 3, 0, 0, os.getpid(), 0) +
        b"an older build".ljust(100, b"\0"))
-time.sleep(0.2)             # it stops, plainly
-"""
+"""                         # and it stops, plainly
 
 
 def test_a_refusing_node_is_waited_for_then_its_place_taken(server_factory,
