@@ -207,7 +207,7 @@ def test_the_readmes_node_keeps_its_items(binary, tmp_path):
     words = readme_command()
     assert words[0] == "build/memcached-pm/memcached-pm"
     port = free_port()
-    words[0] = binary
+    words[0] = os.path.abspath(binary)
     words[words.index("-p") + 1] = str(port)
     (tmp_path / "data").mkdir()
 
