@@ -214,6 +214,39 @@ assoc_presize(uint64_t items)
     atomic_store(&shape, s);
 }
 
+size_t
+assoc_image(void *dst)
+{
+    uint64_t s = atomic_load(&shape);
+    size_t n = sizeof(s) + buckets_of(s) * sizeof(*table);
+
+    if (dst != NULL) {
+        memcpy(dst, &s, sizeof(s));
+        memcpy((char *)dst + sizeof(s), table, n - sizeof(s));
+    }
+    return n;
+}
+
+int
+assoc_image_load(const void *src, size_t len)
+{
+    uint64_t s;
+
+    if (len < sizeof(s)) {
+        return -1;
+    }
+    memcpy(&s, src, sizeof(s));
+    if (level_of(s) > ASSOC_POWER_MAX || split_of(s) >> level_of(s) != 0 ||
+        buckets_of(s) > reserved ||
+        len != sizeof(s) + buckets_of(s) * sizeof(*table) ||
+        level_of(s) <= locks_power()) {
+        return -1;
+    }
+    memcpy(table, (const char *)src + sizeof(s), len - sizeof(s));
+    atomic_store(&shape, s);
+    return 0;
+}
+
 struct item *
 assoc_find(const char *key, size_t nkey, uint32_t hv)
 {

@@ -31,6 +31,13 @@ void assoc_destroy(void);
  * (recovery knows how many it will link). */
 void assoc_presize(uint64_t items);
 
+/* The table's shape and buckets for a successor (cache_image.c): written
+ * to dst (NULL: the bytes needed only), the bytes.  assoc_image_load()
+ * takes them into an empty table: 0, or -1 when they cannot be (more
+ * buckets than it can hold).  Before serving, no thread running. */
+size_t assoc_image(void *dst);
+int    assoc_image_load(const void *src, size_t len);
+
 struct item *assoc_find(const char *key, size_t nkey, uint32_t hv);
 void assoc_insert(struct item *it, uint32_t hv);       /* key not present */
 

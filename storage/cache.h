@@ -57,6 +57,22 @@ void cache_shutdown(void);
  * follow. */
 void cache_stop(void);
 
+/*
+ * A takeover's successor can skip the scan of the memory file that
+ * rebuilds the DRAM index: it maps the file at the address this node has
+ * it at, so that the pointers in the items stay good, and takes the DRAM
+ * state that describes them (the hash table, the chunk ids, the slab
+ * classes' pages and free lists, the LRU lists and counts).  After
+ * cache_stop(), cache_image_write() writes that state into fd (a memfd)
+ * for the successor, which gives it to cache_init() as opts->image_fd.
+ * It is taken only where it fits exactly (the same file and superblock
+ * generation, layout, classes and hash, the file mapped at the address,
+ * every item in the file: tier_policy pmem, without the simulator);
+ * else, as without one, the file is scanned.  0, or -1 (nothing written:
+ * a cache with items in DRAM, or the write failed).
+ */
+int cache_image_write(int fd);
+
 /* Once a second from the daemon's clock: expansion check, automove, and
  * the memory file's note of when the server last ran. */
 void cache_tick(void);

@@ -39,6 +39,10 @@ struct cache_priv cache_priv;
 
 static struct cache_priv *const ca = &cache_priv;
 
+/* The DRAM index handed over by the node taken over from, while
+ * cache_init() runs (cache_image.c). */
+static struct cache_image image;
+
 /* ---- threads ---------------------------------------------------------- */
 
 /* Items in the hash table, from the LRUs' counts (lock-free). */
@@ -140,6 +144,7 @@ pmem_tier_open(const struct cache_options *opts)
         .create = true,
         .strict = opts->pmem_strict,
         .durability = (enum tier_durability)opts->pmem_durability,
+        .want_base = image.base,
     };
     char err[512];
     struct tier *t;
@@ -428,8 +433,28 @@ memory_init(struct cache_options *opts)
     return old;
 }
 
+/* The index the node taken over from handed over, in place of the scan:
+ * as cache_image_adopt(), its time counted. */
+static int
+adopt_image(void)
+{
+    uint64_t t0 = clock_mono_us();
+    int rc;
+
+    memset(&ca->recovery, 0, sizeof(ca->recovery));
+    rc = cache_image_adopt(&image, &ca->recovery);
+    ca->recovery.seconds = clock_mono_us() - t0;
+    if (rc == -1 && ca->opts->verbose > 0) {
+        fprintf(stderr, "memory file %s: the index handed over is not "
+                "this file's, or the file maps elsewhere: scanning it\n",
+                ca->opts->memory_file);
+    }
+    return rc;
+}
+
 /*
- * Read the file's items back (recover.h), in the file's time, then mark
+ * Read the file's items back (recover.h), or take the index handed
+ * over (cache_image.c), in the file's time, then mark
  * the file not clean before anything is served: from here on a crash
  * must bring the checksum pass back.
  */
@@ -454,7 +479,17 @@ pmem_recover(struct cache_options *opts)
         p.flush_time = rel < 1 ? 1 : (rel_time_t)rel;
         link_set_flush(p.flush_time);
     }
-    if (recover_run(slabs_tier(TIER_PMEM), &p, &ca->recovery) != 0) {
+    switch (image.map != NULL ? adopt_image() : -1) {
+    case 0:
+        break;
+    case -1:
+        if (recover_run(slabs_tier(TIER_PMEM), &p, &ca->recovery) != 0) {
+            return -1;
+        }
+        break;
+    default:
+        fprintf(stderr, "memory file %s: the index handed over does not "
+                "load\n", opts->memory_file);
         return -1;
     }
     if (opts->verbose > 0) {
@@ -524,21 +559,25 @@ cache_init(struct cache_options *opts, unsigned nworkers)
         fprintf(stderr, "cache: cannot set up %u item locks\n", 1u << lp);
         return -1;
     }
+    /* The file before the table's address space: a file handed over
+     * (with its index) maps where its predecessor had it, if free. */
+    cache_image_map(&image, opts);
+    old = memory_init(opts);
+    if (old < 0) {
+        goto fail_locks;
+    }
     if (assoc_init(opts->hashpower, opts->hash_bulk_move) != 0) {
         fprintf(stderr, "cache: cannot set up the hash table (hashpower "
                 "%u, item lock power %u)\n", opts->hashpower, lp);
-        goto fail_locks;
-    }
-    old = memory_init(opts);
-    if (old < 0) {
-        goto fail_assoc;
+        goto fail_slabs;
     }
     if (lists_init(opts) != 0) {
-        goto fail_slabs;
+        goto fail_assoc;
     }
     if (old > 0 && pmem_recover(opts) != 0) {
         goto fail_lists;
     }
+    cache_image_unmap(&image);
     ca->recovery.downtime = ca->downtime;
     ca->recovery.discarded_stale = ca->stale;
     if (ca->sb.tier != NULL) {
@@ -554,13 +593,14 @@ fail_lists:
     cas_use_sblock(NULL);
     persist_set_sblock(NULL);
     lists_destroy();
+fail_assoc:
+    assoc_destroy();
 fail_slabs:
     slabs_destroy();
     pmem_layers_destroy();
-fail_assoc:
-    assoc_destroy();
 fail_locks:
     locks_destroy();
+    cache_image_unmap(&image);
     return -1;
 }
 

@@ -32,6 +32,26 @@ struct cache_priv {
 
 extern struct cache_priv cache_priv;
 
+/* A predecessor's DRAM index (cache_image.c), mapped. */
+struct cache_image {
+    void   *map;
+    size_t  len;
+    void   *base;           /* where the predecessor had the file */
+};
+
+/* Map opts->image_fd if its header fits these options: 0, or -1 (no
+ * image, or one of other settings: scan the file). */
+int  cache_image_map(struct cache_image *img,
+                     const struct cache_options *opts);
+void cache_image_unmap(struct cache_image *img);
+
+/* With the file open (its superblock loaded) and the lists set up, take
+ * the image in place of recovery: 0; -1 when it is not this file's or
+ * not where it was (nothing changed: scan it); -2 when a section does
+ * not load (the start fails). */
+int  cache_image_adopt(const struct cache_image *img,
+                       struct cache_recovery *out);
+
 /* One more item stored (total_items), counted in the thread's slot. */
 static inline void
 cache_count_stored(void)

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define ADDR_BITS   47              /* user space on x86-64 and arm64 */
@@ -133,6 +134,62 @@ rev_slot(const void *page, bool make)
         __atomic_store_n(&ci.leaves[leaf], l, __ATOMIC_RELEASE);
     }
     return l != NULL ? &l[key & (LEAF_SIZE - 1)] : NULL;
+}
+
+struct image_head {
+    uint32_t top, free_head, named, index_bits;
+};
+
+size_t
+chunkid_image(void *dst)
+{
+    struct image_head h = { ci.top, ci.free_head, atomic_load(&ci.named),
+                            chunkid_tab.index_bits };
+    size_t n = sizeof(h) + (size_t)(ci.top + 1) * sizeof(struct chunkid_page);
+
+    if (dst != NULL) {
+        memcpy(dst, &h, sizeof(h));
+        memcpy((char *)dst + sizeof(h), chunkid_tab.pages,
+               n - sizeof(h));
+    }
+    return n;
+}
+
+int
+chunkid_image_load(const void *src, size_t len)
+{
+    const struct chunkid_page *pages;
+    struct image_head h;
+
+    if (len < sizeof(h)) {
+        return -1;
+    }
+    memcpy(&h, src, sizeof(h));
+    if (h.index_bits != chunkid_tab.index_bits || h.top > ci.cap ||
+        ci.top != 0 ||
+        len != sizeof(h) + (size_t)(h.top + 1) * sizeof(*pages)) {
+        return -1;
+    }
+    pages = (const void *)((const char *)src + sizeof(h));
+    memcpy(chunkid_tab.pages, pages, (size_t)(h.top + 1) * sizeof(*pages));
+    for (uint32_t num = 1; num <= h.top; num++) {
+        char *first = pages[num].first;
+        uint32_t *rev;
+
+        if (first == NULL) {
+            continue;
+        }
+        rev = rev_slot((void *)((uintptr_t)first &
+                                ~(uintptr_t)(ci.page_size - 1)), true);
+        if (rev == NULL) {
+            return -1;
+        }
+        *rev = num;
+    }
+    ci.top = h.top;
+    ci.free_head = h.free_head;
+    atomic_store(&ci.named, h.named);
+    return 0;
 }
 
 static uint64_t

@@ -55,6 +55,16 @@ extern struct chunkid_table chunkid_tab;
 int  chunkid_init(size_t page_size, unsigned max_perslab);
 void chunkid_destroy(void);
 
+/*
+ * The page numbers as they stand, for a successor that maps the memory
+ * file at the same address (cache_image.c): written to dst (NULL: only
+ * the bytes needed), the bytes.  chunkid_image_load() takes them into a
+ * table that named nothing yet: 0, or -1 when they do not fit it (other
+ * page or chunk counts).  Before serving, under no lock.
+ */
+size_t chunkid_image(void *dst);
+int    chunkid_image_load(const void *src, size_t len);
+
 /* Pages that can have a number at once (racy, for stats and messages). */
 uint32_t chunkid_capacity(void);
 uint32_t chunkid_pages_named(void);

@@ -83,6 +83,61 @@ lru_destroy(void)
     }
 }
 
+struct image_list {
+    uint64_t head, tail, size, bytes;
+};
+
+struct image_class {
+    struct image_list lists[LRU_NLISTS];
+    uint64_t          items, bytes;
+};
+
+size_t
+lru_image(void *dst, unsigned largest)
+{
+    struct image_class *out = dst;
+
+    for (unsigned id = 0; out != NULL && id <= largest; id++) {
+        unsigned tc = SLABS_TC(TIER_PMEM, id);
+
+        for (unsigned l = 0; l < LRU_NLISTS; l++) {
+            const struct lru_list *ls = list_at(tc, (enum item_lru)l);
+
+            out[id].lists[l] = (struct image_list){
+                (uint64_t)(uintptr_t)ls->head, (uint64_t)(uintptr_t)ls->tail,
+                ls->size, ls->bytes };
+        }
+        out[id].items = lru_class_items(tc);
+        out[id].bytes = lru_class_bytes(tc, true);
+    }
+    return (size_t)(largest + 1) * sizeof(struct image_class);
+}
+
+int
+lru_image_load(const void *src, size_t len, unsigned largest)
+{
+    if (len != lru_image(NULL, largest)) {
+        return -1;
+    }
+    for (unsigned id = 0; id <= largest; id++) {
+        unsigned tc = SLABS_TC(TIER_PMEM, id);
+        struct image_class ic;
+
+        memcpy(&ic, (const char *)src + id * sizeof(ic), sizeof(ic));
+        for (unsigned l = 0; l < LRU_NLISTS; l++) {
+            struct lru_list *ls = list_at(tc, (enum item_lru)l);
+
+            ls->head = (struct item *)(uintptr_t)ic.lists[l].head;
+            ls->tail = (struct item *)(uintptr_t)ic.lists[l].tail;
+            ls->size = ic.lists[l].size;
+            ls->bytes = ic.lists[l].bytes;
+        }
+        lru.classes[0][tc].items = ic.items;
+        lru.classes[0][tc].bytes = ic.bytes;
+    }
+    return 0;
+}
+
 void
 lru_lock(unsigned tc, enum item_lru which)
 {

@@ -38,6 +38,14 @@
 int  lru_init(const struct cache_options *opts);
 void lru_destroy(void);
 
+/* The memory file's lists (ends, sizes, bytes) and its classes' counts
+ * for a successor that maps the file at the same address
+ * (cache_image.c), classes 0..largest: written to dst (NULL: the bytes
+ * needed only), the bytes.  lru_image_load() takes them into empty
+ * lists: 0, or -1 when the length does not fit.  Before serving. */
+size_t lru_image(void *dst, unsigned largest);
+int  lru_image_load(const void *src, size_t len, unsigned largest);
+
 void lru_lock(unsigned tc, enum item_lru which);
 void lru_unlock(unsigned tc, enum item_lru which);
 

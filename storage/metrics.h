@@ -161,6 +161,9 @@
     X(discarded_stale,        GAUGE,   COUNT) /* 1: down longer than      \
                                                  memory_file_max_downtime, \
                                                  the file started empty */  \
+    X(image,                  GAUGE,   COUNT) /* 1: the DRAM index came  \
+                                                 from the node taken over  \
+                                                 from, no scan */           \
     X(threads,                GAUGE,   COUNT) /* scan and link threads */   \
     X(seconds,                GAUGE,   US)    /* all of it, of which: */    \
     X(scan_seconds,           GAUGE,   US)    /* pages read, pieces sorted */\

@@ -70,6 +70,10 @@ enum hash_algorithm {
     X(unsigned,    memory_file_max_downtime, 0) /* seconds: a file last  \
                                                  written longer ago starts \
                                                  empty (0: no bound) */     \
+    X(int,         image_fd,           -1)    /* the DRAM index of the node \
+                                                 taken over from          \
+                                                 (cache_image_write()), or \
+                                                 -1: the file is scanned */ \
     X(const char *, memory_kind,       NULL)  /* "dax:<dir>" or "kmem":   \
                                                  a memkind heap for DRAM */ \
     X(bool,        prealloc,           false) /* -L */                      \

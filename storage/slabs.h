@@ -181,6 +181,18 @@ bool  slabs_shrinking(unsigned tier_id);
  */
 unsigned slabs_perslab(unsigned id);
 void    *slabs_chunk(unsigned id, void *page, unsigned i);
+
+/*
+ * The memory file's classes as they stand (their pages, free lists and
+ * bytes in use, the page pool's), for a successor that maps the file at
+ * the same address (cache_image.c): written to dst (NULL: the bytes
+ * needed only), the bytes.  slabs_image_load() takes them into classes
+ * that hold nothing yet, claiming each page in the tier: 0, or -1 when
+ * they do not fit (other classes, a page outside the file or claimed
+ * twice, memory).  Without a DRAM tier; before serving.
+ */
+size_t   slabs_image(void *dst);
+int      slabs_image_load(const void *src, size_t len);
 /* Name the chunks of a page cut for class id (chunkid.h) before its items
  * are linked; -1 when every page number is taken. */
 int      slabs_recover_name(unsigned id, void *page);

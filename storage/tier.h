@@ -122,6 +122,9 @@ struct tier_pmem_options {
     bool        create;     /* create the file (of `size`) if missing */
     bool        strict;     /* power-loss simulator, see tier_pmem_crash */
     enum tier_durability durability;
+    void       *want_base;  /* an existing file mapped here if that range
+                               is free (a successor that takes over the
+                               predecessor's pointers), or NULL: anywhere */
 };
 
 /*

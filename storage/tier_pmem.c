@@ -573,6 +573,33 @@ tier_pmem_file_busy(const char *path)
     return busy;
 }
 
+/* Move the file's mapping to `want` when nothing is mapped there (a
+ * reservation claims the range first, so that MREMAP_FIXED replaces
+ * nothing but it).  The kernel moves the page tables, copies nothing.
+ * false: it stays where it is. */
+static bool
+move_mapping(struct pmem_state *s, void *want)
+{
+    void *r = mmap(want, s->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+                   MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+
+    if (r == MAP_FAILED) {
+        return false;
+    }
+    if (r != want) {            /* a kernel without MAP_FIXED_NOREPLACE */
+        munmap(r, s->len);
+        return false;
+    }
+    r = mremap(s->shared, s->len, s->len, MREMAP_MAYMOVE | MREMAP_FIXED,
+               want);
+    if (r == MAP_FAILED) {
+        munmap(want, s->len);
+        return false;
+    }
+    s->shared = r;
+    return true;
+}
+
 /* (Re)map the private view over the file at s->base. */
 static bool
 strict_map_view(struct pmem_state *s)
@@ -686,6 +713,10 @@ state_open(const struct tier_pmem_options *o, char *err, size_t errlen)
     s->strict = o->strict;
     if (!map_file(s, o, err, errlen)) {
         goto fail;
+    }
+    if (o->want_base != NULL && !s->strict && !s->created &&
+        (void *)s->shared != o->want_base) {
+        move_mapping(s, o->want_base);
     }
     s->base = s->shared;
     if (s->strict && !strict_setup(s, o->path, o->page_size, err, errlen)) {

@@ -1,0 +1,116 @@
+/*
+ * slabs_image.c: the memory file's slab classes handed to a successor
+ * that maps the file at the same address (slabs.h slabs_image()).
+ *
+ * Locking: none; before serving (the successor) or after every thread
+ * stopped (the node handing over).
+ */
+#include "storage/slabs.h"
+#include "storage/slabs_priv.h"
+
+#include <stdint.h>
+#include <string.h>
+
+struct image_class {
+    uint64_t size;
+    uint32_t perslab;
+    uint32_t npages;
+    uint64_t sl_curr;
+    uint64_t requested;
+    uint64_t slots;             /* the free list's first chunk */
+};
+
+size_t
+slabs_image(void *dst)
+{
+    char *p = dst;
+    size_t n = sizeof(uint64_t);
+
+    if (p != NULL) {
+        uint64_t largest = sl.largest;
+
+        memcpy(p, &largest, sizeof(largest));
+    }
+    for (unsigned id = 0; id <= sl.largest; id++) {
+        const struct slab_class *c = &sl.cls[SLABS_TC(TIER_PMEM, id)];
+        struct image_class ic = {
+            c->size, c->perslab, c->npages, c->sl_curr, c->requested,
+            (uint64_t)(uintptr_t)c->slots,
+        };
+
+        if (p != NULL) {
+            memcpy(p + n, &ic, sizeof(ic));
+            if (c->npages > 0) {
+                memcpy(p + n + sizeof(ic), c->pages,
+                       (size_t)c->npages * sizeof(*c->pages));
+            }
+        }
+        n += sizeof(ic) + (size_t)c->npages * sizeof(*c->pages);
+    }
+    return n;
+}
+
+/* A page of the image: in the file, at a page's start, claimed once. */
+static bool
+claim_image_page(struct tier *t, char *page)
+{
+    size_t i = tier_pmem_index(t, page);
+
+    return i != SIZE_MAX && tier_pmem_page(t, i) == page &&
+           tier_pmem_claim(t, i);
+}
+
+/* Class id's part of the image at *off: its fields and pages taken. */
+static int
+load_class(unsigned id, const char *src, size_t len, size_t *off)
+{
+    struct slab_class *c = &sl.cls[SLABS_TC(TIER_PMEM, id)];
+    struct tier *t = sl.tiers[TIER_PMEM];
+    struct image_class ic;
+
+    if (len - *off < sizeof(ic)) {
+        return -1;
+    }
+    memcpy(&ic, src + *off, sizeof(ic));
+    *off += sizeof(ic);
+    if ((id != 0 && (ic.size != c->size || ic.perslab != c->perslab)) ||
+        (len - *off) / sizeof(*c->pages) < ic.npages) {
+        return -1;
+    }
+    for (uint32_t i = 0; i < ic.npages; i++) {
+        char *page;
+
+        memcpy(&page, src + *off, sizeof(page));
+        *off += sizeof(page);
+        if (!claim_image_page(t, page) || slabs_add_page(c, page) != 0) {
+            return -1;
+        }
+    }
+    c->sl_curr = ic.sl_curr;
+    c->requested = ic.requested;
+    c->slots = (struct slabs_chunk *)(uintptr_t)ic.slots;
+    return 0;
+}
+
+int
+slabs_image_load(const void *src, size_t len)
+{
+    size_t off = sizeof(uint64_t);
+    uint64_t largest;
+
+    if (len < off || sl.tiers[TIER_PMEM] == NULL ||
+        sl.tiers[TIER_DRAM] != NULL) {
+        return -1;
+    }
+    memcpy(&largest, src, sizeof(largest));
+    if (largest != sl.largest) {
+        return -1;
+    }
+    for (unsigned id = 0; id <= sl.largest; id++) {
+        if (load_class(id, src, len, &off) != 0) {
+            return -1;
+        }
+    }
+    return off == len ? 0 : -1;
+}
+

@@ -1,0 +1,255 @@
+/*
+ * test_image.c: the DRAM index a node hands its successor (cache.h
+ * cache_image_write()), in one process: a cache over a memory file in
+ * /dev/shm stops, writes its image into a memfd and frees everything,
+ * so that the next cache_init() finds the file's old address free and
+ * takes the image instead of scanning.  Every item comes back, with its
+ * value and CAS, chunked values too; stores, deletes and evictions go on;
+ * a scan afterwards finds the same file.  An image of another generation
+ * of the file, or of a cache with items in DRAM, is not taken: the file
+ * is scanned.
+ */
+#include "storage/cache.h"
+#include "storage/clock.h"
+#include "storage/hash.h"
+#include "storage/item.h"
+#include "t/cache_test.h"
+#include "t/tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MB  ((size_t)1 << 20)
+#define N   20000
+#define BIG (700 * 1024)        /* a chunked value */
+
+static struct cache_options opts;
+static char path[128];
+static char big[BIG];
+
+static bool
+put(const char *k, const char *v, size_t n)
+{
+    enum cache_status st;
+    struct item *it = cache_alloc(k, strlen(k), test_hv(k), 7, 0,
+                                  (uint32_t)n, &st);
+    struct iovec iov[64];
+    size_t off = 0, cnt;
+    bool stored;
+
+    if (it == NULL) {
+        return false;
+    }
+    while (off < n && (cnt = item_value_iov(it, off, iov, 64)) > 0) {
+        for (size_t i = 0; i < cnt && off < n; i++) {
+            size_t take = iov[i].iov_len < n - off ? iov[i].iov_len
+                                                   : n - off;
+
+            memcpy(iov[i].iov_base, v + off, take);
+            off += take;
+        }
+    }
+    item_value_iov(it, n, iov, 1);
+    memcpy(iov[0].iov_base, "\r\n", 2);
+    stored = cache_store(it, CACHE_SET, 0) == CACHE_STORED;
+    cache_release(it);
+    return stored;
+}
+
+static void
+set_opts(enum cache_tier_policy policy, int image_fd)
+{
+    test_cache_options(&opts);
+    opts.tier_policy = policy;
+    opts.memory_file = path;
+    opts.memory_file_size = 64 * MB;
+    opts.mem_limit = 16 * MB;
+    opts.image_fd = image_fd;
+}
+
+/* Stop, write the image (its fd, or -1 when none was written), free. */
+static int
+stop_with_image(void)
+{
+    int fd = memfd_create("test-image", MFD_CLOEXEC);
+
+    cache_stop();
+    if (cache_image_write(fd) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    cache_shutdown();
+    return fd;
+}
+
+/* Start over the file, with image fd (closed after); the recovery's
+ * figures. */
+static struct cache_recovery
+start(enum cache_tier_policy policy, int fd)
+{
+    struct cache_recovery r;
+
+    memset(&r, 0xff, sizeof(r));
+    set_opts(policy, fd);
+    if (cache_init(&opts, 2) == 0) {
+        cache_recovery_stats(&r);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return r;
+}
+
+static void
+key(char *k, size_t len, int i)
+{
+    snprintf(k, len, "key%d", i);
+}
+
+/* Items 0..N-1 hold "v<i>" but every 7th, deleted, and the big one. */
+static bool
+all_there(void)
+{
+    char k[32], v[32];
+    bool good = true;
+    struct item *it;
+
+    for (int i = 0; i < N && good; i++) {
+        key(k, sizeof(k), i);
+        snprintf(v, sizeof(v), "v%d", i);
+        good = strcmp(test_val(k), i % 7 == 0 ? "" : v) == 0;
+    }
+    if ((it = test_get("big")) == NULL) {
+        return false;
+    }
+    good &= item_vlen(it) == BIG;
+    for (size_t off = 0; good && off < BIG;) {
+        struct iovec iov[16];
+        size_t cnt = item_value_iov(it, off, iov, 16);
+
+        for (size_t i = 0; i < cnt && off < BIG; i++) {
+            size_t take = iov[i].iov_len < BIG - off ? iov[i].iov_len
+                                                     : BIG - off;
+
+            good &= memcmp(iov[i].iov_base, big + off, take) == 0;
+            off += take;
+        }
+    }
+    cache_release(it);
+    return good;
+}
+
+static void
+fill(void)
+{
+    char k[32], v[32];
+    bool stored = true;
+
+    for (int i = 0; i < N; i++) {
+        key(k, sizeof(k), i);
+        snprintf(v, sizeof(v), "v%d", i);
+        stored &= put(k, v, strlen(v));
+    }
+    for (int i = 0; i < N; i += 7) {
+        key(k, sizeof(k), i);
+        cache_delete(k, strlen(k), test_hv(k), 0, NULL);
+    }
+    for (size_t i = 0; i < BIG; i++) {
+        big[i] = (char)('a' + i % 23);
+    }
+    ok(stored && put("big", big, BIG), "items stored, a chunked one too");
+}
+
+static void
+test_image_taken(void)
+{
+    struct cache_recovery r;
+    uint64_t cas = 0;
+    struct item *it;
+    int fd;
+
+    fill();
+    it = test_get("key1");
+    if (it != NULL) {
+        cas = item_cas(it);
+        cache_release(it);
+    }
+    fd = stop_with_image();
+    ok(fd >= 0, "a cache with every item in the file writes its image");
+    r = start(CACHE_TIER_PMEM, fd);
+    ok(r.image == 1, "the successor took the image");
+    ok(r.checksummed == 0 && r.scan_seconds == 0, "no scan");
+    ok(r.items == N - (N + 6) / 7 + 1, "every item counted");
+    ok(all_there(), "every item there, the chunked value whole");
+    it = test_get("key1");
+    ok(it != NULL && item_cas(it) == cas, "its CAS kept");
+    if (it != NULL) {
+        cache_release(it);
+    }
+    /* The lists, the free lists and the table go on. */
+    ok(put("after", "yes", 3) && strcmp(test_val("after"), "yes") == 0,
+       "a store after");
+    ok(cache_delete("key2", 4, test_hv("key2"), 0, NULL) == CACHE_DELETED &&
+       put("key2", "v2", 2), "a delete and a store again");
+    /* A scan now finds the same items. */
+    fd = stop_with_image();
+    close(fd);
+    r = start(CACHE_TIER_PMEM, -1);
+    ok(r.image == 0 && r.dropped_torn == 0 && r.items ==
+       N - (N + 6) / 7 + 2, "a scan after finds the same file");
+    ok(all_there() && strcmp(test_val("after"), "yes") == 0,
+       "every item there");
+}
+
+static void
+test_image_of_another_generation(void)
+{
+    struct cache_recovery r;
+    int fd = stop_with_image();
+
+    /* The file is opened and written in between: the image is old. */
+    r = start(CACHE_TIER_PMEM, -1);
+    ok(r.image == 0 && put("between", "x", 1), "a start in between");
+    cache_stop();
+    cache_shutdown();
+    r = start(CACHE_TIER_PMEM, fd);
+    ok(r.image == 0, "an image of an older generation is not taken");
+    ok(all_there() && strcmp(test_val("between"), "x") == 0,
+       "the scan brought every item back");
+}
+
+static void
+test_no_image_with_items_in_dram(void)
+{
+    int fd;
+
+    cache_stop();
+    cache_shutdown();
+    start(CACHE_TIER_CACHE, -1);
+    fd = stop_with_image();
+    ok(fd < 0, "no image of a cache with items in DRAM");
+    start(CACHE_TIER_PMEM, -1);
+}
+
+int
+main(void)
+{
+    snprintf(path, sizeof(path), "/dev/shm/mcpm-test-image.%d",
+             (int)getpid());
+    unlink(path);
+    clock_init();
+    set_opts(CACHE_TIER_PMEM, -1);
+    if (!ok(cache_init(&opts, 2) == 0, "cache on a memory file")) {
+        unlink(path);
+        return done_testing();
+    }
+    test_image_taken();
+    test_image_of_another_generation();
+    test_no_image_with_items_in_dram();
+    cache_shutdown();
+    unlink(path);
+    return done_testing();
+}
