@@ -26,8 +26,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The state file's layout this build writes, and the oldest it reads. */
-#define HANDOVER_VERSION     1
+/*
+ * The handover's versions: this build writes HANDOVER_VERSION, or an
+ * older one its successor asks for, and reads them all from
+ * HANDOVER_VERSION_MIN.
+ *   1  the state file, the sockets
+ *   2  and, in a takeover, the DRAM index of the memory file (IMAGE,
+ *      storage/cache.h cache_image_write())
+ */
+#define HANDOVER_VERSION     2
 #define HANDOVER_VERSION_MIN 1
 
 /* The fd store's names: the state file, the connections, the listeners
@@ -35,6 +42,7 @@
 #define HANDOVER_STATE_NAME  "mcpm-state"
 #define HANDOVER_CONN_PREFIX "mcpm-c"
 #define HANDOVER_LISTEN_NAME "mcpm-listen"
+#define HANDOVER_INDEX_NAME  "mcpm-index"
 
 struct handover_conn {
     int      fd;

@@ -196,106 +196,6 @@ on_accept(evutil_socket_t lfd, short what, void *arg)
     }
 }
 
-/* ---- given sockets ---------------------------------------------------- */
-
-int
-sock_info(int fd, struct sock_info *si)
-{
-    socklen_t len = sizeof(si->type);
-    int on = 0;
-
-    memset(si, 0, sizeof(*si));
-    si->addrlen = sizeof(si->addr);
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &si->type, &len) != 0 ||
-        getsockname(fd, (struct sockaddr *)&si->addr, &si->addrlen) != 0) {
-        return -1;
-    }
-    si->family = si->addr.ss_family;
-    len = sizeof(on);
-    si->listening = getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) ==
-                    0 && on;
-    return 0;
-}
-
-bool
-sock_info_is(const struct sock_info *si, int type, const struct sockaddr *want,
-             bool any_port)
-{
-    const struct sockaddr *have = (const struct sockaddr *)&si->addr;
-
-    if (si->type != type || si->family != want->sa_family ||
-        (type == SOCK_STREAM && !si->listening)) {
-        return false;
-    }
-    switch (want->sa_family) {
-    case AF_INET: {
-        const struct sockaddr_in *a = (const void *)have, *b = (const void *)want;
-
-        return a->sin_addr.s_addr == b->sin_addr.s_addr &&
-               (any_port || a->sin_port == b->sin_port);
-    }
-    case AF_INET6: {
-        const struct sockaddr_in6 *a = (const void *)have,
-                                  *b = (const void *)want;
-
-        return memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(a->sin6_addr))
-               == 0 && (any_port || a->sin6_port == b->sin6_port);
-    }
-    case AF_UNIX:
-        return strncmp(((const struct sockaddr_un *)have)->sun_path,
-                       ((const struct sockaddr_un *)want)->sun_path,
-                       sizeof(((struct sockaddr_un *)0)->sun_path)) == 0;
-    default:
-        return false;
-    }
-}
-
-void
-sock_info_name(const struct sock_info *si, char *out, size_t len)
-{
-    const struct sockaddr *sa = (const struct sockaddr *)&si->addr;
-
-    if (si->family == AF_UNIX) {
-        snprintf(out, len, "%s%s", si->type == SOCK_SEQPACKET
-                 ? "takeover socket " : "unix:",
-                 ((const struct sockaddr_un *)sa)->sun_path);
-    } else if (si->family == AF_INET || si->family == AF_INET6) {
-        conn_sockaddr_name(sa, si->type == SOCK_DGRAM ? "udp" : "tcp", out,
-                           len);
-    } else {
-        snprintf(out, len, "a socket of family %d", si->family);
-    }
-}
-
-const char *
-listen_origin_name(enum listen_origin o)
-{
-    switch (o) {
-    case LISTEN_FROM_UNIT: return "systemd socket activation";
-    case LISTEN_FROM_STORE: return "systemd's fd store";
-    default: return "the node taken over";
-    }
-}
-
-int
-listen_take_given(struct listen_given *g, size_t n, int type,
-                  const struct sockaddr *want, bool any_port, const char *what)
-{
-    for (size_t i = 0; i < n; i++) {
-        struct sock_info si;
-
-        if (g[i].used || sock_info(g[i].fd, &si) != 0 ||
-            !sock_info_is(&si, type, want, any_port)) {
-            continue;
-        }
-        g[i].used = true;
-        log_info("fd %d from %s: %s", g[i].fd, listen_origin_name(g[i].origin),
-                 what);
-        return g[i].fd;
-    }
-    return -1;
-}
-
 /* ---- listening sockets ------------------------------------------------ */
 
 static int
@@ -377,14 +277,14 @@ bind_one(const struct addrinfo *ai)
 /* A given socket bound to ai's address is set to non-blocking, as a new
  * one is (a .socket unit's may not be). */
 static int
-given_one(struct listen_given *g, size_t n, const struct addrinfo *ai)
+given_one(struct given *g, size_t n, const struct addrinfo *ai)
 {
     char want[64];
     int fd;
 
     conn_sockaddr_name(ai->ai_addr, "tcp", want, sizeof(want));
-    fd = listen_take_given(g, n, SOCK_STREAM, ai->ai_addr,
-                           settings.port == -1, want);
+    fd = given_take(g, n, SOCK_STREAM, ai->ai_addr, settings.port == -1,
+                    want);
     if (fd >= 0) {
         evutil_make_socket_nonblocking(fd);
         evutil_make_socket_closeonexec(fd);
@@ -394,7 +294,7 @@ given_one(struct listen_given *g, size_t n, const struct addrinfo *ai)
 
 static int
 listen_one(const struct addrinfo *ai, enum tls_mode tls,
-           struct listen_given *g, size_t n)
+           struct given *g, size_t n)
 {
     char name[64];
     int fd = given_one(g, n, ai);
@@ -414,7 +314,7 @@ listen_one(const struct addrinfo *ai, enum tls_mode tls,
 /* "host", "host:port", "[v6]" or "[v6]:port", each after an optional TLS
  * prefix (tls_listen_prefix()), refused without -Z. */
 static int
-listen_spec(char *spec, struct listen_given *g, size_t n)
+listen_spec(char *spec, struct given *g, size_t n)
 {
     struct addrinfo hints = { 0 }, *res, *ai;
     enum tls_mode tls = settings.ssl_enabled ? TLS_ON : TLS_OFF;
@@ -460,7 +360,7 @@ listen_spec(char *spec, struct listen_given *g, size_t n)
 }
 
 static int
-listen_tcp(struct listen_given *g, size_t n)
+listen_tcp(struct given *g, size_t n)
 {
     char *list = strdup(settings.inter ? settings.inter : "127.0.0.1");
     char *save = NULL;
@@ -478,7 +378,7 @@ listen_tcp(struct listen_given *g, size_t n)
 }
 
 static int
-listen_unix(struct listen_given *g, size_t n)
+listen_unix(struct given *g, size_t n)
 {
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
     char name[64];
@@ -492,8 +392,7 @@ listen_unix(struct listen_given *g, size_t n)
     strcpy(sun.sun_path, settings.socketpath);
     snprintf(name, sizeof(name), "unix:%.*s", (int)sizeof(name) - 6,
              settings.socketpath);
-    fd = listen_take_given(g, n, SOCK_STREAM, (struct sockaddr *)&sun, false,
-                           name);
+    fd = given_take(g, n, SOCK_STREAM, (struct sockaddr *)&sun, false, name);
     if (fd >= 0) {
         evutil_make_socket_nonblocking(fd);
         evutil_make_socket_closeonexec(fd);
@@ -533,7 +432,7 @@ listen_failed(const char *transport, int port)
 }
 
 int
-listen_open(struct event_base *base, struct listen_given *g, size_t n)
+listen_open(struct event_base *base, struct given *g, size_t n)
 {
     main_base = base;
     resume_ev = evtimer_new(main_base, on_resume, NULL);

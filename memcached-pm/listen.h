@@ -19,53 +19,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <sys/socket.h>
-
 #include <event2/event.h>
 
-/* Where a given socket came from. */
-enum listen_origin {
-    LISTEN_FROM_UNIT,       /* systemd socket activation */
-    LISTEN_FROM_STORE,      /* systemd's fd store, put there by us */
-    LISTEN_FROM_TAKEOVER    /* the node taken over from */
-};
-
-/* A socket given at start, not yet matched to an option (used: it was). */
-struct listen_given {
-    int                fd;
-    enum listen_origin origin;
-    bool               used;
-};
-
-/* What a socket is: its family, type, whether it listens, its address. */
-struct sock_info {
-    int                     family;
-    int                     type;
-    bool                    listening;
-    struct sockaddr_storage addr;
-    socklen_t               addrlen;
-};
-
-/* Fill *si for fd: 0, or -1 (not a socket). */
-int sock_info(int fd, struct sock_info *si);
-
-/* "tcp:127.0.0.1:11211", "udp6:[::1]:11211", "unix:/path", "takeover
- * socket /path", as stats conns names them. */
-void sock_info_name(const struct sock_info *si, char *out, size_t len);
-
-/* The address one of the options asks for: does the socket have it?
- * any_port: the option's port is -1 (whatever the kernel picked). */
-bool sock_info_is(const struct sock_info *si, int type,
-                  const struct sockaddr *want, bool any_port);
-
-/* The given socket of `type` bound to `want`, marked used, or -1; says
- * at -v which it took. */
-int listen_take_given(struct listen_given *g, size_t n, int type,
-                      const struct sockaddr *want, bool any_port,
-                      const char *what);
-
-/* Where a given socket came from, in words. */
-const char *listen_origin_name(enum listen_origin o);
+#include "memcached-pm/given.h"
 
 /*
  * Listen on what -l, -p and -s ask for, taking the given sockets that
@@ -73,7 +29,7 @@ const char *listen_origin_name(enum listen_origin o);
  * listen_start() says so.  0, or memcached's exit status after its
  * message (a port that cannot be had).
  */
-int listen_open(struct event_base *base, struct listen_given *g, size_t n);
+int listen_open(struct event_base *base, struct given *g, size_t n);
 
 /* Stop taking connections (they wait in the backlog), or start. */
 void listen_stop(void);

@@ -323,7 +323,7 @@ static int
 open_listeners(void)
 {
     size_t ng;
-    struct listen_given *g = succession_given(&ng);
+    struct given *g = succession_given(&ng);
     int rc;
 
     if ((rc = listen_open(main_base, g, ng)) != 0 ||
@@ -401,6 +401,10 @@ stop_all(bool graceful)
     STEP("stopped logger thread");
     udp_close();
     STEP("asking background threads to stop");
+    cache_stop();
+    if (stored) {
+        succession_store_index();
+    }
     cache_shutdown();
     if (!handed) {
         restart_meta_write(true);

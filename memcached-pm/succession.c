@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,7 +35,7 @@
 #define MAX_SOCKETS  4096       /* listening and UDP sockets handed on */
 
 static struct {
-    struct listen_given *given;     /* listeners given at start */
+    struct given        *given;     /* listeners given at start */
     size_t               ngiven;
     struct handover      conns;     /* connections taken over, to serve */
     struct takeover_peer pred;      /* the node taken over from (fd -1:
@@ -47,18 +48,16 @@ static struct {
 } sc = { .pred = { .fd = -1 }, .tfd = -1 };
 
 static int
-add_given(int fd, enum listen_origin origin)
+add_given(int fd, enum given_origin origin)
 {
-    struct listen_given *g = realloc(sc.given,
-                                     (sc.ngiven + 1) * sizeof(*g));
+    struct given *g = realloc(sc.given, (sc.ngiven + 1) * sizeof(*g));
 
     if (g == NULL) {
         close(fd);
         return -1;
     }
     sc.given = g;
-    sc.given[sc.ngiven++] = (struct listen_given){ .fd = fd,
-                                                   .origin = origin };
+    sc.given[sc.ngiven++] = (struct given){ .fd = fd, .origin = origin };
     return 0;
 }
 
@@ -154,13 +153,17 @@ succession_from_systemd(void)
 
         if (strcmp(name, HANDOVER_STATE_NAME) == 0 && state < 0) {
             state = fds[i].fd;
-        } else if (strcmp(name, HANDOVER_STATE_NAME) == 0) {
+        } else if (strcmp(name, HANDOVER_INDEX_NAME) == 0 &&
+                   settings.cache.image_fd < 0) {
+            settings.cache.image_fd = fds[i].fd;    /* cache_init() */
+        } else if (strcmp(name, HANDOVER_STATE_NAME) == 0 ||
+                   strcmp(name, HANDOVER_INDEX_NAME) == 0) {
             close(fds[i].fd);
         } else if (ci >= 0) {
             keep_stored(&st, ci, fds[i].fd);
         } else {
             add_given(fds[i].fd, strcmp(name, HANDOVER_LISTEN_NAME) == 0
-                                 ? LISTEN_FROM_STORE : LISTEN_FROM_UNIT);
+                                 ? GIVEN_STORE : GIVEN_UNIT);
         }
     }
     if (state >= 0) {
@@ -176,6 +179,9 @@ succession_from_systemd(void)
     /* The store lets go of what this start took: a connection must close
      * when this node closes it, and a crash must not bring back a state
      * older than what this node serves. */
+    if (settings.cache.image_fd >= 0) {
+        sdaemon_store_remove(HANDOVER_INDEX_NAME);
+    }
     if (state >= 0 || st.n > 0) {
         char name[64];
 
@@ -271,7 +277,7 @@ keep_got(struct takeover_got *got)
     char err[256];
 
     for (size_t i = 0; i < got->ngiven; i++) {
-        if (add_given(got->given[i].fd, LISTEN_FROM_TAKEOVER) == 0) {
+        if (add_given(got->given[i].fd, GIVEN_TAKEOVER) == 0) {
             got->given[i].used = true;      /* sc.given has it now */
         }
     }
@@ -279,6 +285,10 @@ keep_got(struct takeover_got *got)
         handover_load(got->state, &sc.conns, conn_fd, got, err,
                       sizeof(err)) != 0) {
         log_error("takeover: its connections are dropped: %s", err);
+    }
+    if (got->released && got->image >= 0) {
+        settings.cache.image_fd = got->image;   /* cache_init() takes it */
+        got->image = -1;
     }
 }
 
@@ -341,7 +351,7 @@ succession_take_over(void)
     return 0;
 }
 
-struct listen_given *
+struct given *
 succession_given(size_t *n)
 {
     *n = sc.ngiven;
@@ -354,7 +364,7 @@ succession_given_checked(void)
     int rc = 0;
 
     for (size_t i = 0; i < sc.ngiven; i++) {
-        struct listen_given *g = &sc.given[i];
+        struct given *g = &sc.given[i];
         struct sock_info si;
         char name[128] = "not a socket";
 
@@ -364,13 +374,13 @@ succession_given_checked(void)
         if (sock_info(g->fd, &si) == 0) {
             sock_info_name(&si, name, sizeof(name));
         }
-        if (g->origin == LISTEN_FROM_UNIT) {
+        if (g->origin == GIVEN_UNIT) {
             log_error("systemd socket activation: fd %d is %s, which no "
                       "-l, -p, -U or -s option names", g->fd, name);
             rc = EX_CONFIG;
         } else {
             log_info("fd %d from %s is %s, which no option names now: "
-                     "closed", g->fd, listen_origin_name(g->origin), name);
+                     "closed", g->fd, given_origin_name(g->origin), name);
         }
         close(g->fd);
         g->fd = -1;
@@ -396,7 +406,7 @@ store_listeners(void)
 
         for (size_t k = 0; k < sc.ngiven; k++) {
             unit |= sc.given[k].fd == fds[i] &&
-                    sc.given[k].origin == LISTEN_FROM_UNIT;
+                    sc.given[k].origin == GIVEN_UNIT;
         }
         if (!unit) {
             sdaemon_store(fds[i], HANDOVER_LISTEN_NAME);
@@ -422,6 +432,10 @@ succession_serving(void)
 {
     size_t n = sc.conns.nconns;
 
+    if (settings.cache.image_fd >= 0) {
+        close(settings.cache.image_fd);
+        settings.cache.image_fd = -1;
+    }
     if (sc.pred.fd >= 0) {
         /* Until this is said the node taken over from may serve again:
          * not a byte is read from its connections before. */
@@ -485,13 +499,52 @@ send_sockets(int sock)
     return rc;
 }
 
+/* The memory file's DRAM index in a memfd (a cache whose items are all
+ * in the file, after cache_stop()), or -1. */
+static int
+index_memfd(void)
+{
+    int fd = memfd_create("mcpm-index", MFD_CLOEXEC);
+
+    if (fd >= 0 && cache_image_write(fd) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* The index to the successor, so that it need not scan the file.  0,
+ * or -1: the successor is gone (no index to send is no fault). */
+static int
+send_index(int sock)
+{
+    int fd = index_memfd(), rc = 0;
+
+    if (fd >= 0) {
+        rc = takeover_send_fds(sock, TAKEOVER_IMAGE, &fd, 1);
+        close(fd);
+    }
+    return rc;
+}
+
+void
+succession_store_index(void)
+{
+    int fd = index_memfd();
+
+    if (fd >= 0) {
+        sdaemon_store(fd, HANDOVER_INDEX_NAME);
+        close(fd);
+    }
+}
+
 /* The successor went away before it served: serve on, the memory file
  * opened again if it was released.  A file that cannot be opened again
  * ends the node. */
 static void
 resume(const struct takeover_peer *p, bool reopen)
 {
-    struct listen_given *g = calloc(sc.left.nudp + 1, sizeof(*g));
+    struct given *g = calloc(sc.left.nudp + 1, sizeof(*g));
 
     log_error("takeover: pid %d went away before it served: serving on",
               (int)p->pid);
@@ -506,8 +559,8 @@ resume(const struct takeover_peer *p, bool reopen)
         }
     }
     for (size_t i = 0; g != NULL && i < sc.left.nudp; i++) {
-        g[i] = (struct listen_given){ .fd = sc.left.udp[i],
-                                      .origin = LISTEN_FROM_TAKEOVER };
+        g[i] = (struct given){ .fd = sc.left.udp[i],
+                                      .origin = GIVEN_TAKEOVER };
     }
     udp_close();
     if (settings.udpport != 0 && g != NULL) {
@@ -543,7 +596,8 @@ hand_over(struct takeover_peer *p)
     takeover_step("old", "sent");
     cache_stop();               /* its memory is freed once it exits */
     restart_meta_write(true);
-    if (takeover_send(p->fd, TAKEOVER_RELEASED) != 0) {
+    if ((p->version >= 2 && send_index(p->fd) != 0) ||
+        takeover_send(p->fd, TAKEOVER_RELEASED) != 0) {
         resume(p, true);
         return -1;
     }
@@ -589,7 +643,7 @@ int
 succession_listen(struct event_base *base)
 {
     size_t n;
-    struct listen_given *g = succession_given(&n);
+    struct given *g = succession_given(&n);
 
     sc.base = base;
     if (settings.takeover == NULL) {

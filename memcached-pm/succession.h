@@ -42,7 +42,7 @@ int succession_take_over(void);
  * every one found its option: 0, or an exit status after a message that
  * names the socket of a .socket unit no option asks for (those of the fd
  * store or a takeover are closed). */
-struct listen_given *succession_given(size_t *n);
+struct given *succession_given(size_t *n);
 int succession_given_checked(void);
 
 /* Listen on -o takeover's socket, on base: 0, or an exit status. */
@@ -57,6 +57,11 @@ void succession_serving(void);
  * its connections leave for the next start (true); else false, and the
  * stop closes them. */
 bool succession_store(void);
+
+/* After cache_stop(), with the connections stored: the memory file's
+ * DRAM index goes into the store too, so that the next start need not
+ * scan the file. */
+void succession_store_index(void);
 
 /* This node handed everything to a successor that serves now: its stop
  * closes its copies of the sockets, removes no socket file and no pid

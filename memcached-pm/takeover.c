@@ -214,7 +214,7 @@ path_addr(const char *path, struct sockaddr_un *sun)
 }
 
 int
-takeover_listen(const char *path, struct listen_given *g, size_t n)
+takeover_listen(const char *path, struct given *g, size_t n)
 {
     struct sockaddr_un sun;
     mode_t old;
@@ -223,8 +223,8 @@ takeover_listen(const char *path, struct listen_given *g, size_t n)
     if (path_addr(path, &sun) != 0) {
         return -1;
     }
-    fd = listen_take_given(g, n, SOCK_SEQPACKET, (struct sockaddr *)&sun,
-                           false, "the takeover socket");
+    fd = given_take(g, n, SOCK_SEQPACKET, (struct sockaddr *)&sun, false,
+                    "the takeover socket");
     if (fd >= 0) {
         return fd;
     }
@@ -265,16 +265,19 @@ takeover_accept(int lfd, struct takeover_peer *p, char *why, size_t len)
         return -1;
     }
     p->pid = (pid_t)m.pid;
-    if (m.version > HANDOVER_VERSION || m.version_max < HANDOVER_VERSION) {
+    if (m.version > HANDOVER_VERSION || m.version_max < HANDOVER_VERSION_MIN
+        || m.version > m.version_max) {
         snprintf(why, len, "pid %d reads handover versions %u to %u, this "
-                 "build writes %u", (int)p->pid, m.version, m.version_max,
-                 HANDOVER_VERSION);
+                 "build writes %u to %u", (int)p->pid, m.version,
+                 m.version_max, HANDOVER_VERSION_MIN, HANDOVER_VERSION);
         msg_init(&m, TAKEOVER_REFUSE);
         snprintf(m.text, sizeof(m.text), "%s", why);
         send_msg(p->fd, &m, NULL, 0);
         return 1;
     }
-    p->version = HANDOVER_VERSION;
+    /* the newest both read */
+    p->version = m.version_max < HANDOVER_VERSION ? m.version_max
+                                                 : HANDOVER_VERSION;
     msg_init(&m, TAKEOVER_OFFER);
     m.version = p->version;
     if (send_msg(p->fd, &m, NULL, 0) != 0) {
@@ -335,6 +338,11 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
         snprintf(why, len, "the node there said something else");
         return -1;
     }
+    if (m.version < HANDOVER_VERSION_MIN || m.version > HANDOVER_VERSION) {
+        snprintf(why, len, "pid %d offered handover version %u",
+                 (int)p->pid, m.version);
+        return -1;
+    }
     p->version = m.version;
     return 0;
 }
@@ -357,15 +365,14 @@ keep_conns(struct takeover_got *got, const int *fds, size_t n)
 static int
 keep_listeners(struct takeover_got *got, const int *fds, size_t n)
 {
-    struct listen_given *a = realloc(got->given,
-                                     (got->ngiven + n) * sizeof(*a));
+    struct given *a = realloc(got->given, (got->ngiven + n) * sizeof(*a));
 
     if (a == NULL) {
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        a[got->ngiven + i] = (struct listen_given){
-            .fd = fds[i], .origin = LISTEN_FROM_TAKEOVER };
+        a[got->ngiven + i] = (struct given){
+            .fd = fds[i], .origin = GIVEN_TAKEOVER };
     }
     got->given = a;
     got->ngiven += n;
@@ -387,12 +394,16 @@ keep(struct takeover_got *got, const struct msg *m, const int *fds,
         rc = keep_conns(got, fds, n);
         break;
     case TAKEOVER_STATE:
-        if (n != 1 || got->state >= 0) {
+    case TAKEOVER_IMAGE: {
+        int *slot = m->type == TAKEOVER_STATE ? &got->state : &got->image;
+
+        if (n != 1 || *slot >= 0) {
             rc = -1;
             break;
         }
-        got->state = fds[0];
+        *slot = fds[0];
         return 0;
+    }
     case TAKEOVER_RELEASED:
         got->released = true;
         return n == 0 ? 1 : -1;
@@ -414,7 +425,7 @@ takeover_receive(struct takeover_peer *p, struct takeover_got *got)
     struct msg m;
     size_t n;
 
-    got->state = -1;
+    got->state = got->image = -1;
     for (;;) {
         int rc;
 
@@ -445,8 +456,11 @@ takeover_got_free(struct takeover_got *got)
     if (got->state >= 0) {
         close(got->state);
     }
+    if (got->image >= 0) {
+        close(got->image);
+    }
     free(got->given);
     free(got->conns);
     memset(got, 0, sizeof(*got));
-    got->state = -1;
+    got->state = got->image = -1;
 }

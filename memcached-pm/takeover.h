@@ -19,6 +19,7 @@
  *                              <-----  CONNS (fds, in the records' order)
  *                              <-----  STATE (the records, handover.h)
  *                                      closes its memory file (clean)
+ *                              <-----  IMAGE (version 2: its DRAM index)
  *                              <-----  RELEASED
  *   opens the memory file
  *   TAKEN                      ----->  exits
@@ -43,7 +44,7 @@
 #include <sys/types.h>
 
 #include "memcached-pm/handover.h"
-#include "memcached-pm/listen.h"
+#include "memcached-pm/given.h"
 
 enum takeover_msg {
     TAKEOVER_HELLO = 1,
@@ -53,7 +54,8 @@ enum takeover_msg {
     TAKEOVER_CONNS,
     TAKEOVER_STATE,
     TAKEOVER_RELEASED,
-    TAKEOVER_TAKEN
+    TAKEOVER_TAKEN,
+    TAKEOVER_IMAGE          /* version 2: the DRAM index, a memfd */
 };
 
 /* The other side of a takeover. */
@@ -68,7 +70,7 @@ struct takeover_peer {
 /* Listen at path: on the socket given at start (a predecessor's) if one
  * is bound there, else a new one (a file a dead node left is replaced).
  * The listening fd, or -1 with a message. */
-int takeover_listen(const char *path, struct listen_given *g, size_t n);
+int takeover_listen(const char *path, struct given *g, size_t n);
 
 /*
  * A successor connected to lfd: take its HELLO (within a second).  0: an
@@ -80,8 +82,8 @@ int takeover_accept(int lfd, struct takeover_peer *p, char *why,
                     size_t len);
 
 /* Send fds (at most 250 a message) as `what` (LISTENERS or CONNS), the
- * state file (STATE), or a message without any (RELEASED, TAKEN).  0, or
- * -1: the other side is gone. */
+ * state file (STATE) or the index (IMAGE), or a message without any
+ * (RELEASED, TAKEN).  0, or -1: the other side is gone. */
 int takeover_send_fds(int sock, enum takeover_msg what, const int *fds,
                       size_t n);
 int takeover_send(int sock, enum takeover_msg what);
@@ -103,11 +105,12 @@ int takeover_connect(const char *path, struct takeover_peer *p, char *why,
 
 /* What a successor receives. */
 struct takeover_got {
-    struct listen_given *given;     /* listeners, origin TAKEOVER */
+    struct given        *given;     /* listeners, origin TAKEOVER */
     size_t               ngiven;
     int                 *conns;     /* connection fds, records' order */
     size_t               nconns;
     int                  state;     /* the state file, or -1 */
+    int                  image;     /* the DRAM index, or -1 */
     bool                 released;  /* the memory file is closed */
 };
 

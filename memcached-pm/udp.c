@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/conn.h"
-#include "memcached-pm/listen.h"
+#include "memcached-pm/given.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
@@ -376,7 +376,7 @@ resolve(char *spec)
  * Appended to tmp; 0, or -1 with errno. */
 static int
 open_address(const struct addrinfo *ai, unsigned n_workers,
-             struct listen_given *g, size_t ng, int *tmp, size_t *ntmp,
+             struct given *g, size_t ng, int *tmp, size_t *ntmp,
              size_t cap)
 {
     struct addrinfo at = *ai;
@@ -389,8 +389,8 @@ open_address(const struct addrinfo *ai, unsigned n_workers,
 
     conn_sockaddr_name(ai->ai_addr, "udp", what, sizeof(what));
     while (*ntmp < cap &&
-           (fd = listen_take_given(g, ng, SOCK_DGRAM, ai->ai_addr,
-                                   settings.udpport == -1, what)) >= 0) {
+           (fd = given_take(g, ng, SOCK_DGRAM, ai->ai_addr,
+                            settings.udpport == -1, what)) >= 0) {
         evutil_make_socket_nonblocking(fd);
         evutil_make_socket_closeonexec(fd);
         len = sizeof(one);
@@ -451,7 +451,7 @@ keep(int *tmp, size_t ntmp)
 }
 
 int
-udp_open(unsigned n_workers, struct listen_given *g, size_t ng)
+udp_open(unsigned n_workers, struct given *g, size_t ng)
 {
     char *list = strdup(settings.inter ? settings.inter : "127.0.0.1");
     size_t cap = (size_t)MAX_UDP_FDS * n_workers + ng;

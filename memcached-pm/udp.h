@@ -25,13 +25,13 @@
 #include <stddef.h>
 
 #include "memcached-pm/conn.h"
-#include "memcached-pm/listen.h"
+#include "memcached-pm/given.h"
 
 /* The sockets on each -l address at -U's port: those of the given ones
  * bound there (listen.h; marked used), and new ones up to one per worker
  * where they can share the port (main thread, before the workers
  * start).  0, or -1 with errno saying why. */
-int udp_open(unsigned n_workers, struct listen_given *g, size_t ng);
+int udp_open(unsigned n_workers, struct given *g, size_t ng);
 
 /* Give worker `id` its sockets as connections on o's base (main thread,
  * before the worker runs).  0, or -1. */

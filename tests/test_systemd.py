@@ -41,7 +41,9 @@ def udp_socket(port):
 @pytest.fixture
 def managers():
     """ServiceManager(...) factories; each closed after the test, its
-    processes checked for a clean exit and no sanitizer report."""
+    processes checked for a clean exit and no sanitizer report.  (A test
+    asks for it after `memfile`, so that its servers stop, writing -e's
+    .meta, before the file and what is beside it are removed.)"""
     made = []
 
     def make(*a, **k):
@@ -156,8 +158,8 @@ def connects_meanwhile(port, stop, refused):
 
 @pytest.mark.parametrize("unit", [True, False],
                          ids=["socket-unit", "no-socket-unit"])
-def test_restarts_keep_the_connections_and_refuse_none(binary, managers,
-                                                       memfile, unit):
+def test_restarts_keep_the_connections_and_refuse_none(binary, memfile,
+                                                       managers, unit):
     port = free_port()
     m = managers([("memcached-pm.socket", tcp_listener(port))] if unit
                  else [])
@@ -179,6 +181,10 @@ def test_restarts_keep_the_connections_and_refuse_none(binary, managers,
             assert mc.sock is sock
             # what the start took is out of the store again
             assert m.stored("mcpm-c") == m.stored("mcpm-state") == []
+            assert m.stored("mcpm-index") == []
+            # and the DRAM index came with the file: no scan
+            with Conn(port) as c:
+                assert c.stats()["recovery_image"] == "1"
     finally:
         stop.set()
         t.join()
@@ -187,8 +193,8 @@ def test_restarts_keep_the_connections_and_refuse_none(binary, managers,
     mc.close()
 
 
-def test_a_crash_keeps_the_listener_in_the_fd_store(binary, managers,
-                                                     memfile):
+def test_a_crash_keeps_the_listener_in_the_fd_store(binary, memfile,
+                                                     managers):
     """Without a .socket unit, the listener the server opened waits in the
     store: after a SIGKILL the next start takes it, and a client that
     connected meanwhile is served."""
@@ -206,7 +212,7 @@ def test_a_crash_keeps_the_listener_in_the_fd_store(binary, managers,
     waiting.close()
 
 
-def test_a_stop_for_good_closes_the_connections(binary, managers, memfile):
+def test_a_stop_for_good_closes_the_connections(binary, memfile, managers):
     port = free_port()
     m = managers([("memcached-pm.socket", tcp_listener(port))])
     m.start(argv(binary, port, "-e", memfile))

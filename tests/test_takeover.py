@@ -417,6 +417,33 @@ def test_a_successor_that_cannot_read_this_version_gets_a_plain_stop(
     assert s.stats()["recovery_checksummed"] == "0"
 
 
+def test_a_version_1_successor_gets_no_index_and_the_node_serves_on(
+        server_factory, memfile, tsock):
+    """A successor that reads handover version 1 (the first builds with
+    takeovers) is offered 1: the sockets and their state, no DRAM index.
+    One that goes away before TAKEN leaves the node serving, its file
+    opened again."""
+    s = node(server_factory, memfile, tsock)
+    want = fill(s, 100)
+    types = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as t:
+        t.settimeout(10)
+        t.connect(tsock)
+        t.send(hello((1, 1)))
+        m = t.recv(200)
+        assert struct.unpack("=II", m[8:16]) == (2, 1)     # OFFER 1
+        while not types or types[-1] != 7:                  # RELEASED
+            m, fds, _, _ = socket.recv_fds(t, 200, 300)
+            for fd in fds:
+                os.close(fd)
+            types.append(struct.unpack("=I", m[8:12])[0])
+    assert types == [4, 5, 6, 7]    # LISTENERS, CONNS, STATE, RELEASED
+    wait_for(lambda: serves(s.port), 10, "the node to serve on")
+    assert s.proc.poll() is None
+    assert_items(s, want)
+    assert "went away before it served: serving on" in s.stderr()
+
+
 OLD_NODE = r"""
 import os, socket, struct, sys
 lst = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -467,3 +494,85 @@ def test_from_a_build_without_takeover(server_factory, binary, memfile,
     assert_items(s, want)
     s.take_over()
     assert_items(s, want)
+
+
+# --------------------------------------------------------------------------
+# the DRAM index comes over: no scan of the file
+# --------------------------------------------------------------------------
+
+def big_value(n):
+    return bytes((i * 7) % 251 for i in range(n))
+
+
+def fill_kinds(s):
+    """Items of every kind, some deleted and replaced so that the file
+    has free chunks and dead ones: their gets blocks by key."""
+    with s.conn() as c:
+        for i in range(3000):
+            c.send(b"set k%d %d 0 %d noreply\r\n%s\r\n"
+                   % (i, i, 10 + i % 300, b"x" * (10 + i % 300)))
+        for i in range(0, 3000, 7):
+            c.send(b"delete k%d noreply\r\n" % i)
+        for i in range(0, 3000, 11):
+            c.send(b"set k%d 5 0 3 noreply\r\nnew\r\n" % i)
+        big = big_value(700 * 1024)         # chunked
+        c.send(b"set big 9 0 %d noreply\r\n%s\r\n" % (len(big), big))
+        c.send(b"set ttl 1 3600 1 noreply\r\nt\r\n")
+        c.sync()
+        keys = [b"k%d" % i for i in range(3000)] + [b"big", b"ttl"]
+        return {k: gets(c, k) for k in keys}
+
+
+def assert_same(s, want):
+    with s.conn() as c:
+        for k, block in want.items():
+            assert gets(c, k) == block, k
+
+
+@pytest.mark.parametrize("policy", ["pmem", "cache"])
+def test_the_dram_index_comes_over_with_the_file(server_factory, memfile,
+                                                 tsock, policy):
+    """With every item in the file (tier_policy pmem, as -e), the new node
+    maps the file where the old one had it and takes its hash table,
+    chunk ids, slab classes and LRU lists instead of scanning the file;
+    with items in DRAM too (cache) it scans.  Either way every item comes
+    over, the lists and counts go on working, and a plain restart after
+    (which scans) finds the file whole."""
+    s = server_factory("-m", "64", "-o", "memory_file=%s,memory_file_size=64,"
+                       "tier_policy=%s,takeover=%s" % (memfile, policy,
+                                                       tsock))
+    want = fill_kinds(s)
+    before = s.stats()
+
+    def per_class():                # (the maintainer moves them on)
+        return {k: v for k, v in s.stats("items").items()
+                if k.endswith(":number")}
+    items = per_class()
+    for round_ in range(3):
+        s.take_over()
+        st = s.stats()
+        assert st["recovery_image"] == ("1" if policy == "pmem" else "0")
+        assert st["recovery_checksummed"] == "0"
+        assert st["curr_items"] == before["curr_items"]
+        assert st["recovery_items"] == before["curr_items"]
+        assert_same(s, want)
+        if round_ == 0:
+            assert per_class() == items
+        with s.conn() as c:                 # the lists and slabs go on
+            for i in range(100):
+                c.call(b"set r%d_%d 0 0 2\r\nok\r\n" % (round_, i),
+                       b"STORED\r\n")
+            c.call(b"delete k1\r\n", b"DELETED\r\n" if round_ == 0
+                   else b"NOT_FOUND\r\n")
+            want[b"k1"] = b"END\r\n"
+            want.update({b"r%d_%d" % (round_, i): gets(c, b"r%d_%d"
+                                                       % (round_, i))
+                         for i in range(100)})
+        before = s.stats()
+    s.stop()
+    s.start()                               # a plain start scans the file
+    st = s.stats()
+    assert st["recovery_image"] == "0"
+    assert st["recovery_dropped_torn"] == "0"
+    assert st["curr_items"] == before["curr_items"]
+    assert_same(s, want)
