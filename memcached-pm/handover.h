@@ -33,8 +33,10 @@
  *   1  the state file, the sockets
  *   2  and, in a takeover, the DRAM index of the memory file (IMAGE,
  *      storage/cache.h cache_image_write())
+ *   3  and the successor makes room for the index (OFFER says its size)
+ *      before the node stops (GO)
  */
-#define HANDOVER_VERSION     2
+#define HANDOVER_VERSION     3
 #define HANDOVER_VERSION_MIN 1
 
 /* The fd store's names: the state file, the connections, the listeners

@@ -44,8 +44,9 @@ static struct {
     struct event        *tev;
     struct event_base   *base;
     struct handover      left;      /* what this node handed on */
+    int                  index_room;    /* the stop's room for the index */
     bool                 handed_over;
-} sc = { .pred = { .fd = -1 }, .tfd = -1 };
+} sc = { .pred = { .fd = -1 }, .tfd = -1, .index_room = -1 };
 
 static int
 add_given(int fd, enum given_origin origin)
@@ -331,6 +332,14 @@ succession_take_over(void)
         log_error("takeover: %s", why);
         return EX_UNAVAILABLE;
     }
+    if (sc.pred.version >= 3) {
+        /* room for the index while the node still serves: its faults
+         * are then no part of the pause */
+        if (sc.pred.index_bytes > 0) {
+            cache_image_stage(sc.pred.index_bytes);
+        }
+        takeover_send(sc.pred.fd, TAKEOVER_GO);
+    }
     takeover_step("new", "offered");
     rc = takeover_receive(&sc.pred, &got);
     takeover_step("new", "received");
@@ -499,13 +508,11 @@ send_sockets(int sock)
     return rc;
 }
 
-/* The memory file's DRAM index in a memfd (a cache whose items are all
- * in the file, after cache_stop()), or -1. */
+/* The index written into fd (a cache_image_room()), after cache_stop():
+ * or -1 (closed) when none was written. */
 static int
-index_memfd(void)
+index_written(int fd)
 {
-    int fd = memfd_create("mcpm-index", MFD_CLOEXEC);
-
     if (fd >= 0 && cache_image_write(fd) != 0) {
         close(fd);
         fd = -1;
@@ -516,9 +523,9 @@ index_memfd(void)
 /* The index to the successor, so that it need not scan the file.  0,
  * or -1: the successor is gone (no index to send is no fault). */
 static int
-send_index(int sock)
+send_index(int sock, int room)
 {
-    int fd = index_memfd(), rc = 0;
+    int fd = index_written(room), rc = 0;
 
     if (fd >= 0) {
         rc = takeover_send_fds(sock, TAKEOVER_IMAGE, &fd, 1);
@@ -530,7 +537,9 @@ send_index(int sock)
 void
 succession_store_index(void)
 {
-    int fd = index_memfd();
+    int fd = index_written(sc.index_room);
+
+    sc.index_room = -1;
 
     if (fd >= 0) {
         sdaemon_store(fd, HANDOVER_INDEX_NAME);
@@ -586,17 +595,31 @@ resume(const struct takeover_peer *p, bool reopen)
 static int
 hand_over(struct takeover_peer *p)
 {
+    int room = p->version >= 2 ? cache_image_room() : -1;
+
+    if (p->version >= 3 && takeover_wait(p->fd, TAKEOVER_GO) != 0) {
+        /* it went away while it made room: nothing has stopped */
+        log_error("takeover: pid %d went away before it was ready",
+                  (int)p->pid);
+        if (room >= 0) {
+            close(room);
+        }
+        return -1;
+    }
     takeover_step("old", "offered");
     listen_stop();
     worker_leave_all(&sc.left, DRAIN_MS);
     if (send_sockets(p->fd) != 0) {
+        if (room >= 0) {
+            close(room);
+        }
         resume(p, false);
         return -1;
     }
     takeover_step("old", "sent");
     cache_stop();               /* its memory is freed once it exits */
     restart_meta_write(true);
-    if ((p->version >= 2 && send_index(p->fd) != 0) ||
+    if ((room >= 0 && send_index(p->fd, room) != 0) ||
         takeover_send(p->fd, TAKEOVER_RELEASED) != 0) {
         resume(p, true);
         return -1;
@@ -616,7 +639,8 @@ on_successor(evutil_socket_t lfd, short what, void *arg)
 {
     struct takeover_peer p;
     char why[256];
-    int rc = takeover_accept(lfd, &p, why, sizeof(why));
+    int rc = takeover_accept(lfd, &p, cache_image_size(), why,
+                             sizeof(why));
 
     (void)what;
     (void)arg;
@@ -670,6 +694,7 @@ succession_store(void)
         return false;
     }
     sdaemon_notify("STOPPING=1", NULL, 0);
+    sc.index_room = cache_image_room();     /* while it still serves */
     listen_stop();
     worker_leave_all(&sc.left, DRAIN_MS);
     for (size_t i = 0; i < sc.left.nconns; i++) {

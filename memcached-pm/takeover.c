@@ -247,7 +247,8 @@ takeover_listen(const char *path, struct given *g, size_t n)
 }
 
 int
-takeover_accept(int lfd, struct takeover_peer *p, char *why, size_t len)
+takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
+                char *why, size_t len)
 {
     int fds[FDS_PER_MSG];
     struct msg m;
@@ -280,6 +281,8 @@ takeover_accept(int lfd, struct takeover_peer *p, char *why, size_t len)
                                                  : HANDOVER_VERSION;
     msg_init(&m, TAKEOVER_OFFER);
     m.version = p->version;
+    snprintf(m.text, sizeof(m.text), "index %llu",
+             (unsigned long long)index_bytes);
     if (send_msg(p->fd, &m, NULL, 0) != 0) {
         snprintf(why, len, "pid %d went away", (int)p->pid);
         close(p->fd);
@@ -344,6 +347,9 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
         return -1;
     }
     p->version = m.version;
+    m.text[sizeof(m.text) - 1] = '\0';
+    p->index_bytes = strncmp(m.text, "index ", 6) == 0
+                     ? strtoull(m.text + 6, NULL, 10) : 0;
     return 0;
 }
 

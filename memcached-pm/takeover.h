@@ -9,8 +9,11 @@
  *
  *   successor                          running node
  *   HELLO (versions it reads)  ----->
- *                              <-----  OFFER (the version it writes), or
+ *                              <-----  OFFER (the version it writes, the
+ *                                      size of its DRAM index), or
  *                                      REFUSE (none: it stops plainly)
+ *   makes room for the index
+ *   GO (version 3)             ----->
  *                                      stops accepting; its workers bring
  *                                      each connection to a request
  *                                      boundary and let go of it
@@ -55,14 +58,16 @@ enum takeover_msg {
     TAKEOVER_STATE,
     TAKEOVER_RELEASED,
     TAKEOVER_TAKEN,
-    TAKEOVER_IMAGE          /* version 2: the DRAM index, a memfd */
+    TAKEOVER_IMAGE,         /* version 2: the DRAM index, a memfd */
+    TAKEOVER_GO             /* version 3: the successor is ready */
 };
 
 /* The other side of a takeover. */
 struct takeover_peer {
     int      fd;                /* the session's socket */
     pid_t    pid;
-    uint32_t version;           /* the state file's layout agreed on */
+    uint32_t version;           /* the handover's version agreed on */
+    uint64_t index_bytes;       /* OFFER: the size of the index to come */
 };
 
 /* ---- the running node ------------------------------------------------- */
@@ -74,12 +79,13 @@ int takeover_listen(const char *path, struct given *g, size_t n);
 
 /*
  * A successor connected to lfd: take its HELLO (within a second).  0: an
- * OFFER was sent, p describes the successor; 1: it reads no version this
- * build writes, a REFUSE was sent, and why says so (the node then stops
- * as it would without a successor); -1: no successor after all (why).
+ * OFFER was sent, saying the index will take index_bytes, and p
+ * describes the successor; 1: it reads no version this build writes, a
+ * REFUSE was sent, and why says so (the node then stops as it would
+ * without a successor); -1: no successor after all (why).
  */
-int takeover_accept(int lfd, struct takeover_peer *p, char *why,
-                    size_t len);
+int takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
+                    char *why, size_t len);
 
 /* Send fds (at most 250 a message) as `what` (LISTENERS or CONNS), the
  * state file (STATE) or the index (IMAGE), or a message without any

@@ -67,6 +67,8 @@ static uint64_t reserved;               /* buckets the mapping holds */
 static _Atomic uint64_t shape;
 static atomic_bool splitting;           /* the expander is behind */
 static unsigned bulk_move;
+static char *stage;                     /* assoc_stage()'s room */
+static size_t stage_len;
 
 static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t maint_cond = PTHREAD_COND_INITIALIZER;
@@ -191,6 +193,7 @@ assoc_destroy(void)
     }
     table = NULL;
     reserved = 0;
+    assoc_stage_drop();
     atomic_store(&shape, 0);
     atomic_store(&splitting, false);
 }
@@ -213,6 +216,8 @@ assoc_presize(uint64_t items)
     s = (uint64_t)level << 32 | (n - ((uint64_t)1 << level));
     atomic_store(&shape, s);
 }
+
+static void load_buckets(const char *src, size_t n);
 
 size_t
 assoc_image(void *dst)
@@ -242,9 +247,71 @@ assoc_image_load(const void *src, size_t len)
         level_of(s) <= locks_power()) {
         return -1;
     }
-    memcpy(table, (const char *)src + sizeof(s), len - sizeof(s));
+    load_buckets((const char *)src + sizeof(s), len - sizeof(s));
     atomic_store(&shape, s);
     return 0;
+}
+
+#define STAGE_ALIGN ((size_t)2 << 20)   /* a transparent huge page */
+
+int
+assoc_stage(size_t bytes)
+{
+    size_t len = (bytes + STAGE_ALIGN - 1) & ~(STAGE_ALIGN - 1);
+    char *p;
+
+    if (stage != NULL || len == 0) {
+        return -1;
+    }
+    /* Aligned to a huge page, so that huge pages move as they are. */
+    p = mmap(NULL, len + STAGE_ALIGN, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        return -1;
+    }
+    stage = (char *)(((uintptr_t)p + STAGE_ALIGN - 1) & ~(STAGE_ALIGN - 1));
+    if (stage > p) {
+        munmap(p, (size_t)(stage - p));
+    }
+    munmap(stage + len, (size_t)(p + STAGE_ALIGN - stage));
+    stage_len = len;
+    madvise(stage, len, MADV_HUGEPAGE);
+    if (madvise(stage, len, MADV_POPULATE_WRITE) != 0) {
+        memset(stage, 0, len);          /* a kernel before 5.14 */
+    }
+    return 0;
+}
+
+void
+assoc_stage_drop(void)
+{
+    if (stage != NULL) {
+        munmap(stage, stage_len);
+    }
+    stage = NULL;
+    stage_len = 0;
+}
+
+/* n bytes of buckets into the table: through the staged room when it
+ * holds them (copied there, then moved over the table's first pages),
+ * else straight in. */
+static void
+load_buckets(const char *src, size_t n)
+{
+    if (stage == NULL || stage_len < n ||
+        stage_len > reserved * sizeof(*table) ||
+        ((uintptr_t)table & (STAGE_ALIGN - 1)) != 0) {
+        memcpy(table, src, n);
+        return;
+    }
+    memcpy(stage, src, n);
+    if (mremap(stage, stage_len, stage_len, MREMAP_MAYMOVE | MREMAP_FIXED,
+               table) == MAP_FAILED) {
+        memcpy(table, src, n);
+        munmap(stage, stage_len);
+    }
+    stage = NULL;
+    stage_len = 0;
 }
 
 struct item *

@@ -38,6 +38,14 @@ void assoc_presize(uint64_t items);
 size_t assoc_image(void *dst);
 int    assoc_image_load(const void *src, size_t len);
 
+/* Before assoc_init(): room for a table of about `bytes` to come from an
+ * image, its pages faulted in now (a successor does it while its
+ * predecessor still serves), so that assoc_image_load() copies into
+ * memory that is there and moves it into place.  0 or -1. */
+int    assoc_stage(size_t bytes);
+/* The room assoc_stage() made and no image took, given back. */
+void   assoc_stage_drop(void);
+
 struct item *assoc_find(const char *key, size_t nkey, uint32_t hv);
 void assoc_insert(struct item *it, uint32_t hv);       /* key not present */
 

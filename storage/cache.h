@@ -73,6 +73,22 @@ void cache_stop(void);
  */
 int cache_image_write(int fd);
 
+/* While serving: about the bytes cache_image_write() would write now (0:
+ * it would write none), to tell the successor. */
+size_t cache_image_size(void);
+
+/* While serving: a memfd for the image, of about the size it will take,
+ * its pages allocated, cleared and mapped now, so that writing the image
+ * into it (cache_image_write() with this fd), in the clients' pause,
+ * only copies.  -1 when there will be no image. */
+int cache_image_room(void);
+
+/* A successor, told the size of the index to come, makes room for it
+ * before its predecessor stops, so that taking the index (in the
+ * clients' pause) copies into memory that is there.  Before
+ * cache_init().  0 or -1. */
+int cache_image_stage(size_t bytes);
+
 /* Once a second from the daemon's clock: expansion check, automove, and
  * the memory file's note of when the server last ran. */
 void cache_tick(void);

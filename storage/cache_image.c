@@ -9,6 +9,8 @@
  * its mapping there when the range is free.  The image is the state in
  * DRAM that describes the file as this node left it at cache_stop():
  *
+ * Each section starts 8-byte aligned.
+ *
  *   header   magic "MCPM-IX", version, the superblock's layout and
  *            generation (the file is the one left: the successor loads
  *            the same generation, clean), the mapping's base and length,
@@ -76,6 +78,13 @@ fits_policy(const struct cache_options *o)
            !o->pmem_strict;
 }
 
+/* A section's place in the image: its start is 8-byte aligned. */
+static size_t
+placed(uint64_t len)
+{
+    return (size_t)((len + 7) & ~(uint64_t)7);
+}
+
 static size_t
 section(unsigned s, void *dst, unsigned largest)
 {
@@ -85,6 +94,87 @@ section(unsigned s, void *dst, unsigned largest)
     case SEC_SLABS: return slabs_image(dst);
     default: return lru_image(dst, largest);
     }
+}
+
+size_t
+cache_image_size(void)
+{
+    size_t n = sizeof(struct header);
+    unsigned largest = slabs_largest();
+
+    if (slabs_tier(TIER_PMEM) == NULL || !fits_policy(cache_priv.opts)) {
+        return 0;
+    }
+    for (unsigned s = 0; s < NSECTIONS; s++) {
+        n += placed(section(s, NULL, largest));
+    }
+    return n;
+}
+
+/* The room made for the image (cache_image_room()), mapped. */
+static struct {
+    int    fd;
+    char  *map;
+    size_t len;
+} room = { -1, NULL, 0 };
+
+static void
+room_unmap(void)
+{
+    if (room.map != NULL) {
+        munmap(room.map, room.len);
+    }
+    room.map = NULL;
+    room.len = 0;
+    room.fd = -1;
+}
+
+void
+cache_image_drop_room(void)
+{
+    room_unmap();
+}
+
+int
+cache_image_room(void)
+{
+    size_t n = cache_image_size();
+    int fd;
+    char *p;
+
+    room_unmap();
+    if (n == 0 || (fd = memfd_create("mcpm-index", MFD_CLOEXEC)) < 0) {
+        return -1;
+    }
+    n += n / 16 + (1 << 20);            /* and a little growth */
+    if (ftruncate(fd, (off_t)n) != 0 ||
+        (p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))
+        == MAP_FAILED) {
+        return fd;                      /* its pages come as it is written */
+    }
+    /* Faulted in writable, so allocated and cleared, now. */
+    if (madvise(p, n, MADV_POPULATE_WRITE) != 0) {
+        memset(p, 0, n);
+    }
+    room.fd = fd;
+    room.map = p;
+    room.len = n;
+    return fd;
+}
+
+/* The image's bytes for fd: the room's mapping when it is fd's and big
+ * enough, else a new mapping (MAP_FAILED when none can be had). */
+static char *
+image_map(int fd, size_t total)
+{
+    if (fd == room.fd && total <= room.len) {
+        return room.map;
+    }
+    room_unmap();
+    if (ftruncate(fd, (off_t)total) != 0) {
+        return MAP_FAILED;
+    }
+    return mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 }
 
 int
@@ -108,24 +198,33 @@ cache_image_write(int fd)
     h.largest = slabs_largest();
     for (unsigned s = 0; s < NSECTIONS; s++) {
         h.len[s] = section(s, NULL, h.largest);
-        total += h.len[s];
+        total += placed(h.len[s]);
     }
-    if (ftruncate(fd, (off_t)total) != 0 ||
-        (p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))
-        == MAP_FAILED) {
+    if ((p = image_map(fd, total)) == MAP_FAILED) {
         return -1;
     }
     memcpy(p, &h, sizeof(h));
     total = sizeof(h);
     for (unsigned s = 0; s < NSECTIONS; s++) {
         section(s, p + total, h.largest);
-        total += h.len[s];
+        total += placed(h.len[s]);
     }
-    munmap(p, total);
-    return 0;
+    if (p == room.map) {
+        room_unmap();
+    } else {
+        munmap(p, total);
+    }
+    /* the room's spare pages go: the image is what the file holds */
+    return ftruncate(fd, (off_t)total) == 0 ? 0 : -1;
 }
 
 /* ---- the successor ---------------------------------------------------- */
+
+int
+cache_image_stage(size_t bytes)
+{
+    return assoc_stage(bytes);
+}
 
 int
 cache_image_map(struct cache_image *img, const struct cache_options *o)
@@ -135,13 +234,14 @@ cache_image_map(struct cache_image *img, const struct cache_options *o)
     uint64_t total = sizeof(h);
 
     memset(img, 0, sizeof(*img));
+    img->fd = -1;
     if (o->image_fd < 0 || !fits_policy(o) || fstat(o->image_fd, &st) != 0 ||
         (size_t)st.st_size < sizeof(h) ||
         pread(o->image_fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
         return -1;
     }
     for (unsigned s = 0; s < NSECTIONS; s++) {
-        total += h.len[s];
+        total += placed(h.len[s]);
     }
     if (memcmp(h.magic, MAGIC, sizeof(h.magic)) != 0 ||
         h.version != VERSION || h.sblock_version != SBLOCK_VERSION ||
@@ -150,11 +250,9 @@ cache_image_map(struct cache_image *img, const struct cache_options *o)
         h.flags != flags_of(o) || h.base == 0) {
         return -1;
     }
-    img->map = mmap(NULL, total, PROT_READ, MAP_PRIVATE, o->image_fd, 0);
-    if (img->map == MAP_FAILED) {
-        img->map = NULL;
-        return -1;
-    }
+    /* Mapped only once the memory file is (cache_image_adopt()): a
+     * mapping made now could land where the file must go. */
+    img->fd = o->image_fd;
     img->len = total;
     img->base = (void *)(uintptr_t)h.base;
     return 0;
@@ -163,10 +261,8 @@ cache_image_map(struct cache_image *img, const struct cache_options *o)
 void
 cache_image_unmap(struct cache_image *img)
 {
-    if (img->map != NULL) {
-        munmap(img->map, img->len);
-    }
     memset(img, 0, sizeof(*img));
+    img->fd = -1;
 }
 
 /* Is the file the one the image describes, where it was? */
@@ -185,24 +281,29 @@ same_file(const struct header *h)
 int
 cache_image_adopt(const struct cache_image *img, struct cache_recovery *out)
 {
-    const char *p = img->map;
     struct header h;
     size_t off = sizeof(h);
+    const char *p;
     int rc = 0;
 
-    memcpy(&h, p, sizeof(h));
-    if (!same_file(&h)) {
+    if (pread(img->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+        !same_file(&h)) {
+        return -1;
+    }
+    p = mmap(NULL, img->len, PROT_READ, MAP_PRIVATE, img->fd, 0);
+    if (p == MAP_FAILED) {
         return -1;
     }
     /* The file's superblock vouched for its classes and layout: from here
      * on a section that does not load is a fault, not a mismatch. */
     rc |= chunkid_image_load(p + off, h.len[SEC_CHUNKID]);
-    off += h.len[SEC_CHUNKID];
+    off += placed(h.len[SEC_CHUNKID]);
     rc |= assoc_image_load(p + off, h.len[SEC_ASSOC]);
-    off += h.len[SEC_ASSOC];
+    off += placed(h.len[SEC_ASSOC]);
     rc |= slabs_image_load(p + off, h.len[SEC_SLABS]);
-    off += h.len[SEC_SLABS];
+    off += placed(h.len[SEC_SLABS]);
     rc |= lru_image_load(p + off, h.len[SEC_LRU], h.largest);
+    munmap((void *)p, img->len);
     if (rc != 0) {
         return -2;
     }

@@ -41,7 +41,7 @@ static struct cache_priv *const ca = &cache_priv;
 
 /* The DRAM index handed over by the node taken over from, while
  * cache_init() runs (cache_image.c). */
-static struct cache_image image;
+static struct cache_image image = { .fd = -1 };
 
 /* ---- threads ---------------------------------------------------------- */
 
@@ -479,7 +479,7 @@ pmem_recover(struct cache_options *opts)
         p.flush_time = rel < 1 ? 1 : (rel_time_t)rel;
         link_set_flush(p.flush_time);
     }
-    switch (image.map != NULL ? adopt_image() : -1) {
+    switch (image.fd >= 0 ? adopt_image() : -1) {
     case 0:
         break;
     case -1:
@@ -578,6 +578,7 @@ cache_init(struct cache_options *opts, unsigned nworkers)
         goto fail_lists;
     }
     cache_image_unmap(&image);
+    assoc_stage_drop();             /* room for an index that did not come */
     ca->recovery.downtime = ca->downtime;
     ca->recovery.discarded_stale = ca->stale;
     if (ca->sb.tier != NULL) {
@@ -628,6 +629,7 @@ void
 cache_shutdown(void)
 {
     cache_stop();
+    cache_image_drop_room();
     lists_destroy();
     slabs_destroy();
     pmem_layers_destroy();

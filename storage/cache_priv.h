@@ -32,18 +32,21 @@ struct cache_priv {
 
 extern struct cache_priv cache_priv;
 
-/* A predecessor's DRAM index (cache_image.c), mapped. */
+/* A predecessor's DRAM index (cache_image.c). */
 struct cache_image {
-    void   *map;
+    int     fd;             /* -1: none */
     size_t  len;
     void   *base;           /* where the predecessor had the file */
 };
 
-/* Map opts->image_fd if its header fits these options: 0, or -1 (no
+/* Take opts->image_fd if its header fits these options: 0, or -1 (no
  * image, or one of other settings: scan the file). */
 int  cache_image_map(struct cache_image *img,
                      const struct cache_options *opts);
 void cache_image_unmap(struct cache_image *img);
+
+/* The room cache_image_room() made and no image took, unmapped. */
+void cache_image_drop_room(void);
 
 /* With the file open (its superblock loaded) and the lists set up, take
  * the image in place of recovery: 0; -1 when it is not this file's or

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MB  ((size_t)1 << 20)
@@ -29,6 +30,7 @@
 static struct cache_options opts;
 static char path[128];
 static char big[BIG];
+static bool grow;               /* the table grows (its expander runs) */
 
 static bool
 put(const char *k, const char *v, size_t n)
@@ -68,6 +70,24 @@ set_opts(enum cache_tier_policy policy, int image_fd)
     opts.memory_file_size = 64 * MB;
     opts.mem_limit = 16 * MB;
     opts.image_fd = image_fd;
+    opts.hash_expand = grow;
+}
+
+/* Wait (a deadline of ten seconds) until the image would take more than
+ * bytes: the expander has grown the table. */
+static bool
+grown_past(size_t bytes)
+{
+    struct timespec ms = { 0, 1000000 };
+
+    for (int i = 0; i < 10000; i++) {
+        cache_tick();
+        if (cache_image_size() > bytes) {
+            return true;
+        }
+        nanosleep(&ms, NULL);
+    }
+    return false;
 }
 
 /* Stop, write the image (its fd, or -1 when none was written), free. */
@@ -221,6 +241,47 @@ test_image_of_another_generation(void)
        "the scan brought every item back");
 }
 
+/* The room made while serving (cache_image_room()) takes the image, and
+ * one outgrown meanwhile gives way to a file of the right size. */
+static void
+test_image_in_its_room(void)
+{
+    struct cache_recovery r;
+    char k[32];
+    int fd = cache_image_room();
+    bool stored = true;
+    size_t before;
+
+    ok(fd >= 0, "room made while serving");
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "grown%d", i);
+        stored &= put(k, "g", 1);
+    }
+    cache_stop();
+    ok(stored && cache_image_write(fd) == 0, "the image written in it");
+    cache_shutdown();
+    r = start(CACHE_TIER_PMEM, fd);
+    ok(r.image == 1 && all_there() && strcmp(test_val("grown199"), "g") == 0,
+       "and taken");
+    cache_stop();
+    cache_shutdown();
+    grow = true;                            /* the table may grow now */
+    start(CACHE_TIER_PMEM, -1);
+    fd = cache_image_room();
+    before = cache_image_size();
+    for (int i = 0; i < 600000; i++) {
+        snprintf(k, sizeof(k), "more%d", i);
+        put(k, "m", 1);
+    }
+    ok(grown_past(before + before / 16 + MB), "the table grew past it");
+    cache_stop();
+    ok(cache_image_write(fd) == 0, "an outgrown room: written all the same");
+    cache_shutdown();
+    r = start(CACHE_TIER_PMEM, fd);
+    ok(r.image == 1 && strcmp(test_val("more599999"), "m") == 0 &&
+       all_there(), "and taken");
+}
+
 static void
 test_no_image_with_items_in_dram(void)
 {
@@ -248,6 +309,7 @@ main(void)
     }
     test_image_taken();
     test_image_of_another_generation();
+    test_image_in_its_room();
     test_no_image_with_items_in_dram();
     cache_shutdown();
     unlink(path);
