@@ -417,27 +417,40 @@ def test_a_successor_that_cannot_read_this_version_gets_a_plain_stop(
     assert s.stats()["recovery_checksummed"] == "0"
 
 
-def test_a_version_1_successor_gets_no_index_and_the_node_serves_on(
-        server_factory, memfile, tsock):
-    """A successor that reads handover version 1 (the first builds with
-    takeovers) is offered 1: the sockets and their state, no DRAM index.
-    One that goes away before TAKEN leaves the node serving, its file
-    opened again."""
+# What a successor that reads versions up to v is sent: version 1, the
+# sockets and their state; 2, the DRAM index too (IMAGE); 3, after it
+# says GO.
+LISTENERS, CONNS, STATE, RELEASED, IMAGE, GO = 4, 5, 6, 7, 9, 10
+
+
+@pytest.mark.parametrize("version,sent", [
+    (1, [LISTENERS, CONNS, STATE, RELEASED]),
+    (2, [LISTENERS, CONNS, STATE, IMAGE, RELEASED]),
+    (3, [LISTENERS, CONNS, STATE, IMAGE, RELEASED])])
+def test_each_version_gets_what_it_reads_and_the_node_serves_on(
+        server_factory, memfile, tsock, version, sent):
+    """A successor is offered the newest version it reads, and sent what
+    that version holds.  One that goes away before TAKEN leaves the node
+    serving, its file opened again."""
     s = node(server_factory, memfile, tsock)
     want = fill(s, 100)
     types = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as t:
         t.settimeout(10)
         t.connect(tsock)
-        t.send(hello((1, 1)))
+        t.send(hello((1, version)))
         m = t.recv(200)
-        assert struct.unpack("=II", m[8:16]) == (2, 1)     # OFFER 1
-        while not types or types[-1] != 7:                  # RELEASED
+        assert struct.unpack("=II", m[8:16]) == (2, version)    # OFFER
+        if version >= 3:
+            assert m[28:34] == b"index "    # the size of the index to come
+            t.send(b"MCPM-TO\0" + struct.pack("=IIIII", GO, 0, 0,
+                                              os.getpid(), 0) + b"\0" * 100)
+        while not types or types[-1] != RELEASED:
             m, fds, _, _ = socket.recv_fds(t, 200, 300)
             for fd in fds:
                 os.close(fd)
             types.append(struct.unpack("=I", m[8:12])[0])
-    assert types == [4, 5, 6, 7]    # LISTENERS, CONNS, STATE, RELEASED
+    assert types == sent
     wait_for(lambda: serves(s.port), 10, "the node to serve on")
     assert s.proc.poll() is None
     assert_items(s, want)
