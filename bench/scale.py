@@ -43,8 +43,8 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import (binaries, free_port, request, rss_anon,  # noqa: E402
-                          stats)
+from server_probe import (binaries, free_port, rss_anon,  # noqa: E402
+                          start_timed, stats)
 PROBE_KEYS = 100000
 
 
@@ -63,24 +63,10 @@ class Node:
         self.cmd += args.server_args.split()
         self.proc = None
 
-    def start(self, deadline_s=600):
+    def start(self):
         """Seconds from exec to the first `version` reply."""
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        while True:
-            try:
-                request(self.port, b"version\r\n", b"\r\n", 1)
-                return time.monotonic() - t0
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise SystemExit("scale.py: the server exited (%d)"
-                                     % self.proc.returncode)
-                if time.monotonic() - t0 > deadline_s:
-                    raise SystemExit("scale.py: no reply in %d s"
-                                     % deadline_s)
-                time.sleep(0.001)
+        self.proc, took = start_timed(self.cmd, self.port, "scale.py")
+        return took
 
     def stop(self, sig):
         self.proc.send_signal(sig)

@@ -1,12 +1,13 @@
 """server_probe.py: what the Python benchmarks ask of a server: its
-binaries, a free loopback port, a request's reply, `stats`, and the
-process's anonymous memory (bench/dram.py, bench/scale.py,
-bench/large.py)."""
+binaries, a free loopback port, a timed start, a request's reply,
+`stats`, and the process's anonymous memory (bench/dram.py,
+bench/scale.py, bench/large.py, bench/takeover.py)."""
 
 import os
 import socket
 import subprocess
 import sys
+import time
 
 
 def binaries(root):
@@ -43,6 +44,27 @@ def request(port, req, end, timeout=10):
                 raise OSError("closed")
             buf += chunk
     return buf
+
+
+def start_timed(cmd, port, name, deadline_s=600):
+    """Start cmd, a server on port: (the process, seconds from exec to
+    its first `version` reply).  Exits the benchmark, named name, if the
+    server exits or does not answer in deadline_s."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    while True:
+        try:
+            request(port, b"version\r\n", b"\r\n", 1)
+            return proc, time.monotonic() - t0
+        except OSError:
+            if proc.poll() is not None:
+                sys.exit("%s: the server exited (%d)" % (name,
+                                                         proc.returncode))
+            if time.monotonic() - t0 > deadline_s:
+                sys.exit("%s: no reply in %d s" % (name, deadline_s))
+            time.sleep(0.001)
 
 
 def stats(port):

@@ -39,7 +39,8 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import binaries, free_port, request, stats  # noqa: E402
+from server_probe import (binaries, free_port, start_timed,  # noqa: E402
+                          stats)
 
 
 class Node:
@@ -61,22 +62,10 @@ class Node:
                                 stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
 
-    def start(self, deadline_s=600):
+    def start(self):
         """Seconds from exec to the first `version` reply."""
-        t0 = time.monotonic()
-        self.proc = self.spawn()
-        while True:
-            try:
-                request(self.port, b"version\r\n", b"\r\n", 1)
-                return time.monotonic() - t0
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise SystemExit("takeover.py: the server exited (%d)"
-                                     % self.proc.returncode)
-                if time.monotonic() - t0 > deadline_s:
-                    raise SystemExit("takeover.py: no reply in %d s"
-                                     % deadline_s)
-                time.sleep(0.001)
+        self.proc, took = start_timed(self.cmd, self.port, "takeover.py")
+        return took
 
     def take_over(self):
         """Seconds from the successor's exec to the old node's exit."""

@@ -16,7 +16,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define MAX_NOTIFY_FDS 253      /* SCM_MAX_FD */
+#include "memcached-pm/fdpass.h"
+
 
 /* A decimal environment variable's value, or -1 when unset or not a
  * number. */
@@ -115,30 +116,19 @@ notify_addr(struct sockaddr_un *sun)
 int
 sdaemon_notify(const char *state, const int *fds, size_t nfds)
 {
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int) * MAX_NOTIFY_FDS)];
-    } ctl;
+    union fdpass_ctl ctl;
     struct sockaddr_un sun;
     struct iovec iov = { (void *)state, strlen(state) };
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
     socklen_t len = notify_addr(&sun);
     int sock, rc;
 
-    if (len == 0 || nfds > MAX_NOTIFY_FDS) {
+    if (len == 0 || nfds > FDPASS_MAX) {
         return -1;
     }
     msg.msg_name = &sun;
     msg.msg_namelen = len;
-    if (nfds > 0) {
-        memset(&ctl, 0, sizeof(ctl));
-        msg.msg_control = ctl.buf;
-        msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-        ctl.h.cmsg_level = SOL_SOCKET;
-        ctl.h.cmsg_type = SCM_RIGHTS;
-        ctl.h.cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-        memcpy(CMSG_DATA(&ctl.h), fds, sizeof(int) * nfds);
-    }
+    fdpass_attach(&msg, &ctl, fds, nfds);
     sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (sock < 0) {
         return -1;

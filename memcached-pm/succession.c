@@ -64,7 +64,8 @@ add_given(int fd, enum given_origin origin)
 
 /* ---- systemd ---------------------------------------------------------- */
 
-/* The connections' fds out of the fd store, by the index in their name. */
+/* Connections' fds by their index in the state file: out of the fd
+ * store (the index in their name), or as a takeover sent them. */
 struct stored {
     int    *fds;
     size_t  n;
@@ -257,24 +258,11 @@ wait_file_free(int ms)
     return -1;
 }
 
-static int
-conn_fd(unsigned i, void *arg)
-{
-    struct takeover_got *got = arg;
-    int fd;
-
-    if (i >= got->nconns || got->conns[i] < 0) {
-        return -1;
-    }
-    fd = got->conns[i];
-    got->conns[i] = -1;
-    return fd;
-}
-
 /* Keep what a takeover brought: its listeners, its connections. */
 static void
 keep_got(struct takeover_got *got)
 {
+    struct stored st = { got->conns, got->nconns };
     char err[256];
 
     for (size_t i = 0; i < got->ngiven; i++) {
@@ -283,7 +271,7 @@ keep_got(struct takeover_got *got)
         }
     }
     if (got->state >= 0 &&
-        handover_load(got->state, &sc.conns, conn_fd, got, err,
+        handover_load(got->state, &sc.conns, stored_fd, &st, err,
                       sizeof(err)) != 0) {
         log_error("takeover: its connections are dropped: %s", err);
     }

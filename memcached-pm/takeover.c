@@ -16,11 +16,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "memcached-pm/fdpass.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/settings.h"
 
 #define MAGIC       "MCPM-TO"
-#define FDS_PER_MSG 250         /* SCM_MAX_FD is 253 */
+#define FDS_PER_MSG 250         /* of FDPASS_MAX */
 #define HELLO_MS    1000        /* a connector that says nothing in this
                                    long is no successor */
 #define REPLY_MS    10000       /* the running node offers within this */
@@ -36,10 +37,6 @@ struct msg {
     char     text[100];         /* REFUSE: why; HELLO: its build */
 };
 
-union ctl {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int) * FDS_PER_MSG)];
-};
 
 /* ---- messages --------------------------------------------------------- */
 
@@ -48,18 +45,10 @@ send_msg(int sock, const struct msg *m, const int *fds, size_t n)
 {
     struct iovec iov = { (void *)m, sizeof(*m) };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-    union ctl ctl;
+    union fdpass_ctl ctl;
     ssize_t rc;
 
-    if (n > 0) {
-        memset(&ctl, 0, sizeof(ctl));
-        mh.msg_control = ctl.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
-        ctl.h.cmsg_level = SOL_SOCKET;
-        ctl.h.cmsg_type = SCM_RIGHTS;
-        ctl.h.cmsg_len = CMSG_LEN(sizeof(int) * n);
-        memcpy(CMSG_DATA(&ctl.h), fds, sizeof(int) * n);
-    }
+    fdpass_attach(&mh, &ctl, fds, n);
     do {
         rc = sendmsg(sock, &mh, MSG_NOSIGNAL);
     } while (rc < 0 && errno == EINTR);
@@ -89,7 +78,7 @@ wait_readable(int sock, int ms)
 }
 
 /*
- * The next message, its fds into fds (room for FDS_PER_MSG; *n set).
+ * The next message, its fds into fds (room for FDPASS_MAX; *n set).
  * 0, or -1: the other end closed, a timeout, a message that is not one
  * of ours, or fds that did not fit (then none are kept).
  */
@@ -98,7 +87,7 @@ recv_msg(int sock, struct msg *m, int *fds, size_t *n, int ms)
 {
     struct iovec iov = { m, sizeof(*m) };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-    union ctl ctl;
+    union fdpass_ctl ctl;
     ssize_t rc;
 
     *n = 0;
@@ -161,7 +150,7 @@ takeover_send(int sock, enum takeover_msg what)
 int
 takeover_wait(int sock, enum takeover_msg what)
 {
-    int fds[FDS_PER_MSG];
+    int fds[FDPASS_MAX];
     struct msg m;
     size_t n;
 
@@ -250,7 +239,7 @@ int
 takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
                 char *why, size_t len)
 {
-    int fds[FDS_PER_MSG];
+    int fds[FDPASS_MAX];
     struct msg m;
     size_t n;
 
@@ -297,7 +286,7 @@ int
 takeover_connect(const char *path, struct takeover_peer *p, char *why,
                  size_t len)
 {
-    int fds[FDS_PER_MSG];
+    int fds[FDPASS_MAX];
     struct sockaddr_un sun;
     struct msg m;
     size_t n;
@@ -427,7 +416,7 @@ keep(struct takeover_got *got, const struct msg *m, const int *fds,
 int
 takeover_receive(struct takeover_peer *p, struct takeover_got *got)
 {
-    int fds[FDS_PER_MSG];
+    int fds[FDPASS_MAX];
     struct msg m;
     size_t n;
 
