@@ -32,6 +32,8 @@
                                    hands over has this long to finish */
 #define GONE_MS      60000      /* a node that refused a takeover stops
                                    within this */
+#define READY_MS     10000      /* a successor makes room for the index
+                                   within this (100M items: 0.3 s) */
 #define MAX_SOCKETS  4096       /* listening and UDP sockets handed on */
 
 static struct {
@@ -585,9 +587,12 @@ hand_over(struct takeover_peer *p)
 {
     int room = p->version >= 2 ? cache_image_room() : -1;
 
-    if (p->version >= 3 && takeover_wait(p->fd, TAKEOVER_GO) != 0) {
-        /* it went away while it made room: nothing has stopped */
-        log_error("takeover: pid %d went away before it was ready",
+    /* While the successor makes room this node serves on, its main
+     * thread (accepts, the clock) waiting: for a while only. */
+    if (p->version >= 3 &&
+        takeover_wait(p->fd, TAKEOVER_GO, READY_MS) != 0) {
+        /* it went away, or hangs: nothing has stopped */
+        log_error("takeover: pid %d was not ready: serving on",
                   (int)p->pid);
         if (room >= 0) {
             close(room);
@@ -613,7 +618,7 @@ hand_over(struct takeover_peer *p)
         return -1;
     }
     takeover_step("old", "released");
-    if (takeover_wait(p->fd, TAKEOVER_TAKEN) != 0) {
+    if (takeover_wait(p->fd, TAKEOVER_TAKEN, -1) != 0) {
         resume(p, true);
         return -1;
     }

@@ -148,13 +148,13 @@ takeover_send(int sock, enum takeover_msg what)
 }
 
 int
-takeover_wait(int sock, enum takeover_msg what)
+takeover_wait(int sock, enum takeover_msg what, int ms)
 {
     int fds[FDPASS_MAX];
     struct msg m;
     size_t n;
 
-    if (recv_msg(sock, &m, fds, &n, -1) != 0) {
+    if (recv_msg(sock, &m, fds, &n, ms) != 0) {
         return -1;
     }
     for (size_t i = 0; i < n; i++) {

@@ -94,9 +94,10 @@ int takeover_send_fds(int sock, enum takeover_msg what, const int *fds,
                       size_t n);
 int takeover_send(int sock, enum takeover_msg what);
 
-/* Wait for `what` from the other side.  0, or -1: it went away (or said
- * something else). */
-int takeover_wait(int sock, enum takeover_msg what);
+/* Wait for `what` from the other side, at most ms (-1: for as long as
+ * it lives).  0, or -1: it went away, said something else, or nothing
+ * in time. */
+int takeover_wait(int sock, enum takeover_msg what, int ms);
 
 /* ---- the successor ---------------------------------------------------- */
 
