@@ -13,9 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,9 +20,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,7 +32,6 @@
 #include "memcached-pm/listen.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
-#include "memcached-pm/portfile.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/sasl_cyrus.h"
 #include "memcached-pm/stats.h"
@@ -49,7 +42,6 @@
 #include "memcached-pm/restart.h"
 #include "memcached-pm/sdaemon.h"
 #include "memcached-pm/succession.h"
-#include "proto/response.h"
 #include "storage/cache.h"
 #include "storage/clock.h"
 

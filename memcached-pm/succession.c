@@ -9,11 +9,9 @@
 #include "memcached-pm/succession.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
