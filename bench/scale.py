@@ -43,8 +43,8 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import (binaries, free_port, rss_anon,  # noqa: E402
-                          start_timed, stats)
+from server_probe import (binaries, free_port, mcload_argv,  # noqa: E402
+                          remove_server, rss_anon, start_timed, stats)
 PROBE_KEYS = 100000
 
 
@@ -73,17 +73,11 @@ class Node:
         self.proc.wait(600)
 
     def remove(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for p in (self.path, self.path + ".meta"):
-            if os.path.exists(p):
-                os.unlink(p)
+        remove_server(self.proc, self.path)
 
 
 def mcload(args, port, *extra):
-    return [args.mcload, "--server", "127.0.0.1:%d" % port, "--json",
-            "--value-size", str(args.value_size)] + [str(e) for e in extra]
+    return mcload_argv(args.mcload, port, args.value_size, *extra)
 
 
 def run_json(argv):

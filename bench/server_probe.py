@@ -67,6 +67,23 @@ def start_timed(cmd, port, name, deadline_s=600):
             time.sleep(0.001)
 
 
+def remove_server(proc, path):
+    """Kill the server if it still runs, and remove its memory file and
+    what -e keeps beside it."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for p in (path, path + ".meta"):
+        if os.path.exists(p):
+            os.unlink(p)
+
+
+def mcload_argv(mcload, port, value_size, *extra):
+    """mcload against 127.0.0.1:port, printing JSON."""
+    return [mcload, "--server", "127.0.0.1:%d" % port, "--json",
+            "--value-size", str(value_size)] + [str(e) for e in extra]
+
+
 def stats(port):
     buf = request(port, b"stats\r\n", b"END\r\n")
     return dict(line.split(" ", 2)[1:] for line in buf.decode().split("\r\n")

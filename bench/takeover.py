@@ -39,8 +39,8 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import (binaries, free_port, start_timed,  # noqa: E402
-                          stats)
+from server_probe import (binaries, free_port, mcload_argv,  # noqa: E402
+                          remove_server, start_timed, stats)
 
 
 class Node:
@@ -78,17 +78,11 @@ class Node:
         return time.monotonic() - t0
 
     def remove(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for p in (self.path, self.path + ".meta"):
-            if os.path.exists(p):
-                os.unlink(p)
+        remove_server(self.proc, self.path)
 
 
 def mcload(args, port, *extra):
-    return [args.mcload, "--server", "127.0.0.1:%d" % port, "--json",
-            "--value-size", str(args.value_size)] + [str(e) for e in extra]
+    return mcload_argv(args.mcload, port, args.value_size, *extra)
 
 
 def check_items(port, n):
