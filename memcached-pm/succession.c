@@ -276,6 +276,9 @@ keep_got(struct takeover_got *got)
         log_error("takeover: its connections are dropped: %s", err);
     }
     if (got->released && got->image >= 0) {
+        if (settings.cache.image_fd >= 0) {
+            close(settings.cache.image_fd);     /* the fd store's: older */
+        }
         settings.cache.image_fd = got->image;   /* cache_init() takes it */
         got->image = -1;
     }
