@@ -678,7 +678,9 @@ assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
 {
     uint64_t s = atomic_load(&shape);
 
-    *hash_power_level = level_of(s);
+    /* memcached's readers take it for the power of two of buckets the
+     * table has reached: a table past 2^level has passed it */
+    *hash_power_level = level_of(s) + (split_of(s) > 0 ? 1 : 0);
     *hash_bytes = table != NULL ? buckets_of(s) * sizeof(uint32_t) : 0;
     *hash_is_expanding = atomic_load(&splitting);
 }

@@ -77,7 +77,9 @@ void assoc_thread_stop(void);
  * cheap, never blocks. */
 void assoc_maybe_expand(uint64_t curr_items);
 
-/* hash_power_level: log2 of the largest power of two of buckets;
+/* hash_power_level: log2 of the smallest power of two of buckets not
+ * below the table's (memcached's level once it has grown past as many
+ * items: after 131,072 items from 2^16, 17);
  * hash_bytes: the buckets in use; hash_is_expanding: splitting now. */
 void assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
                  uint64_t *hash_is_expanding);

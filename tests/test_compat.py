@@ -870,3 +870,43 @@ def test_meta_flag_pairs_same_as_memcached(servers, binary, cmd):
             if a != b:
                 diffs.append("%r: ours %r, memcached %r" % (req, a, b))
     assert not diffs, "\n".join(diffs[:20])
+
+
+def grown_to(c, items, nbytes):
+    """Wait until the table has settled after `items` sets (a growth runs
+    in the background on both servers) at `nbytes` of buckets or more;
+    its stats."""
+    def settled():
+        st = c.stats()
+        return st if (st["hash_is_expanding"] == "0" and
+                      int(st["curr_items"]) == items and
+                      int(st["hash_bytes"]) >= nbytes) else None
+    return wait_for(settled, 30, "the table to settle")
+
+
+@pytest.mark.parametrize("which", BOTH)
+@pytest.mark.parametrize("items,level", [(98000, 16), (131072, 17),
+                                         (400000, 19)])
+def test_hash_power_level_follows_memcacheds_rule(binary, which, items,
+                                                  level):
+    """hash_power_level is the power of two of buckets the table has
+    reached: memcached doubles its table past 1.5 items a bucket, so from
+    2^16 buckets 98,000 items leave it at 16, 131,072 (memcached's
+    t/restart.t) take it to 17, 400,000 to 19.  memcached-pm's table
+    grows a bucket at a time to the same 1.5 items a bucket and reports
+    the level it has reached; hash_bytes is what its buckets take."""
+    buckets = max(1 << 16, items * 2 // 3)
+    s = start_which(which, binary, "-o", "hashpower=16", "-m", "128")
+    try:
+        with s.conn(timeout=30) as c:
+            for i in range(items):
+                c.send(b"set hk%d 0 0 1 noreply\r\nv\r\n" % i)
+            c.sync()
+            # memcached-pm: 4 bytes a bucket; memcached: 8
+            st = grown_to(c, items, buckets * 4 if which == "memcached-pm"
+                          else 8 << level)
+            assert st["hash_power_level"] == str(level)
+            if which == "memcached-pm":
+                assert int(st["hash_bytes"]) == buckets * 4
+    finally:
+        s.stop()
