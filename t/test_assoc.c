@@ -546,7 +546,8 @@ test_expand_small(void)
     ok(assoc_thread_start(NULL) == 0, "expander starts");
     ok(wait_settled(100, 10), "expansion settles");
     stats(&p, NULL, NULL);
-    is_int(p, 6, "100 items grow 2^5 into level 6");
+    /* 66 buckets: past 2^6, as memcached's 2^7 for 100 items */
+    is_int(p, 7, "100 items grow 2^5 into level 7");
     is_int(buckets(), 66, "... to 66 buckets (1.5 items each)");
     assoc_maybe_expand(99);         /* exactly 1.5 x 66: no growth */
     usleep(100 * 1000);
@@ -671,7 +672,7 @@ test_paused_expansion(void)
     }
     ok(caught, "growth caught in the middle of a level");
     stats(&p, &b, &e);
-    is_int(p, 16, "level still 16 while splitting");
+    is_int(p, 17, "level 17 while 2^16 is split: reached");
     is_int(e, 0, "hash_is_expanding 0 once the expander stopped");
     ok(buckets() > (1u << 16) && buckets() < PAUSE_ITEMS * 2 / 3,
        "some buckets of level 16 split, not all wanted");
@@ -686,7 +687,7 @@ test_paused_expansion(void)
     ok(assoc_thread_start(NULL) == 0, "expander restarts");
     ok(wait_settled(PAUSE_ITEMS, 60), "resumed growth finishes");
     stats(&p, &b, &e);
-    is_int(p, 16, "level 16 after it");
+    is_int(p, 17, "level 17 after it");
     is_int(b, PAUSE_ITEMS * 2 / 3 * sizeof(uint32_t),
            "hash_bytes: 4 bytes a bucket, 1.5 items a bucket");
     ok(churn_while_paused(v, live, extra, 0), "all still right after");
@@ -967,8 +968,10 @@ main(void)
     locks_init(10);
     /* 1/7 deleted: 400k leave ~343k live (229k buckets, level 17), 100k
      * ~86k (57k buckets, level 15). */
-    grow_run(GROW_ITEMS, 1, 17, "400k, bulk 1");
-    grow_run(GROW_ITEMS / 4, 64, 15, "100k, bulk 64");
+    /* 6/7 of them live: 342,857 and 85,714 items, past 2^17 and 2^15
+     * buckets, as memcached's 2^18 and 2^16 */
+    grow_run(GROW_ITEMS, 1, 18, "400k, bulk 1");
+    grow_run(GROW_ITEMS / 4, 64, 16, "100k, bulk 64");
     locks_destroy();
     chunkid_destroy();
     return done_testing();
