@@ -64,7 +64,7 @@ exec_hit(struct thread_stats *ts, bool touch, const struct item *it)
 
 int
 exec_get_peek(struct thread_stats *ts, const char *key, size_t nkey,
-              uint32_t hv, uint32_t vmax,
+              uint32_t hv, uint32_t vmax, bool bump,
               int (*send)(const struct cache_view *v, void *arg), void *arg)
 {
     struct cache_view v;
@@ -74,6 +74,9 @@ exec_get_peek(struct thread_stats *ts, const char *key, size_t nkey,
         exec_miss(ts, false, CACHE_MISS);
         return 0;
     case CACHE_PEEK_HIT:
+        if (!bump) {
+            v.mark = 0;
+        }
         if (send(&v, arg) != 0) {
             return -1;
         }

@@ -34,10 +34,11 @@ void exec_hit(struct thread_stats *ts, bool touch, const struct item *it);
  * (conn_out_view(): 0) or cannot (-1), and in both cases has ended the
  * peek (cache_peek_end(); conn_out_view() does).  The hit or the miss is
  * counted here.  1: a hit sent, 0: a miss, -1: nothing done, answer
- * through the lock path.
+ * through the lock path.  bump: the hit marks the item for the LRU
+ * (fetched, then active); an mg with u does not.
  */
 int exec_get_peek(struct thread_stats *ts, const char *key, size_t nkey,
-                  uint32_t hv, uint32_t vmax,
+                  uint32_t hv, uint32_t vmax, bool bump,
                   int (*send)(const struct cache_view *v, void *arg),
                   void *arg);
 

@@ -132,7 +132,7 @@ bin_get(struct conn *c, const struct bin_request *r)
 
     if (!touch && settings.verbose <= 1) {
         peeked = exec_get_peek(c->stats, key, nkey, hv,
-                               CONN_VALUE_COPY_MAX - 2, out_view, &o);
+                               CONN_VALUE_COPY_MAX - 2, true, out_view, &o);
     }
     if (peeked < 0) {
         it = exec_get(c->stats, key, nkey, hv, touch,

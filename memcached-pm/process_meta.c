@@ -198,7 +198,8 @@ meta_get(struct conn *c, const struct meta *m)
 
     if (mg_peekable(m)) {
         peeked = exec_get_peek(c->stats, m->key.p, m->key.len, hv,
-                               CONN_VALUE_COPY_MAX - 2, mg_out, &o);
+                               CONN_VALUE_COPY_MAX - 2, !meta_has(m, 'u'),
+                               mg_out, &o);
     }
     if (peeked == 1) {
         return PROCESS_OK;

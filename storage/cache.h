@@ -148,8 +148,10 @@ struct item *cache_get(const char *key, size_t nkey, uint32_t hv,
  * is not there (a plain miss, never an expired or flushed one).
  * CACHE_PEEK_LOCK: use cache_get(): a change was under way, the table is
  * growing, or the hit needs what only the lock allows (an expired or
- * flushed item to unlink, an LRU bump or a move between tiers to make, a
- * chunked value or one longer than vmax, watch fetchers to tell).
+ * flushed item to unlink, a move between lists (flat LRU) or tiers to
+ * make, a chunked value or one longer than vmax, watch fetchers to tell).
+ * A hit's LRU mark (FETCHED, then ACTIVE) is set by cache_peek_end(), on
+ * the item's flags word alone, without the lock.
  */
 enum cache_peek { CACHE_PEEK_LOCK, CACHE_PEEK_MISS, CACHE_PEEK_HIT };
 
@@ -170,7 +172,10 @@ struct cache_view {
     bool        key_binary;     /* b: the key came base64-encoded */
     rel_time_t  atime;          /* l: last access */
     rel_time_t  exptime;        /* t */
-    uint32_t    hv, seq;        /* cache_peek_end()'s */
+    uint32_t    hv, seq;        /* cache_peek_end()'s: */
+    struct item *item;          /* the item, */
+    uint16_t    flags;          /* its flags as read, */
+    uint16_t    mark;           /* the LRU mark the hit sets (or 0) */
 };
 
 enum cache_peek cache_peek(const char *key, size_t nkey, uint32_t hv,

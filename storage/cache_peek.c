@@ -17,9 +17,12 @@
  * read is bounded by a header that the count vouched for: an item freed
  * and reused meanwhile is reused by its own class, in the same chunk.
  *
- * What the lock path does and this does not: the LRU bump (so a hit that
- * would change the item's flags or time takes the lock; a hot item is
- * active already and needs none), unlinking an expired or flushed item,
+ * A hit's LRU mark (FETCHED on the first, ACTIVE and the time on the
+ * second) is the one write: a compare-and-swap on the item's flags word
+ * against the flags the copy was made under, so that an item changed,
+ * unlinked or freed meanwhile is not marked; a hot item is active
+ * already and needs none.  What the lock path does and this does not: a
+ * move between lists (flat LRU), unlinking an expired or flushed item,
  * moving an item between tiers, chunked values, watch's fetch log.
  */
 #include "storage/cache.h"
@@ -59,16 +62,17 @@ read_header(const struct item *it, struct header *h)
 }
 
 /* Whether a hit on an item with this header can be served without the
- * lock. */
+ * lock; *mark: the LRU mark it sets. */
 static bool
-servable(const struct header *h, uint32_t vmax, rel_time_t now)
+servable(const struct header *h, uint32_t vmax, rel_time_t now,
+         uint16_t *mark)
 {
     bool flushed;
 
     return (h->flags & ITEM_LINKED) && !(h->flags & ITEM_CHUNKED) &&
            h->nbytes >= 2 && h->nbytes - 2 <= vmax &&
            !link_dead_at(h->exptime, h->time, now, &flushed) &&
-           !lru_hit_writes(h->flags, h->time, now) &&
+           lru_hit_lockfree(h->flags, h->time, now, mark) &&
            policy_on_hit_in(h->tier, (h->flags & ITEM_FETCHED) != 0) ==
            POLICY_STAY;
 }
@@ -128,8 +132,11 @@ cache_peek(const char *key, size_t nkey, uint32_t hv, uint32_t vmax,
     }
     if (ok) {
         read_header(it, &h);
-        if (locks_seq_same(hv, v->seq) && servable(&h, vmax, clock_now())) {
+        if (locks_seq_same(hv, v->seq) &&
+            servable(&h, vmax, clock_now(), &v->mark)) {
             fill_view(it, &h, v);
+            v->item = it;
+            v->flags = h.flags;
             return CACHE_PEEK_HIT;          /* cache_peek_end() leaves */
         }
     }
@@ -142,6 +149,12 @@ cache_peek_end(const struct cache_view *v)
 {
     bool same = locks_seq_same(v->hv, v->seq);
 
+    /* Still in the read section: the chunk is an item's of this class,
+     * and the flags word names the one the copy came from, or the mark
+     * is not set. */
+    if (same && v->mark != 0) {
+        lru_hit_mark(v->item, v->flags, v->mark);
+    }
     quiesce_exit();
     return same;
 }

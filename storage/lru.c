@@ -357,13 +357,34 @@ hit_flat(struct item *it)
 }
 
 bool
-lru_hit_writes(uint16_t flags, rel_time_t time, rel_time_t now)
+lru_hit_lockfree(uint16_t flags, rel_time_t time, rel_time_t now,
+                 uint16_t *mark)
 {
+    *mark = 0;
     if (!lru.opts->lru_segmented) {
-        return !(flags & ITEM_FETCHED) ||
-               (time + UPDATE_INTERVAL < now && (flags & ITEM_LINKED));
+        if (time + UPDATE_INTERVAL < now && (flags & ITEM_LINKED)) {
+            return false;
+        }
+        if (!(flags & ITEM_FETCHED)) {
+            *mark = ITEM_FETCHED;
+        }
+        return true;
     }
-    return !(flags & ITEM_ACTIVE);
+    if (!(flags & ITEM_ACTIVE)) {
+        *mark = (flags & ITEM_FETCHED) ? ITEM_ACTIVE : ITEM_FETCHED;
+    }
+    return true;
+}
+
+void
+lru_hit_mark(struct item *it, uint16_t seen, uint16_t mark)
+{
+    if (__atomic_compare_exchange_n(&it->flags, &seen,
+                                    (uint16_t)(seen | mark), false,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED) &&
+        mark == ITEM_ACTIVE) {
+        item_time_store(it, clock_now());
+    }
 }
 
 void

@@ -125,9 +125,18 @@ lru_is_cursor(const struct item *it)
  */
 void lru_hit(struct item *it);
 
-/* Whether lru_hit() on an item whose flags and time are these would
- * write anything (a lock-free reader leaves those hits to the lock). */
-bool lru_hit_writes(uint16_t flags, rel_time_t time, rel_time_t now);
+/*
+ * A hit without the lock (cache_peek.c): false when lru_hit() on an item
+ * whose flags and time are these would move it between lists (flat mode,
+ * once a minute): that one takes the lock.  Else *mark is the flag the
+ * hit sets (FETCHED or ACTIVE), or 0; lru_hit_mark() sets it on an item
+ * whose flags are still `seen` (a compare-and-swap: an item unlinked,
+ * freed or changed meanwhile is left as it is), ACTIVE with the time, as
+ * lru_hit() does.
+ */
+bool lru_hit_lockfree(uint16_t flags, rel_time_t time, rel_time_t now,
+                      uint16_t *mark);
+void lru_hit_mark(struct item *it, uint16_t seen, uint16_t mark);
 
 /* ---- the crawler's cursor ---------------------------------------------- */
 
