@@ -199,7 +199,7 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size, bool udp)
     c->fd = fd;
     c->is_udp = udp;
     c->proto = bound_proto();
-    c->base = o->base;
+    c->loop = o->loop;
     c->ring = o->ring;
     c->list = o->list;
     c->stats = o->stats;
@@ -296,8 +296,8 @@ conn_release(struct conn *c)
 {
     struct obuf *b, *next;
 
-    if (c->ev_flags != 0) {
-        event_del(&c->ev);
+    if (c->loop != NULL) {
+        evloop_forget(c->loop, &c->ev);
     }
     conn_list_del(c->list, c);
     release_refs(c);
@@ -337,6 +337,11 @@ conn_free(struct conn **cp)
                     c->is_unix ? 0 : 1, c->close_reason);
     }
     io_close(&c->tls);
+    /* Out of the epoll set first: a socket whose file lives on (a copy
+     * handed to a successor or kept in the fd store) would stay in it. */
+    if (c->loop != NULL) {
+        evloop_forget(c->loop, &c->ev);
+    }
     close(c->fd);
     conn_release(c);
     SERVER_STAT_DECR(curr_connections);

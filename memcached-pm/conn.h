@@ -27,8 +27,8 @@
 #include <pthread.h>
 
 #include <event2/event.h>
-#include <event2/event_struct.h>
 
+#include "memcached-pm/evloop.h"
 #include "memcached-pm/handover.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
@@ -107,8 +107,7 @@ struct conn {
                                         NULL: plain */
     enum conn_state  state;
     enum conn_proto  proto;
-    struct event     ev;
-    short            ev_flags;       /* what ev is registered for */
+    struct evsrc     ev;             /* on its worker's epoll loop */
     bool             is_unix;
     bool             is_udp;         /* a worker's UDP socket (udp.h) */
     bool             close_after_write;
@@ -138,7 +137,8 @@ struct conn {
     uint8_t          close_reason;   /* LOG_CLOSE_*, error unless set */
 
     /* what it shares with the other connections of its worker */
-    struct event_base   *base;
+    struct evloop       *loop;       /* epoll engine: the worker's loop
+                                        (evloop.h), else NULL */
     struct ring         *ring;       /* io_uring engine: the worker's ring
                                         (ring.h), else NULL */
     struct ring_io      *rio;        /* ... and its source on it */
@@ -204,7 +204,7 @@ struct conn_msg {
 
 /* The worker that will own a new connection. */
 struct conn_owner {
-    struct event_base   *base;
+    struct evloop       *loop;          /* NULL: io_uring */
     struct ring         *ring;          /* NULL: epoll */
     struct conn_list    *list;
     struct thread_stats *stats;

@@ -8,9 +8,11 @@
 
 #include "memcached-pm/machine.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "memcached-pm/evloop.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
@@ -46,7 +48,7 @@ static __thread struct conn *parked;
 /* ---- events ----------------------------------------------------------- */
 
 static void
-on_event(evutil_socket_t fd, short what, void *arg)
+on_event(int fd, short what, void *arg)
 {
     struct conn *c = arg;
 
@@ -64,18 +66,9 @@ conn_wait(struct conn *c, short flags)
         ring_wait(c->rio, flags);
         return;
     }
-    if (c->ev_flags == flags) {
-        return;
+    if (evloop_want(c->loop, &c->ev, flags) != 0) {
+        log_error("conn %d: epoll_ctl: %s", c->fd, strerror(errno));
     }
-    if (c->ev_flags != 0) {
-        event_del(&c->ev);
-    }
-    event_assign(&c->ev, c->base, c->fd, flags | EV_PERSIST,
-                 on_event, c);
-    if (event_add(&c->ev, NULL) != 0) {
-        log_error("conn %d: event_add failed", c->fd);
-    }
-    c->ev_flags = flags;
 }
 
 void
@@ -89,6 +82,8 @@ machine_start(struct conn *c)
             conn_free(&c);
             return;
         }
+    } else {
+        evsrc_init(&c->ev, c->fd, on_event, c);
     }
     conn_wait(c, EV_READ);
 }
@@ -480,7 +475,7 @@ state_write(struct conn *c, bool *stop)
         if (c->rio != NULL) {
             ring_again(c->rio, EV_READ);
         } else {
-            event_active(&c->ev, EV_READ, 0);
+            evloop_activate(c->loop, &c->ev, EV_READ);
         }
         return CONN_PARSE;
     }
@@ -577,7 +572,7 @@ machine_adopt(struct conn *c)
     if (c->rio != NULL) {
         ring_again(c->rio, EV_READ);
     } else {
-        event_active(&c->ev, EV_READ, 0);
+        evloop_activate(c->loop, &c->ev, EV_READ);
     }
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/conn.h"
+#include "memcached-pm/evloop.h"
 #include "memcached-pm/given.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
@@ -231,7 +232,7 @@ run_datagram(struct udp_port *u, unsigned i, size_t len)
     drop_unfinished(c);
 }
 
-static void on_udp(evutil_socket_t fd, short what, void *arg);
+static void on_udp(int fd, short what, void *arg);
 
 static void
 wait_for(struct udp_port *u, short what)
@@ -243,13 +244,13 @@ wait_for(struct udp_port *u, short what)
         ring_wait(c->rio, what);
         return;
     }
-    event_del(&c->ev);
-    event_assign(&c->ev, c->base, c->fd, what | EV_PERSIST, on_udp, u);
-    event_add(&c->ev, NULL);
+    if (evloop_want(c->loop, &c->ev, what) != 0) {
+        log_error("udp %d: epoll_ctl: %s", c->fd, strerror(errno));
+    }
 }
 
 static void
-on_udp(evutil_socket_t fd, short what, void *arg)
+on_udp(int fd, short what, void *arg)
 {
     struct udp_port *u = arg;
 
@@ -536,9 +537,8 @@ udp_attach(unsigned id, const struct conn_owner *o)
             ring_wait(c->rio, EV_READ);
             continue;
         }
-        c->ev_flags = EV_READ;
-        event_assign(&c->ev, c->base, c->fd, EV_READ | EV_PERSIST, on_udp, u);
-        if (event_add(&c->ev, NULL) != 0) {
+        evsrc_init(&c->ev, c->fd, on_udp, u);
+        if (evloop_want(c->loop, &c->ev, EV_READ) != 0) {
             return -1;
         }
     }

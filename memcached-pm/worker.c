@@ -1,5 +1,5 @@
 /*
- * worker.c: worker threads, each running its own event base (worker.h).
+ * worker.c: worker threads, each running its own event loop (worker.h).
  */
 #include "config.h"
 
@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "memcached-pm/evloop.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/machine.h"
@@ -48,7 +49,7 @@ static int napi_last = -1;        /* the last worker given an id */
 static void
 owner_of(struct worker *w, struct conn_owner *o)
 {
-    o->base = w->base;
+    o->loop = w->loop;
     o->ring = w->ring;
     o->list = w->list;
     o->stats = w->stats;
@@ -130,7 +131,7 @@ finish(struct worker *w)
         w->notify_io = NULL;
         ring_break(w->ring);
     } else {
-        event_base_loopbreak(w->base);
+        evloop_break(w->loop);
     }
 }
 
@@ -162,7 +163,7 @@ leave_all(struct worker *w)
 }
 
 static void
-on_notify(evutil_socket_t fd, short what, void *arg)
+on_notify(int fd, short what, void *arg)
 {
     struct worker *w = arg;
     uint64_t n;
@@ -194,7 +195,7 @@ on_notify(evutil_socket_t fd, short what, void *arg)
 /* Once a second: close connections idle for longer than idle_timeout,
  * and TLS clients that have not finished their handshake in time. */
 static void
-on_tick(evutil_socket_t fd, short what, void *arg)
+on_tick(int fd, short what, void *arg)
 {
     struct worker *w = arg;
     rel_time_t now = clock_now();
@@ -238,14 +239,16 @@ worker_main(void *arg)
         /* with group commit, a sync after every pass, before its replies */
         ring_run(w->ring, cache_group_join() ? machine_end_pass : NULL);
     } else if (!cache_group_join()) {
-        event_base_dispatch(w->base);
+        if (evloop_run(w->loop, false) != 0) {
+            log_error("worker %u: epoll_wait: %s", w->id, strerror(errno));
+        }
     } else {
         /* Group commit: a sync after every pass, before its replies. */
         for (;;) {
-            int rc = event_base_loop(w->base, EVLOOP_ONCE);
+            int rc = evloop_run(w->loop, true);
 
             machine_end_pass();
-            if (rc != 0 || event_base_got_break(w->base)) {
+            if (rc != 0 || evloop_broken(w->loop)) {
                 break;
             }
         }
@@ -285,33 +288,17 @@ ring_setup(struct worker *w)
 static int
 worker_setup(struct worker *w, unsigned id, struct conn_list *list)
 {
-    struct timeval sec = { 1, 0 };
-    struct event_config *cfg = event_config_new();
     struct conn_owner o;
 
     w->id = id;
     w->stats = &stats.threads[id];
     w->list = list;
     pthread_mutex_init(&w->lock, NULL);
-    if (cfg == NULL) {
-        return -1;
-    }
     if (lookahead_init(&w->la) != 0) {
-        event_config_free(cfg);
         return -1;
     }
-    /* A base is touched by its own thread only.  Nothing here reads
-     * libevent's cached time (the server keeps its own clock), so the
-     * clock read it would make after every epoll_wait is skipped. */
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_NO_CACHE_TIME);
-    w->base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
     w->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->base == NULL || w->notify_fd < 0) {
-        return -1;
-    }
-    if (ring_setup(w) != 0) {
+    if (w->notify_fd < 0 || ring_setup(w) != 0) {
         return -1;
     }
     if (w->ring != NULL) {
@@ -321,9 +308,11 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
         }
         ring_wait(w->notify_io, EV_READ);
     } else {
-        w->notify_ev = event_new(w->base, w->notify_fd, EV_READ | EV_PERSIST,
-                                 on_notify, w);
-        if (w->notify_ev == NULL || event_add(w->notify_ev, NULL) != 0) {
+        if ((w->loop = evloop_new()) == NULL) {
+            return -1;
+        }
+        evsrc_init(&w->notify_ev, w->notify_fd, on_notify, w);
+        if (evloop_want(w->loop, &w->notify_ev, EV_READ) != 0) {
             return -1;
         }
     }
@@ -338,10 +327,7 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
                             settings.ssl_enabled)) {
         ring_set_tick(w->ring, on_tick, w);
     } else if (settings.idle_timeout > 0 || settings.ssl_enabled) {
-        w->tick_ev = event_new(w->base, -1, EV_PERSIST, on_tick, w);
-        if (w->tick_ev == NULL || event_add(w->tick_ev, &sec) != 0) {
-            return -1;
-        }
+        evloop_tick(w->loop, on_tick, w);
     }
     return 0;
 }
@@ -476,14 +462,8 @@ worker_teardown(struct worker *w)
         close(p->fd);
         pending_free(p);
     }
-    if (w->notify_ev != NULL) {
-        event_free(w->notify_ev);
-    }
     ring_free(w->ring);
-    if (w->tick_ev != NULL) {
-        event_free(w->tick_ev);
-    }
-    event_base_free(w->base);
+    evloop_free(w->loop);
     lookahead_destroy(&w->la);
     close(w->notify_fd);
     pthread_mutex_destroy(&w->lock);

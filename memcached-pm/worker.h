@@ -1,7 +1,8 @@
 /*
  * worker.h: the worker threads and the hand-off of accepted connections.
  *
- * Each worker owns an event base and the connections given to it.  The
+ * Each worker owns an event loop (evloop.h, or its io_uring ring: ring.h)
+ * and the connections given to it.  The
  * listener (main thread) hands a new fd over by pushing it on the worker's
  * small queue and writing to the worker's eventfd; that queue's mutex is
  * touched once per connection, never per request.
@@ -15,6 +16,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/conn.h"
+#include "memcached-pm/evloop.h"
 #include "memcached-pm/handover.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/stats.h"
@@ -30,12 +32,11 @@ struct ring_io;
 struct worker {
     unsigned             id;
     pthread_t            thread;
-    struct event_base   *base;
+    struct evloop       *loop;           /* epoll engine (evloop.h) */
     int                  notify_fd;      /* eventfd */
-    struct event        *notify_ev;
-    struct event        *tick_ev;        /* idle timeout, once a second */
+    struct evsrc         notify_ev;      /* ... on the loop */
     struct ring         *ring;           /* io_uring engine (ring.h), or
-                                            NULL: libevent on epoll */
+                                            NULL: the loop above */
     struct ring_io      *notify_io;      /* ... notify_fd on it */
     pthread_mutex_t      lock;           /* guards pending and the flags
                                             below it */
