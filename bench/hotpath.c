@@ -127,6 +127,7 @@ static void
 step(struct worker *w)
 {
     const struct key *k = &keys[nkeys == 1 ? 0 : next_rand(&w->rng) % nkeys];
+    struct prefetch_key pk;
     struct cache_view v;
 
     switch (mode) {
@@ -134,7 +135,8 @@ step(struct worker *w)
         get_ref(k, w);
         break;
     case MODE_PEEK:
-        switch (cache_peek(k->s, k->n, k->hv, VALUE_LEN, &v)) {
+        prefetch_key_set(&pk, k->s, k->n, k->hv);
+        switch (cache_peek(&pk, VALUE_LEN, &v)) {
         case CACHE_PEEK_HIT:
             memcpy(w->buf, v.value, v.vlen + 2);
             if (cache_peek_end(&v)) {

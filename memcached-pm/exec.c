@@ -63,13 +63,13 @@ exec_hit(struct thread_stats *ts, bool touch, const struct item *it)
 }
 
 int
-exec_get_peek(struct thread_stats *ts, const char *key, size_t nkey,
-              uint32_t hv, uint32_t vmax, bool bump,
+exec_get_peek(struct thread_stats *ts, const struct prefetch_key *k,
+              uint32_t vmax, bool bump,
               int (*send)(const struct cache_view *v, void *arg), void *arg)
 {
     struct cache_view v;
 
-    switch (cache_peek(key, nkey, hv, vmax, &v)) {
+    switch (cache_peek(k, vmax, &v)) {
     case CACHE_PEEK_MISS:
         exec_miss(ts, false, CACHE_MISS);
         return 0;

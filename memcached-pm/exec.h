@@ -37,8 +37,8 @@ void exec_hit(struct thread_stats *ts, bool touch, const struct item *it);
  * through the lock path.  bump: the hit marks the item for the LRU
  * (fetched, then active); an mg with u does not.
  */
-int exec_get_peek(struct thread_stats *ts, const char *key, size_t nkey,
-                  uint32_t hv, uint32_t vmax, bool bump,
+int exec_get_peek(struct thread_stats *ts, const struct prefetch_key *k,
+                  uint32_t vmax, bool bump,
                   int (*send)(const struct cache_view *v, void *arg),
                   void *arg);
 

@@ -85,9 +85,7 @@ add_keys(const struct request *req, struct prefetch_key *pf, unsigned n,
     if (key.len == 0 || key.len > PROTO_KEY_MAX) {
         return n;
     }
-    pf[n].key = key.p;
-    pf[n].nkey = key.len;
-    pf[n].hv = hash_key(key.p, key.len);
+    prefetch_key_set(&pf[n], key.p, key.len, hash_key(key.p, key.len));
     return n + 1;
 }
 
@@ -100,13 +98,14 @@ lookahead_pipeline(struct conn *c, const struct request *first, size_t len)
     const char *buf = c->rbuf + c->rstart;
     size_t have = c->rend - c->rstart, off = len;
     size_t data = data_bytes(first);
+    bool first_key;
 
     if (max < 2 || first->type == REQ_ERROR || data > have - off) {
         return 0;
     }
     off += data;
     n = add_keys(first, pf, 0, max);
-    w->memo = n > 0 ? pf[0] : (struct prefetch_key){ 0 };
+    first_key = n > 0;
     while (n < max && k < max && off < have) {
         struct ahead_req *a = &w->ahead[k];
         ssize_t line = text_parse(&a->req, buf + off, have - off);
@@ -120,7 +119,7 @@ lookahead_pipeline(struct conn *c, const struct request *first, size_t len)
             break;
         }
         m = add_keys(&a->req, pf, n, max);
-        a->key = m > n ? pf[n] : (struct prefetch_key){ 0 };
+        a->pf_at = m > n ? n : NO_KEY;
         a->off = c->rstart + off;
         a->len = (size_t)line;
         n = m;
@@ -131,6 +130,15 @@ lookahead_pipeline(struct conn *c, const struct request *first, size_t len)
     w->n = k;
     w->next = 0;
     lookahead_walk(c, pf, n);
+    /* Each request keeps its key with the walk's answer: a multiget
+     * among them walks its own keys in this batch's room. */
+    w->memo = first_key ? pf[0] : (struct prefetch_key){ 0 };
+    for (unsigned i = 0; i < k; i++) {
+        struct ahead_req *a = &w->ahead[i];
+
+        a->key = a->pf_at != NO_KEY ? pf[a->pf_at]
+                                    : (struct prefetch_key){ 0 };
+    }
     return off;
 }
 
@@ -144,9 +152,8 @@ bin_add_key(const struct bin_request *r, struct prefetch_key *pf, unsigned n)
         r->cmd == BIN_CMD_SASL || r->key.len == 0) {
         return n;
     }
-    pf[n].key = r->key.p;
-    pf[n].nkey = r->key.len;
-    pf[n].hv = hash_key(r->key.p, r->key.len);
+    prefetch_key_set(&pf[n], r->key.p, r->key.len,
+                     hash_key(r->key.p, r->key.len));
     return n + 1;
 }
 

@@ -33,12 +33,16 @@
 #include "storage/hash.h"
 #include "storage/prefetch.h"
 
+#define NO_KEY PREFETCH_BATCH_MAX
+
 /* A request of a pipeline parsed ahead; it runs from here instead of
  * being parsed a second time. */
 struct ahead_req {
     size_t              off;     /* where its line starts in the rbuf */
     size_t              len;     /* the line's length */
-    struct prefetch_key key;     /* its first key, hashed (key NULL: none) */
+    struct prefetch_key key;     /* its first key, hashed and walked (key
+                                    NULL: none) */
+    unsigned            pf_at;   /* ... its place in the batch, or NO_KEY */
     struct request      req;
 };
 
@@ -108,6 +112,22 @@ lookahead_hash(const struct conn *c, const char *key, size_t nkey)
     return hash_key(key, nkey);
 }
 
+/* The running request's key: the look-ahead's (hashed, and walked with
+ * the keys after it) when it parsed those very bytes, else *k, hashed
+ * now. */
+static inline const struct prefetch_key *
+lookahead_key(const struct conn *c, const char *key, size_t nkey,
+              struct prefetch_key *k)
+{
+    const struct prefetch_key *m = &c->la->memo;
+
+    if (m->key == key && m->nkey == nkey) {
+        return m;
+    }
+    prefetch_key_set(k, key, nkey, hash_key(key, nkey));
+    return k;
+}
+
 /* The running request's one key, when the look-ahead split and hashed
  * it (a one-key get: its key list is that key), else NULL. */
 static inline const struct prefetch_key *
@@ -128,10 +148,9 @@ lookahead_keys(const struct conn *c, struct token *cursor,
     unsigned n = 0;
 
     while (n < max && text_next_key(cursor, &key) > 0) {
-        pf[n].key = key.p;
-        pf[n].nkey = key.len;
-        pf[n].hv = c != NULL ? lookahead_hash(c, key.p, key.len)
-                             : hash_key(key.p, key.len);
+        prefetch_key_set(&pf[n], key.p, key.len,
+                         c != NULL ? lookahead_hash(c, key.p, key.len)
+                                   : hash_key(key.p, key.len));
         n++;
     }
     return n;

@@ -97,9 +97,8 @@ get_one(struct conn *c, const struct prefetch_key *key, bool touch,
 
     /* -vv logs each value sent, from the item: that path keeps the lock. */
     if (!touch && settings.verbose <= 1 &&
-        (peeked = exec_get_peek(c->stats, key->key, key->nkey, key->hv,
-                                CONN_VALUE_COPY_MAX - 2, true, out_view,
-                                &o)) >= 0) {
+        (peeked = exec_get_peek(c->stats, key, CONN_VALUE_COPY_MAX - 2,
+                                true, out_view, &o)) >= 0) {
         if (settings.detail_enabled) {
             detail_record(key->key, key->nkey, DETAIL_GET, peeked == 1);
         }

@@ -125,17 +125,18 @@ bin_get(struct conn *c, const struct bin_request *r)
     const char *key = r->key.p;
     size_t nkey = r->key.len;
     bool touch = r->cmd != BIN_CMD_GET;
-    uint32_t hv = lookahead_hash(c, key, nkey);
+    struct prefetch_key own;
+    const struct prefetch_key *k = lookahead_key(c, key, nkey, &own);
     struct view_out o = { c, r->with_key };
     struct item *it = NULL;
     int peeked = -1;
 
     if (!touch && settings.verbose <= 1) {
-        peeked = exec_get_peek(c->stats, key, nkey, hv,
-                               CONN_VALUE_COPY_MAX - 2, true, out_view, &o);
+        peeked = exec_get_peek(c->stats, k, CONN_VALUE_COPY_MAX - 2, true,
+                               out_view, &o);
     }
     if (peeked < 0) {
-        it = exec_get(c->stats, key, nkey, hv, touch,
+        it = exec_get(c->stats, key, nkey, k->hv, touch,
                       touch ? clock_realtime(r->exptime) : 0);
     }
     if (settings.detail_enabled) {

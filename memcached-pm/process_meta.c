@@ -187,7 +187,10 @@ mg_out(const struct cache_view *v, void *arg)
 static enum process_result
 meta_get(struct conn *c, const struct meta *m)
 {
-    uint32_t hv = lookahead_hash(c, m->key.p, m->key.len);
+    struct prefetch_key own;
+    const struct prefetch_key *k = lookahead_key(c, m->key.p, m->key.len,
+                                                 &own);
+    uint32_t hv = k->hv;
     struct meta_result r = { 0 };
     struct mg_view o = { m, false, c };
     struct cache_mget a;
@@ -197,9 +200,8 @@ meta_get(struct conn *c, const struct meta *m)
     bool value;
 
     if (mg_peekable(m)) {
-        peeked = exec_get_peek(c->stats, m->key.p, m->key.len, hv,
-                               CONN_VALUE_COPY_MAX - 2, !meta_has(m, 'u'),
-                               mg_out, &o);
+        peeked = exec_get_peek(c->stats, k, CONN_VALUE_COPY_MAX - 2,
+                               !meta_has(m, 'u'), mg_out, &o);
     }
     if (peeked == 1) {
         return PROCESS_OK;

@@ -697,10 +697,12 @@ assoc_bucket_hint(uint32_t hv)
 }
 
 const struct item *
-assoc_hint_head(const void *hint)
+assoc_hint_head(const void *hint, bool *empty)
 {
-    return chunkid_peek(__atomic_load_n((const uint32_t *)hint,
-                                        __ATOMIC_RELAXED));
+    uint32_t id = __atomic_load_n((const uint32_t *)hint, __ATOMIC_RELAXED);
+
+    *empty = id == 0;
+    return chunkid_peek(id);
 }
 
 /* ---- walk ------------------------------------------------------------- */

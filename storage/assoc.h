@@ -93,9 +93,9 @@ void assoc_walk(int (*fn)(struct item *it, void *ctx), void *ctx);
 
 /* Address of the bucket slot hv maps to, for prefetch; no lock needed,
  * the slot is only a hint.  assoc_hint_head() reads the first item of the
- * slot's chain, lock-free (chunkid_peek()): NULL for an empty bucket or a
- * stale id. */
+ * slot's chain, lock-free (chunkid_peek()): NULL for an empty bucket
+ * (*empty) or a stale id. */
 const void *assoc_bucket_hint(uint32_t hv);
-const struct item *assoc_hint_head(const void *hint);
+const struct item *assoc_hint_head(const void *hint, bool *empty);
 
 #endif

@@ -27,6 +27,7 @@
 #include "storage/metrics.h"
 #include "storage/observe.h"
 #include "storage/options.h"
+#include "storage/prefetch.h"
 #include "storage/status.h"
 
 enum cache_op {
@@ -178,8 +179,10 @@ struct cache_view {
     uint16_t    mark;           /* the LRU mark the hit sets (or 0) */
 };
 
-enum cache_peek cache_peek(const char *key, size_t nkey, uint32_t hv,
-                           uint32_t vmax, struct cache_view *v);
+/* k: the key and its hash, and what a batched walk found (prefetch.h;
+ * its answer is taken while the stripe count vouches for it). */
+enum cache_peek cache_peek(const struct prefetch_key *k, uint32_t vmax,
+                           struct cache_view *v);
 bool cache_peek_end(const struct cache_view *v);
 
 /* cache_get() that also sets a new exptime on a hit (touch, gat). */

@@ -9,7 +9,10 @@
  * only then trusts the header; after copying the value it checks once
  * more.  Every holder of the stripe's lock makes the count odd while it
  * works, so any change to the chain or to an item on it between the
- * first read and the last check is seen, and the copy thrown away.
+ * first read and the last check is seen, and the copy thrown away.  A
+ * key of a batch the look-ahead walked (prefetch.h) may come with the
+ * walk's answer and the count it was read under: with the count still
+ * the same, the chain is not walked again.
  *
  * Why the reads are safe even when they race a change: the reader is in
  * a read section (quiesce.h), so no page it may be reading is given back
@@ -108,10 +111,29 @@ fill_view(const struct item *it, const struct header *h,
     v->exptime = h->exptime;
 }
 
-enum cache_peek
-cache_peek(const char *key, size_t nkey, uint32_t hv, uint32_t vmax,
-           struct cache_view *v)
+/* The key's item, or NULL (*ok: that is the answer), in a read section:
+ * a walk's answer while the count still vouches for it, else the chain
+ * read again. */
+static struct item *
+lookup(const struct prefetch_key *k, struct cache_view *v, bool *ok)
 {
+    if (k->sure && locks_seq_same(k->hv, k->seq)) {
+        v->seq = k->seq;
+        *ok = true;
+        return (struct item *)k->found;
+    }
+    v->seq = locks_seq_begin(k->hv);
+    if (v->seq & 1) {
+        *ok = false;
+        return NULL;
+    }
+    return assoc_peek(k->key, k->nkey, k->hv, v->seq, ok);
+}
+
+enum cache_peek
+cache_peek(const struct prefetch_key *k, uint32_t vmax, struct cache_view *v)
+{
+    uint32_t hv = k->hv;
     struct header h;
     struct item *it;
     bool ok;
@@ -120,12 +142,8 @@ cache_peek(const char *key, size_t nkey, uint32_t hv, uint32_t vmax,
         return CACHE_PEEK_LOCK;
     }
     v->hv = hv;
-    v->seq = locks_seq_begin(hv);
-    if (v->seq & 1) {
-        return CACHE_PEEK_LOCK;
-    }
     quiesce_enter();
-    it = assoc_peek(key, nkey, hv, v->seq, &ok);
+    it = lookup(k, v, &ok);
     if (ok && it == NULL) {
         quiesce_exit();
         return CACHE_PEEK_MISS;

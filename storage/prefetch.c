@@ -69,6 +69,7 @@ advance(struct prefetch_key *k, enum step s, const void **at,
 {
     const struct item *it;
     uint16_t flags;
+    bool empty;
 
     switch (s) {
     case STEP_SLOT:
@@ -80,8 +81,14 @@ advance(struct prefetch_key *k, enum step s, const void **at,
         locks_prefetch(k->hv);
         return STEP_HEAD;
     case STEP_HEAD:
-        it = assoc_hint_head(*at);
+        /* The count, then the slot, as a lookup reads them: with the
+         * table or its split point moved since STEP_SLOT, the slot is
+         * another one and the answer only a hint. */
+        k->seq = locks_seq_begin(k->hv);
+        k->sure = !(k->seq & 1) && assoc_bucket_hint(k->hv) == *at;
+        it = assoc_hint_head(*at, &empty);
         if (it == NULL) {
+            k->sure = k->sure && empty;
             return STEP_DONE;
         }
         prefetch_item(it);
@@ -99,7 +106,11 @@ advance(struct prefetch_key *k, enum step s, const void **at,
             return STEP_DONE;
         }
         it = load_ptr((const struct item *const *)&it->h_next);
-        if (it == NULL || ++*depth > PREFETCH_CHAIN_MAX) {
+        if (it == NULL) {
+            return STEP_DONE;
+        }
+        if (++*depth > PREFETCH_CHAIN_MAX) {
+            k->sure = false;
             return STEP_DONE;
         }
         prefetch_item(it);
@@ -122,6 +133,7 @@ walk_window(struct prefetch_key *keys, unsigned n, bool values)
     for (unsigned i = 0; i < n; i++) {
         step[i] = STEP_SLOT;
         keys[i].found = NULL;
+        keys[i].sure = false;
     }
     while (left > 0) {
         for (unsigned i = 0; i < n; i++) {

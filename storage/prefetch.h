@@ -27,7 +27,15 @@
  *
  * Safety: the walk reads slots and item fields that other threads change
  * under their locks, with relaxed atomic loads; what it sees may be stale,
- * which costs one useless prefetch and nothing else.  The memory it reads
+ * which costs one useless prefetch and nothing else.
+ *
+ * The walk's answer: before it reads a key's slot it notes the count of
+ * the key's lock stripe (locks.h), and a walk that reached the end of the
+ * chain, or the key, with that count even is sure of its answer for as
+ * long as the count stays the same, since every change of the chain and
+ * of the items on it is made under that stripe's lock.  cache_peek()
+ * checks the count and takes the answer instead of walking the chain a
+ * second time.  The memory it reads
  * is never unmapped under it: a walk is a read section (quiesce.h), and a
  * hash table replaced by an expansion or a slab page given back to the
  * system is freed only after quiesce_wait().
@@ -50,10 +58,22 @@ struct prefetch_key {
     const char *key;
     size_t      nkey;
     uint32_t    hv;             /* hash_key(key, nkey) */
-    /* out: the item whose key matched as the walk passed, or NULL; a
-     * hint (for tests), never a reference */
+    /* out: the item whose key matched as the walk passed, or NULL; never
+     * a reference */
     const struct item *found;
+    /* out: found is the answer (the key's item, or NULL: none) while the
+     * key's stripe count is still seq (the walk's answer, above) */
+    bool        sure;
+    uint32_t    seq;
 };
+
+/* A key to walk or look up, its hash known; no answer yet. */
+static inline void
+prefetch_key_set(struct prefetch_key *k, const char *key, size_t nkey,
+                 uint32_t hv)
+{
+    *k = (struct prefetch_key){ .key = key, .nkey = nkey, .hv = hv };
+}
 
 /* Walk keys[0..n) as above; `values`: prefetch the values of the items
  * found too (reads).  Any thread, no lock held or taken. */

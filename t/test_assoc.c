@@ -239,6 +239,14 @@ wait_settled(uint64_t items, int seconds)
 
 /* ---- batched prefetch ------------------------------------------------- */
 
+static const struct item *
+head_of(uint32_t hv)
+{
+    bool empty;
+
+    return assoc_hint_head(assoc_bucket_hint(hv), &empty);
+}
+
 /* Position of `it` in its chain (0: the bucket's first), or -1. */
 static int
 chain_pos(const struct item *it)
@@ -248,7 +256,7 @@ chain_pos(const struct item *it)
     int pos = 0;
 
     locks_lock(hv);
-    p = assoc_hint_head(assoc_bucket_hint(hv));
+    p = head_of(hv);
     while (p != NULL && p != it) {
         p = p->h_next;
         pos++;
@@ -292,6 +300,16 @@ prefetch_agrees(struct item **v, uint32_t n, unsigned batch)
 
         if (want != NULL && chain_pos(want) >= PREFETCH_CHAIN_MAX) {
             want = NULL;
+        }
+        if (k[i].sure && k[i].found != find_locked(k[i].key, k[i].nkey)) {
+            printf("# key %.*s: the walk is sure of a wrong answer\n",
+                   (int)k[i].nkey, k[i].key);
+            good = 0;
+        }
+        if (want != NULL && !k[i].sure) {
+            printf("# key %.*s: found, but the walk is not sure\n",
+                   (int)k[i].nkey, k[i].key);
+            good = 0;
         }
         if (k[i].found != want) {
             printf("# key %.*s: walk found %p, lookup %p\n",
@@ -356,7 +374,7 @@ test_prefetch_chains(void)
        "batches of 1..300");
     {
         struct prefetch_key k = { ikey(all[0]), all[0]->nkey, ihash(all[0]),
-                                  all[1] };
+                                  all[1], false, 0 };
 
         prefetch_walk(&k, 0, true);
         ok(k.found == all[1], "an empty batch touches no key");
@@ -413,7 +431,7 @@ test_basic(void)
     ok(assoc_find("abcde", 5, hv) == NULL, "a prefix does not match");
     ok(assoc_find("abcdeX", 6, hv) == NULL, "last byte must match");
     ok(assoc_find("abcdefg", 7, hv) == NULL, "a longer key does not match");
-    ok(assoc_hint_head(assoc_bucket_hint(hv)) == a,
+    ok(head_of(hv) == a,
        "hint is the slot whose head is the item");
     assoc_delete("nosuch", 6, hv);
     locks_unlock(hv);
@@ -636,7 +654,7 @@ churn_while_paused(struct item **v, uint8_t *live, struct item **extra,
         insert_locked(extra[i]);
         hv = ihash(extra[i]);
         locks_lock(hv);
-        good &= assoc_hint_head(assoc_bucket_hint(hv)) == extra[i];
+        good &= head_of(hv) == extra[i];
         locks_unlock(hv);
     }
     for (i = 0; i < PAUSE_ITEMS; i++) {

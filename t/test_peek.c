@@ -6,8 +6,10 @@
  * the version the same letter) and increments the other in place.  A
  * copy that cache_peek_end() accepts must be whole: one version's letter
  * throughout, the right length, a number that never goes backwards.  A
- * lookup the peek refuses goes through cache_get(), as a worker's does,
- * which also makes the item active so that the next peek can serve it.
+ * lookup the peek refuses goes through cache_get(), as a worker's does.
+ * Every other lookup first walks its key as a batch does (prefetch.h), so
+ * that the peek may take the walk's answer: the writer has had time to
+ * change the key between the two, which the answer must not hide.
  */
 #include "storage/cache.h"
 #include "storage/clock.h"
@@ -31,7 +33,7 @@ static atomic_uint_fast64_t acked_count;    /* the counter's last incr */
 
 struct reader {
     pthread_t t;
-    uint64_t peeked, refused, bad;
+    uint64_t peeked, refused, bad, walked;
     char why[128];
 };
 
@@ -141,12 +143,20 @@ reader(void *arg)
 
     for (unsigned i = 0; !atomic_load(&stop); i++) {
         const char *k = keys[i & 1];
-        uint32_t hv = test_hv(k);
-        uint64_t floor = atomic_load(&acked_count);
+        struct prefetch_key pk;
+        uint64_t floor;
         struct cache_view v;
-        enum cache_peek p = cache_peek(k, strlen(k), hv, VMAX, &v);
+        enum cache_peek p;
         uint32_t n = 0;
         bool good;
+
+        prefetch_key_set(&pk, k, strlen(k), test_hv(k));
+        if (i & 2) {
+            prefetch_walk(&pk, 1, false);
+            r->walked += pk.sure;
+        }
+        floor = atomic_load(&acked_count);
+        p = cache_peek(&pk, VMAX, &v);
 
         if (p == CACHE_PEEK_HIT) {
             n = v.vlen;
@@ -177,19 +187,82 @@ reader(void *arg)
     return NULL;
 }
 
+/* A peek at k with a walk's answer taken before `change` ran: "MISS",
+ * "LOCK", or the value. */
+static const char *
+peek_after(const char *k, void (*change)(const char *k), bool *sure)
+{
+    static char out[VMAX + 16];
+    struct prefetch_key pk;
+    struct cache_view v;
+
+    prefetch_key_set(&pk, k, strlen(k), test_hv(k));
+    prefetch_walk(&pk, 1, false);
+    *sure = pk.sure;
+    if (change != NULL) {
+        change(k);
+    }
+    switch (cache_peek(&pk, VMAX, &v)) {
+    case CACHE_PEEK_MISS:
+        return "MISS";
+    case CACHE_PEEK_HIT:
+        snprintf(out, sizeof(out), "%.*s", (int)v.vlen, v.value);
+        return cache_peek_end(&v) ? out : "LOCK";
+    default:
+        return "LOCK";
+    }
+}
+
+static void
+put_new(const char *k)
+{
+    put(k, "new", 3);
+}
+
+static void
+drop(const char *k)
+{
+    cache_delete(k, strlen(k), test_hv(k), 0, NULL);
+}
+
+/* The walk's answer is taken only while nothing changed the key. */
+static void
+test_walk_answer(void)
+{
+    const char *got;
+    bool sure;
+
+    put("w", "old", 3);
+    got = peek_after("w", NULL, &sure);
+    is_str(got, "old", "a walked key's value");
+    ok(sure, "... the walk was sure of it");
+    got = peek_after("w", put_new, &sure);
+    is_str(got, "new",
+           "replaced after the walk: the new value, not the walk's item");
+    got = peek_after("w", drop, &sure);
+    is_str(got, "MISS", "deleted after the walk: a miss");
+    got = peek_after("w", NULL, &sure);
+    is_str(got, "MISS", "an absent key walked");
+    ok(sure, "... the walk was sure it is absent");
+    got = peek_after("w", put_new, &sure);
+    is_str(got, "new", "stored after the walk found nothing: the value");
+    drop("w");
+}
+
 int
 main(void)
 {
     struct cache_options o;
     struct reader r[READERS];
     pthread_t w;
-    uint64_t peeked = 0, bad = 0;
+    uint64_t peeked = 0, bad = 0, walked = 0;
 
     clock_init();
     test_cache_options(&o);
     if (cache_init(&o, READERS + 1) != 0) {
         return 1;
     }
+    test_walk_answer();
     put("count", "0", 1);
     memset(r, 0, sizeof(r));
     for (int i = 0; i < READERS; i++) {
@@ -201,6 +274,7 @@ main(void)
         pthread_join(r[i].t, NULL);
         peeked += r[i].peeked;
         bad += r[i].bad;
+        walked += r[i].walked;
         if (r[i].bad != 0) {
             printf("# reader %d: %s\n", i, r[i].why);
         }
@@ -208,6 +282,7 @@ main(void)
     printf("# %llu copies served without the lock\n",
            (unsigned long long)peeked);
     ok(peeked > 1000, "readers were served without the lock");
+    ok(walked > 1000, "walks were sure of their answer");
     is_int(bad, 0, "every copy accepted was whole and current");
     ok(strcmp(test_val("count"), "200000") == 0, "every incr counted");
     cache_shutdown();
