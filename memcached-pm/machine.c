@@ -347,11 +347,21 @@ request_cost(const struct conn *c)
     }
 }
 
+/* Every byte read was parsed: the buffer starts over. */
+static bool
+drained(struct conn *c)
+{
+    if (c->rstart != c->rend) {
+        return false;
+    }
+    c->rstart = c->rend = c->pf_end = 0;
+    return true;
+}
+
 static enum conn_state
 state_parse(struct conn *c, int64_t *budget)
 {
-    if (c->rstart == c->rend) {
-        c->rstart = c->rend = c->pf_end = 0;
+    if (drained(c)) {
         return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
     }
     if (c->out_bytes > OUT_HIGH_WATER) {
@@ -480,7 +490,7 @@ state_write(struct conn *c, bool *stop)
         return CONN_PARSE;
     }
     conn_wait(c, EV_READ);
-    return CONN_PARSE;
+    return drained(c) ? CONN_READ : CONN_PARSE;
 }
 
 /* While the node hands over (its list is leaving): a connection

@@ -82,12 +82,18 @@ u64_len(uint64_t v)
 {
     size_t n = 1;
 
-    while (v >= 10) {
-        v /= 10;
-        n++;
+    while (v >= 100) {
+        v /= 100;
+        n += 2;
     }
-    return n;
+    return n + (v >= 10);
 }
+
+/* "00" to "99": numbers are written two digits a division. */
+static const char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
 
 /* v in decimal at p, n = u64_len(v) digits; returns the end. */
 static char *
@@ -95,10 +101,16 @@ write_u64(char *p, size_t n, uint64_t v)
 {
     char *q = p + n;
 
-    do {
-        *--q = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
+    while (v >= 100) {
+        q -= 2;
+        memcpy(q, digit_pairs + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        memcpy(q - 2, digit_pairs + 2 * v, 2);
+    } else {
+        q[-1] = (char)('0' + v);
+    }
     return p + n;
 }
 

@@ -465,9 +465,7 @@ parse_line(struct request *req, const char *line, size_t len)
         fail(req, RSP_CLIENT_ERROR_FORMAT, 0);
         return 0;
     }
-    /* Commands are short: a loop beats a call to memchr. */
-    for (sp = line; sp < line + len && *sp != ' '; sp++) {
-    }
+    sp = token_space(line, line + len);
     first->p = line;
     first->len = (size_t)(sp - line);
     req->ntokens = 1;
@@ -551,9 +549,7 @@ text_next_key(struct token *cursor, struct token *key)
         cursor->len = 0;
         return 0;
     }
-    /* Keys are short: a loop beats a call to memchr. */
-    for (sp = p; sp < end && *sp != ' '; sp++) {
-    }
+    sp = token_space(p, end);
     key->p = p;
     key->len = (size_t)(sp - p);
     cursor->p = sp;

@@ -341,12 +341,7 @@ peek_key_is(const struct item *it, const char *key, size_t nkey,
     if (!(*ok = locks_seq_same(hv, seq)) || n != nkey) {
         return false;
     }
-    for (size_t i = 0; i < nkey; i++) {
-        if (__atomic_load_n(&k[i], __ATOMIC_RELAXED) != key[i]) {
-            return false;
-        }
-    }
-    return true;
+    return item_key_equal_relaxed(k, key, nkey);
 }
 
 struct item *

@@ -208,6 +208,52 @@ item_nkey(const struct item *it)
     return it->nkey;
 }
 
+/*
+ * Whether the n key bytes at ik (an item's, which another thread may be
+ * rewriting: a reader without the lock checks its stripe's count after)
+ * are key's: relaxed loads, four bytes at a time, stopping at the first
+ * word that differs.  ik is 4-aligned (the header is 44 bytes, a CAS 8,
+ * chunks 8-aligned); the last word holds the key's last byte, so being
+ * aligned it lies in that byte's page, and what it holds past the key
+ * is masked off.
+ */
+static inline bool
+item_key_equal_relaxed(const char *ik, const char *key, size_t n)
+{
+    size_t i = 0;
+    uint32_t a, b = 0;
+
+    if (((uintptr_t)ik & 3) != 0) {
+        for (; i < n; i++) {
+            if (__atomic_load_n(&ik[i], __ATOMIC_RELAXED) != key[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+    for (; i + 4 <= n; i += 4) {
+        a = __atomic_load_n((const uint32_t *)(const void *)(ik + i),
+                            __ATOMIC_RELAXED);
+        memcpy(&b, key + i, 4);
+        if (a != b) {
+            return false;
+        }
+    }
+    if (i == n) {
+        return true;
+    }
+    a = __atomic_load_n((const uint32_t *)(const void *)(ik + i),
+                        __ATOMIC_RELAXED);
+    b = 0;
+    memcpy(&b, key + i, n - i);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    a &= ~(uint32_t)0 << (8 * (4 - (n - i)));
+#else
+    a &= ~(uint32_t)0 >> (8 * (4 - (n - i)));
+#endif
+    return a == b;
+}
+
 static inline uint32_t
 item_client_flags(const struct item *it)
 {

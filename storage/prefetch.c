@@ -16,8 +16,9 @@ enum step { STEP_SLOT, STEP_HEAD, STEP_CHAIN, STEP_DONE };
  * Relaxed loads of fields other threads write under locks.  A pointer
  * the walk follows may be stale, but it always points where an item
  * header was once, in a page still mapped (quiesce_wait() guards the
- * frees), and the key compare stops at the first byte that differs from
- * the key sought: it reads no further than that old item's key did.
+ * frees), and the key compare stops at the first aligned word that
+ * differs from the key sought: it reads no further than the word holding
+ * that old item's last matching key byte (item_key_equal_relaxed()).
  */
 static const struct item *
 load_ptr(const struct item *const *p)
@@ -34,12 +35,7 @@ key_matches(const struct item *it, uint16_t flags, const char *key,
     if (__atomic_load_n(&it->nkey, __ATOMIC_RELAXED) != nkey) {
         return false;
     }
-    for (size_t i = 0; i < nkey; i++) {
-        if (__atomic_load_n(&k[i], __ATOMIC_RELAXED) != key[i]) {
-            return false;
-        }
-    }
-    return true;
+    return item_key_equal_relaxed(k, key, nkey);
 }
 
 /* The header and key of an item span its first two cache lines. */

@@ -6,6 +6,7 @@
 #include "t/tap.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static char buf[512];
@@ -39,6 +40,35 @@ test_value(void)
            "value: no room for the cas");
     is_int(compose_value(buf, 0, "foo", 3, 0, 0, false, 0), 0,
            "value: zero cap");
+}
+
+/* Every number a VALUE line carries, against printf: each power of ten
+ * and its neighbours, and a stretch of small ones. */
+static void
+test_value_numbers(void)
+{
+    char want[128];
+    unsigned bad = 0;
+    uint64_t p = 1;
+
+    for (int e = 0; e < 20; e++, p *= 10) {
+        for (uint64_t v = p > 2 ? p - 2 : 0; v <= p + 2; v++) {
+            uint32_t v32 = (uint32_t)v;
+            size_t n = compose_value(buf, sizeof(buf), "k", 1, v32, v32,
+                                     true, v);
+            int w = snprintf(want, sizeof(want), "VALUE k %u %u %llu\r\n",
+                             v32, v32, (unsigned long long)v);
+
+            bad += n != (size_t)w || memcmp(buf, want, n) != 0;
+        }
+    }
+    for (uint32_t v = 0; v < 20000; v += 7) {
+        size_t n = compose_value(buf, sizeof(buf), "k", 1, v, v + 1, false, 0);
+        int w = snprintf(want, sizeof(want), "VALUE k %u %u\r\n", v, v + 1);
+
+        bad += n != (size_t)w || memcmp(buf, want, n) != 0;
+    }
+    is_int(bad, 0, "value: numbers as printf writes them");
 }
 
 static void
@@ -114,6 +144,7 @@ int
 main(void)
 {
     test_value();
+    test_value_numbers();
     test_u64();
     test_stats();
     test_rsp();

@@ -167,9 +167,39 @@ test_refcounts(void)
     cache_release(b);
 }
 
+/* The relaxed key compare against memcmp: keys of 0..40 bytes at an
+ * aligned and a misaligned place, equal, differing at each byte, and
+ * equal with different bytes after the key (which must not count). */
+static void
+test_key_equal(void)
+{
+    _Alignas(8) char item[64];
+    char probe[48];
+    unsigned bad = 0;
+
+    for (size_t off = 4; off <= 5; off++) {
+        char *ik = item + off;
+
+        for (size_t n = 0; n <= 40; n++) {
+            for (size_t i = 0; i < n; i++) {
+                ik[i] = probe[i] = (char)('a' + (i * 5 + n) % 26);
+            }
+            memset(ik + n, '!', sizeof(item) - off - n);
+            bad += !item_key_equal_relaxed(ik, probe, n);
+            for (size_t at = 0; at < n; at++) {
+                probe[at] ^= 0x20;
+                bad += item_key_equal_relaxed(ik, probe, n);
+                probe[at] ^= 0x20;
+            }
+        }
+    }
+    is_int(bad, 0, "keys compare as memcmp does, the bytes after ignored");
+}
+
 int
 main(void)
 {
+    test_key_equal();
     clock_init();
     defaults(&opts);
     if (cache_init(&opts, 4) != 0) {

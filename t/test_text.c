@@ -482,9 +482,40 @@ test_meta(void)
            "mg: last token holds the rest");
 }
 
+/* token_space() against a byte at a time: a space (or none) at every
+ * place of strings up to 40 bytes, among bytes of every kind. */
+static void
+test_token_space(void)
+{
+    static const char fill[] = "aZ0:\x7f\x80\xa0\xff\x1f!~\x21\x1f";
+    char s[48];
+    unsigned bad = 0;
+
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            const char *want;
+
+            for (size_t i = 0; i < len; i++) {
+                s[i] = fill[(i * 7 + len) % (sizeof(fill) - 1)];
+            }
+            if (at < len) {
+                s[at] = ' ';
+            }
+            if (at + 1 < len) {
+                s[at + 1] = ' ';        /* only the first one counts */
+            }
+            for (want = s; want < s + len && *want != ' '; want++) {
+            }
+            bad += token_space(s, s + len) != want;
+        }
+    }
+    is_int(bad, 0, "token_space finds the first space, or the end");
+}
+
 int
 main(void)
 {
+    test_token_space();
     test_framing();
     test_long_lines();
     test_http_guard();
