@@ -56,6 +56,22 @@ data_bytes(const struct request *req)
     return 0;
 }
 
+/* After the walk: the running request (first, whose key is pf[0] if it
+ * has one) and the k parsed ahead keep their keys with the walk's
+ * answers, since a multiget among them walks its own keys in this
+ * batch's room. */
+static void
+keep_answers(struct lookahead *w, bool first_key, unsigned k)
+{
+    w->memo = first_key ? w->pf[0] : (struct prefetch_key){ 0 };
+    for (unsigned i = 0; i < k; i++) {
+        struct ahead_req *a = &w->ahead[i];
+
+        a->key = a->pf_at != NO_KEY ? w->pf[a->pf_at]
+                                    : (struct prefetch_key){ 0 };
+    }
+}
+
 /* Add the keys a request will look up to pf[n..max); the new n. */
 static unsigned
 add_keys(const struct request *req, struct prefetch_key *pf, unsigned n,
@@ -130,15 +146,7 @@ lookahead_pipeline(struct conn *c, const struct request *first, size_t len)
     w->n = k;
     w->next = 0;
     lookahead_walk(c, pf, n);
-    /* Each request keeps its key with the walk's answer: a multiget
-     * among them walks its own keys in this batch's room. */
-    w->memo = first_key ? pf[0] : (struct prefetch_key){ 0 };
-    for (unsigned i = 0; i < k; i++) {
-        struct ahead_req *a = &w->ahead[i];
-
-        a->key = a->pf_at != NO_KEY ? pf[a->pf_at]
-                                    : (struct prefetch_key){ 0 };
-    }
+    keep_answers(w, first_key, k);
     return off;
 }
 
@@ -170,51 +178,40 @@ lookahead_pipeline_bin(struct conn *c, const struct bin_request *first,
                        size_t len)
 {
     struct lookahead *w = c->la;
-    unsigned max = settings.prefetch_batch, n;
+    unsigned max = settings.prefetch_batch, n, k = 0;
+    struct prefetch_key *pf = w->pf;
     const char *buf = c->rbuf + c->rstart;
     size_t have = c->rend - c->rstart, off = bin_bytes(first, len);
-    struct bin_request r;
+    bool first_key;
 
     if (max < 2 || off > have) {
         return 0;
     }
-    n = bin_add_key(first, w->pf, 0);
-    while (n < max && off < have) {
-        ssize_t m = bin_parse(&r, buf + off, have - off);
+    n = bin_add_key(first, pf, 0);
+    first_key = n > 0;
+    while (n < max && k < max && off < have) {
+        struct ahead_req *a = &w->ahead[k];
+        ssize_t m = bin_parse(&a->bin, buf + off, have - off);
+        unsigned more;
 
-        if (m <= 0 || r.cmd == BIN_CMD_ERROR ||
-            bin_bytes(&r, (size_t)m) > have - off) {
+        if (m <= 0 || a->bin.cmd == BIN_CMD_ERROR ||
+            bin_bytes(&a->bin, (size_t)m) > have - off) {
             break;
         }
-        n = bin_add_key(&r, w->pf, n);
-        off += bin_bytes(&r, (size_t)m);
+        more = bin_add_key(&a->bin, pf, n);
+        a->pf_at = more > n ? n : NO_KEY;
+        a->off = c->rstart + off;
+        a->len = (size_t)m;
+        n = more;
+        k++;
+        off += bin_bytes(&a->bin, (size_t)m);
     }
-    /* Binary requests are parsed again as they run (a header is cheap);
-     * only the keys' hashes are kept, in order, for lookahead_take_bin(). */
-    w->conn = n > 0 ? c : NULL;
-    w->n = n;
+    w->conn = k > 0 ? c : NULL;
+    w->n = k;
     w->next = 0;
-    lookahead_walk(c, w->pf, n);
+    lookahead_walk(c, pf, n);
+    keep_answers(w, first_key, k);
     return off;
-}
-
-void
-lookahead_take_bin(struct conn *c, const char *key, size_t nkey)
-{
-    struct lookahead *w = c->la;
-    const struct prefetch_key *k;
-
-    if (w->conn != c) {
-        return;
-    }
-    k = &w->pf[w->next];
-    if (k->key != key || k->nkey != nkey) {
-        return;         /* a request without a key: the next one has it */
-    }
-    w->memo = *k;
-    if (++w->next == w->n) {
-        w->conn = NULL;
-    }
 }
 
 struct ahead_req *

@@ -38,12 +38,16 @@
 /* A request of a pipeline parsed ahead; it runs from here instead of
  * being parsed a second time. */
 struct ahead_req {
-    size_t              off;     /* where its line starts in the rbuf */
-    size_t              len;     /* the line's length */
+    size_t              off;     /* where it starts in the rbuf */
+    size_t              len;     /* what the parser took: a text line, or
+                                    a binary header, extras and key */
     struct prefetch_key key;     /* its first key, hashed and walked (key
                                     NULL: none) */
     unsigned            pf_at;   /* ... its place in the batch, or NO_KEY */
-    struct request      req;
+    union {
+        struct request      req;     /* text */
+        struct bin_request  bin;     /* binary */
+    };
 };
 
 struct lookahead {
@@ -79,14 +83,13 @@ struct ahead_req *lookahead_take(struct conn *c);
 /*
  * The binary form of a pipeline (a run of GETKQ ... NOOP is the binary
  * multiget): the binary request `first` (`len` bytes parsed) begins c's
- * unread bytes and more follow; hash and walk the keys of the requests
- * after it that are all there, up to prefetch_batch keys.  Returns the
- * bytes covered from c->rstart.  Each request, parsed again as it runs,
- * then takes its key's hash with lookahead_take_bin().
+ * unread bytes and more follow; parse the requests after it that are all
+ * there, up to prefetch_batch keys, and walk their keys.  Returns the
+ * bytes covered from c->rstart.  They run from lookahead_take(), as the
+ * text ones do.
  */
 size_t lookahead_pipeline_bin(struct conn *c, const struct bin_request *first,
                               size_t len);
-void lookahead_take_bin(struct conn *c, const char *key, size_t nkey);
 
 /* c's read buffer is about to move or be freed: forget what was parsed
  * from it. */

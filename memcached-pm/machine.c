@@ -298,33 +298,44 @@ parse_auth(struct conn *c)
 static enum conn_state
 parse_binary(struct conn *c)
 {
-    struct bin_request r;
-    ssize_t n = bin_parse(&r, c->rbuf + c->rstart, c->rend - c->rstart);
+    struct ahead_req *a = lookahead_take(c);
+    struct bin_request local, *r = &local;
+    ssize_t n;
 
-    if (n < 0) {
-        return parse_stopped(c, n);
-    }
-    if (r.cmd == BIN_CMD_SASL && settings.sasl && r.vlen <= SASL_DATA_MAX &&
-        c->rend - c->rstart - (size_t)n < r.vlen) {
-        return parse_stopped(c, PROTO_EUNFIN);  /* credentials come whole */
+    if (a != NULL) {
+        r = &a->bin;
+        n = (ssize_t)a->len;
+    } else {
+        lookahead_done(c);
+        n = bin_parse(&local, c->rbuf + c->rstart, c->rend - c->rstart);
+        if (n < 0) {
+            return parse_stopped(c, n);
+        }
+        if (local.cmd == BIN_CMD_SASL && settings.sasl &&
+            local.vlen <= SASL_DATA_MAX &&
+            c->rend - c->rstart - (size_t)n < local.vlen) {
+            /* credentials come whole (one parsed ahead came whole) */
+            return parse_stopped(c, PROTO_EUNFIN);
+        }
+        /* More bytes after this request, none looked at yet: a
+         * pipeline, parsed and its keys walked side by side before the
+         * requests run. */
+        if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
+            c->pf_end = c->rstart +
+                        lookahead_pipeline_bin(c, &local, (size_t)n);
+        }
     }
     if (settings.verbose > 1) {
         log_bin_header(c->fd, '<', "Read binary protocol data:",
                        (const unsigned char *)c->rbuf + c->rstart);
     }
-    /* More bytes after this request, none looked at yet: a pipeline,
-     * whose keys are walked side by side before they run. */
-    if ((size_t)n < c->rend - c->rstart && c->rstart >= c->pf_end) {
-        c->pf_end = c->rstart + lookahead_pipeline_bin(c, &r, (size_t)n);
-    }
     if (!conn_resp_start(c)) {
         lookahead_done(c);
         return CONN_CLOSING;
     }
-    lookahead_take_bin(c, r.key.p, r.key.len);
     c->rstart += (size_t)n;
     c->last_cmd = clock_now();
-    n = after_process(c, process_bin(c, &r));
+    n = after_process(c, process_bin(c, r));
     lookahead_done(c);
     return (enum conn_state)n;
 }
