@@ -24,17 +24,10 @@
 
 #define RBUF_SIZE      16384          /* memcached's READ_BUFFER_SIZE */
 #define RBUF_MAX       (2 * 1024 * 1024)  /* longest multiget line */
-#define OBUF_SIZE      (16384 - 2 * sizeof(size_t))
 #define OBUF_KEEP      4              /* arena blocks kept when idle */
 #define RESP_PER_RBUF  13             /* memcached's responses per buffer */
 #define IOV_KEEP       1024           /* iovec entries kept when idle */
 #define IOV_BATCH      (IOV_MAX < 1024 ? IOV_MAX : 1024)
-
-struct obuf {
-    struct obuf *next;
-    size_t       used;
-    char         data[OBUF_SIZE];
-};
 
 /* Buffer gauges of the owning worker: single writer, so a relaxed load
  * and store (STAT_ADD) is enough; a negative delta wraps as intended.  A
@@ -430,7 +423,7 @@ conn_out_reserve(struct conn *c, size_t n)
 }
 
 void
-conn_out_commit(struct conn *c, size_t used)
+conn_out_commit_push(struct conn *c, size_t used)
 {
     struct obuf *b = c->obuf_cur;
     char *p = b->data + b->used;
@@ -446,17 +439,9 @@ conn_out_commit(struct conn *c, size_t used)
 }
 
 int
-conn_out(struct conn *c, const char *s, size_t n)
+conn_out_any(struct conn *c, const char *s, size_t n)
 {
-    struct obuf *b = c->obuf_cur;
-
     if (c->noreply) {
-        return 0;
-    }
-    /* The common case, a short line that fits the current block. */
-    if (n <= OBUF_SIZE - b->used && n > 0) {
-        memcpy(b->data + b->used, s, n);
-        conn_out_commit(c, n);
         return 0;
     }
     while (n > 0) {
@@ -473,13 +458,6 @@ conn_out(struct conn *c, const char *s, size_t n)
         n -= part;
     }
     return 0;
-}
-
-int
-conn_out_rsp(struct conn *c, int rsp)
-{
-    conn_log_reply(c, rsp_str[rsp], rsp_len[rsp]);
-    return conn_out(c, rsp_str[rsp], rsp_len[rsp]);
 }
 
 void

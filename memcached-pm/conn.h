@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -34,6 +35,7 @@
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
 #include "proto/request.h"
+#include "proto/response.h"
 #include "storage/cache.h"
 
 struct obuf;
@@ -348,11 +350,79 @@ conn_resp_start(struct conn *c)
  * requests run), their slots with them. */
 void conn_out_discard(struct conn *c);
 
+/* The output arena: blocks of OBUF_SIZE bytes, filled in turn. */
+#define OBUF_SIZE (16384 - 2 * sizeof(size_t))
+
+struct obuf {
+    struct obuf *next;
+    size_t       used;
+    char         data[OBUF_SIZE];
+};
+
+/* The queue's last entry when it ends where the current block's free
+ * room begins, so that bytes written there extend it; else NULL. */
+static inline struct iovec *
+conn_out_tail(const struct conn *c)
+{
+    const struct obuf *b = c->obuf_cur;
+    struct iovec *last;
+
+    if (c->iov_len == c->iov_sent) {
+        return NULL;
+    }
+    last = &c->iov[c->iov_len - 1];
+    return (const char *)last->iov_base + last->iov_len == b->data + b->used
+           ? last : NULL;
+}
+
+/* Reserve room for one line of at most n bytes in the arena; the caller
+ * writes it and commits the length it used.  The commit is inline for
+ * the two common cases (it extends the queue's last entry, or takes a
+ * free one); conn_out_commit_push() does the rest. */
+char *conn_out_reserve(struct conn *c, size_t n);
+void conn_out_commit_push(struct conn *c, size_t used);
+
+static inline void
+conn_out_commit(struct conn *c, size_t used)
+{
+    struct obuf *b = c->obuf_cur;
+    struct iovec *last;
+
+    if (c->noreply || used == 0) {
+        return;
+    }
+    if ((last = conn_out_tail(c)) != NULL) {
+        last->iov_len += used;
+    } else if (c->iov_len < c->iov_cap) {
+        c->iov[c->iov_len].iov_base = b->data + b->used;
+        c->iov[c->iov_len].iov_len = used;
+        c->iov_len++;
+    } else {
+        conn_out_commit_push(c, used);
+        return;
+    }
+    b->used += used;
+    c->out_bytes += used;
+}
+
 /* Queue reply bytes (copied) or a fixed reply.  They return 0, or -1 when
  * the arena cannot grow (the connection is then closed after writing what
- * it has). */
-int conn_out(struct conn *c, const char *s, size_t n);
-int conn_out_rsp(struct conn *c, int rsp);      /* enum rsp_type */
+ * it has).  A line that fits the current block is copied inline;
+ * conn_out_any() takes any length. */
+int conn_out_any(struct conn *c, const char *s, size_t n);
+
+static inline int
+conn_out(struct conn *c, const char *s, size_t n)
+{
+    struct obuf *b = c->obuf_cur;
+
+    if (!c->noreply && n > 0 && n <= OBUF_SIZE - b->used) {
+        memcpy(b->data + b->used, s, n);
+        conn_out_commit(c, n);
+        return 0;
+    }
+    return conn_out_any(c, s, n);
+}
 
 /* -vv: a text reply line as memcached logs the ones it sends with
  * out_string(): ">fd STORED" (the line's "\r\n" dropped).  Replies that
@@ -367,10 +437,12 @@ conn_log_reply(const struct conn *c, const char *line, size_t n)
     }
 }
 
-/* Reserve room for one line of at most n bytes in the arena; the caller
- * writes it and commits the length it used. */
-char *conn_out_reserve(struct conn *c, size_t n);
-void conn_out_commit(struct conn *c, size_t used);
+static inline int
+conn_out_rsp(struct conn *c, int rsp)           /* enum rsp_type */
+{
+    conn_log_reply(c, rsp_str[rsp], rsp_len[rsp]);
+    return conn_out(c, rsp_str[rsp], rsp_len[rsp]);
+}
 
 /* The longest value (with its "\r\n") copied into the arena rather
  * than sent from the item by reference. */

@@ -60,7 +60,7 @@ on_event(int fd, short what, void *arg)
 
 /* Register for readability or writability, when that changes. */
 static void
-conn_wait(struct conn *c, short flags)
+conn_wait_change(struct conn *c, short flags)
 {
     if (c->rio != NULL) {
         ring_wait(c->rio, flags);
@@ -69,6 +69,15 @@ conn_wait(struct conn *c, short flags)
     if (evloop_want(c->loop, &c->ev, flags) != 0) {
         log_error("conn %d: epoll_ctl: %s", c->fd, strerror(errno));
     }
+}
+
+static inline void
+conn_wait(struct conn *c, short flags)
+{
+    if (c->rio == NULL && c->ev.want == flags) {
+        return;                 /* asked already: nothing changes */
+    }
+    conn_wait_change(c, flags);
 }
 
 void
@@ -537,6 +546,7 @@ static void
 conn_drive(struct conn *c)
 {
     int64_t budget = (int64_t)settings.reqs_per_event * REQ_UNITS;
+    bool trace = settings.verbose > 2;
     bool stop = false;
 
     logger_set_fd(c->fd);
@@ -571,7 +581,7 @@ conn_drive(struct conn *c)
             machine_close(&c);
             return;
         }
-        if (settings.verbose > 2 && next != c->state) {
+        if (trace && next != c->state) {
             log_write("%d: going from %s to %s", c->fd,
                       conn_state_label(c->state), conn_state_label(next));
         }

@@ -403,6 +403,10 @@ find_cmd(const struct token *t)
 {
     size_t i;
 
+    /* Most lines are GETs: compared as one word, not scanned for. */
+    if (t->len == 3 && memcmp(t->p, "get", 3) == 0) {
+        return &text_cmds[0];
+    }
     for (i = 0; i < sizeof(text_cmds) / sizeof(text_cmds[0]); i++) {
         if (text_cmds[i].len == t->len && text_cmds[i].name[0] == t->p[0]
             && same_bytes(text_cmds[i].name, t->p, t->len)) {
