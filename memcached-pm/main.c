@@ -397,6 +397,9 @@ stop_all(bool graceful)
     if (stored) {
         succession_store_index();
     }
+    if (!handed) {
+        cache_image_save();     /* the next start skips the scan */
+    }
     cache_shutdown();
     if (!handed) {
         restart_meta_write(true);

@@ -74,6 +74,12 @@ void cache_stop(void);
  */
 int cache_image_write(int fd);
 
+/* After cache_stop() of a clean stop: the same image, kept beside the
+ * memory file (<file>.index) for its next start, which takes it in place
+ * of the scan when the file is as this stop left it (cache_image.c).  0,
+ * or -1 (none written: the next start scans). */
+int cache_image_save(void);
+
 /* While serving: about the bytes cache_image_write() would write now (0:
  * it would write none), to tell the successor. */
 size_t cache_image_size(void);

@@ -28,11 +28,15 @@
 #include "storage/assoc.h"
 #include "storage/cache_priv.h"
 #include "storage/chunkid.h"
+#include "storage/crc.h"
 #include "storage/lru.h"
 #include "storage/sblock.h"
 #include "storage/slabs.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -162,23 +166,25 @@ cache_image_room(void)
     return fd;
 }
 
-/* The image's bytes for fd: the room's mapping when it is fd's and big
- * enough, else a new mapping (MAP_FAILED when none can be had). */
+/* The image's bytes for fd from offset off: the room's mapping when it
+ * is fd's and big enough, else a new mapping (MAP_FAILED when none can
+ * be had). */
 static char *
-image_map(int fd, size_t total)
+image_map(int fd, off_t off, size_t total)
 {
-    if (fd == room.fd && total <= room.len) {
+    if (fd == room.fd && off == 0 && total <= room.len) {
         return room.map;
     }
     room_unmap();
-    if (ftruncate(fd, (off_t)total) != 0) {
+    if (ftruncate(fd, off + (off_t)total) != 0) {
         return MAP_FAILED;
     }
-    return mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
 }
 
-int
-cache_image_write(int fd)
+/* The image into fd from offset off (page aligned): its length, or 0. */
+static size_t
+write_at(int fd, off_t off)
 {
     struct tier *t = slabs_tier(TIER_PMEM);
     struct header h = { MAGIC, VERSION, SBLOCK_VERSION, 0, 0, 0, 0, 0, 0,
@@ -187,7 +193,7 @@ cache_image_write(int fd)
     char *p;
 
     if (!cache_priv.stopped || t == NULL || !fits_policy(cache_priv.opts)) {
-        return -1;
+        return 0;
     }
     h.generation = cache_priv.sb.generation;
     h.base = (uint64_t)(uintptr_t)tier_pmem_base(t);
@@ -200,8 +206,8 @@ cache_image_write(int fd)
         h.len[s] = section(s, NULL, h.largest);
         total += placed(h.len[s]);
     }
-    if ((p = image_map(fd, total)) == MAP_FAILED) {
-        return -1;
+    if ((p = image_map(fd, off, total)) == MAP_FAILED) {
+        return 0;
     }
     memcpy(p, &h, sizeof(h));
     total = sizeof(h);
@@ -215,7 +221,13 @@ cache_image_write(int fd)
         munmap(p, total);
     }
     /* the room's spare pages go: the image is what the file holds */
-    return ftruncate(fd, (off_t)total) == 0 ? 0 : -1;
+    return ftruncate(fd, off + (off_t)total) == 0 ? total : 0;
+}
+
+int
+cache_image_write(int fd)
+{
+    return write_at(fd, 0) != 0 ? 0 : -1;
 }
 
 /* ---- the successor ---------------------------------------------------- */
@@ -226,18 +238,32 @@ cache_image_stage(size_t bytes)
     return assoc_stage(bytes);
 }
 
+static int map_at(struct cache_image *img, const struct cache_options *o,
+                  int fd, off_t off);
+
 int
 cache_image_map(struct cache_image *img, const struct cache_options *o)
+{
+    memset(img, 0, sizeof(*img));
+    img->fd = -1;
+    if (o->image_fd < 0) {
+        return -1;
+    }
+    return map_at(img, o, o->image_fd, 0);
+}
+
+/* The image in fd from offset off, if its header fits the options. */
+static int
+map_at(struct cache_image *img, const struct cache_options *o, int fd,
+       off_t off)
 {
     struct header h;
     struct stat st;
     uint64_t total = sizeof(h);
 
-    memset(img, 0, sizeof(*img));
-    img->fd = -1;
-    if (o->image_fd < 0 || !fits_policy(o) || fstat(o->image_fd, &st) != 0 ||
-        (size_t)st.st_size < sizeof(h) ||
-        pread(o->image_fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+    if (!fits_policy(o) || fstat(fd, &st) != 0 ||
+        st.st_size < off + (off_t)sizeof(h) ||
+        pread(fd, &h, sizeof(h), off) != (ssize_t)sizeof(h)) {
         return -1;
     }
     for (unsigned s = 0; s < NSECTIONS; s++) {
@@ -245,14 +271,15 @@ cache_image_map(struct cache_image *img, const struct cache_options *o)
     }
     if (memcmp(h.magic, MAGIC, sizeof(h.magic)) != 0 ||
         h.version != VERSION || h.sblock_version != SBLOCK_VERSION ||
-        total != (uint64_t)st.st_size || h.page_size != o->page_size ||
+        total != (uint64_t)(st.st_size - off) || h.page_size != o->page_size ||
         h.hash_algorithm != (uint32_t)o->hash_algorithm ||
         h.flags != flags_of(o) || h.base == 0) {
         return -1;
     }
     /* Mapped only once the memory file is (cache_image_adopt()): a
      * mapping made now could land where the file must go. */
-    img->fd = o->image_fd;
+    img->fd = fd;
+    img->off = off;
     img->len = total;
     img->base = (void *)(uintptr_t)h.base;
     return 0;
@@ -261,6 +288,9 @@ cache_image_map(struct cache_image *img, const struct cache_options *o)
 void
 cache_image_unmap(struct cache_image *img)
 {
+    if (img->owned && img->fd >= 0) {
+        close(img->fd);
+    }
     memset(img, 0, sizeof(*img));
     img->fd = -1;
 }
@@ -286,11 +316,11 @@ cache_image_adopt(const struct cache_image *img, struct cache_recovery *out)
     const char *p;
     int rc = 0;
 
-    if (pread(img->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+    if (pread(img->fd, &h, sizeof(h), img->off) != (ssize_t)sizeof(h) ||
         !same_file(&h)) {
         return -1;
     }
-    p = mmap(NULL, img->len, PROT_READ, MAP_PRIVATE, img->fd, 0);
+    p = mmap(NULL, img->len, PROT_READ, MAP_PRIVATE, img->fd, img->off);
     if (p == MAP_FAILED) {
         return -1;
     }
@@ -313,4 +343,165 @@ cache_image_adopt(const struct cache_image *img, struct cache_recovery *out)
         out->pages += slabs_npages(SLABS_TC(TIER_PMEM, id));
     }
     return 0;
+}
+
+/* ---- kept beside the file across a clean stop ------------------------- */
+
+/*
+ * <memory file>.index: the image a successor would be handed, written at
+ * a clean stop for the next start of the same file, which then maps the
+ * file where it was and skips the scan.  A page of its own header comes
+ * first: the superblock as the stop left it (generation, CAS mark, stop
+ * time, epoch), which the start's superblock must match, so that an image
+ * is never taken for a file that has changed since, or for another file
+ * put in its place, and a checksum of the image, so that a damaged one
+ * is never loaded (a section that fails to load fails the start).
+ * Written as .index.tmp, synced when the file is to
+ * survive a power cut, then renamed over; any start (which commits the
+ * superblock anew, outdating the image) removes it.  A missing, short or
+ * mismatched one only costs the scan.
+ */
+#define SAVED_MAGIC   "MCPM-XS"
+#define SAVED_VERSION 1
+#define SAVED_AT      4096
+
+static char *
+saved_path(const char *file, const char *suffix)
+{
+    size_t n = strlen(file) + strlen(suffix) + 1;
+    char *path = malloc(n);
+
+    if (path != NULL) {
+        snprintf(path, n, "%s%s", file, suffix);
+    }
+    return path;
+}
+
+static void
+saved_of(const struct sblock *sb, struct cache_image_saved *out)
+{
+    memset(out, 0, sizeof(*out));
+    memcpy(out->magic, SAVED_MAGIC, sizeof(out->magic));
+    out->version = SAVED_VERSION;
+    out->generation = sb->generation;
+    out->cas_hwm = sb->cas_hwm;
+    out->alive_time = sb->alive_time;
+    out->epoch = sb->epoch;
+}
+
+/* The checksum of the image of len bytes at SAVED_AT in fd. */
+static int
+image_crc(int fd, size_t len, uint32_t *out)
+{
+    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, SAVED_AT);
+
+    if (p == MAP_FAILED) {
+        return -1;
+    }
+    *out = crc_32c(0, p, len);
+    munmap(p, len);
+    return 0;
+}
+
+int
+cache_image_save(void)
+{
+    const struct cache_options *o = cache_priv.opts;
+    struct tier *t = slabs_tier(TIER_PMEM);
+    char *tmp, *path;
+    struct cache_image_saved sv;
+    size_t len;
+    int fd, rc = -1;
+
+    if (!cache_priv.stopped || !cache_priv.sb.clean || t == NULL ||
+        o->memory_file == NULL || !fits_policy(o)) {
+        return -1;
+    }
+    tmp = saved_path(o->memory_file, ".index.tmp");
+    path = saved_path(o->memory_file, ".index");
+    if (tmp == NULL || path == NULL) {
+        goto out;
+    }
+    saved_of(&cache_priv.sb, &sv);
+    fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        goto out;
+    }
+    if ((len = write_at(fd, SAVED_AT)) != 0 &&
+        image_crc(fd, len, &sv.image_crc) == 0 &&
+        pwrite(fd, &sv, sizeof(sv), 0) == (ssize_t)sizeof(sv) &&
+        (tier_pmem_durability(t) != TIER_DURABLE_POWER || fsync(fd) == 0) &&
+        rename(tmp, path) == 0) {
+        rc = 0;
+    }
+    close(fd);
+    if (rc != 0) {
+        unlink(tmp);
+    }
+out:
+    free(tmp);
+    free(path);
+    return rc;
+}
+
+int
+cache_image_map_saved(struct cache_image *img, const struct cache_options *o)
+{
+    uint32_t crc;
+    char *path;
+    int fd;
+
+    memset(img, 0, sizeof(*img));
+    img->fd = -1;
+    if (o->memory_file == NULL || !fits_policy(o) ||
+        (path = saved_path(o->memory_file, ".index")) == NULL) {
+        return -1;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) {
+        return -1;
+    }
+    if (pread(fd, &img->saved, sizeof(img->saved), 0) !=
+        (ssize_t)sizeof(img->saved) ||
+        memcmp(img->saved.magic, SAVED_MAGIC, sizeof(img->saved.magic)) != 0 ||
+        img->saved.version != SAVED_VERSION ||
+        map_at(img, o, fd, SAVED_AT) != 0 ||
+        image_crc(fd, img->len, &crc) != 0 || crc != img->saved.image_crc) {
+        close(fd);
+        memset(img, 0, sizeof(*img));
+        img->fd = -1;
+        return -1;
+    }
+    img->owned = true;
+    return 0;
+}
+
+bool
+cache_image_saved_fits(const struct cache_image *img, const struct sblock *sb)
+{
+    const struct cache_image_saved *was = &img->saved;
+
+    if (!img->owned) {
+        return true;            /* handed over: same_file() is the check */
+    }
+    return was->generation == sb->generation && was->cas_hwm == sb->cas_hwm &&
+           was->alive_time == sb->alive_time && was->epoch == sb->epoch;
+}
+
+void
+cache_image_forget_saved(const struct cache_options *o)
+{
+    char *path;
+
+    if (o->memory_file == NULL) {
+        return;
+    }
+    if ((path = saved_path(o->memory_file, ".index")) != NULL) {
+        if (unlink(path) != 0 && errno != ENOENT) {
+            fprintf(stderr, "memory file %s: cannot remove %s: %s\n",
+                    o->memory_file, path, strerror(errno));
+        }
+        free(path);
+    }
 }

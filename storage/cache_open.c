@@ -445,9 +445,10 @@ adopt_image(void)
     rc = cache_image_adopt(&image, &ca->recovery);
     ca->recovery.seconds = clock_mono_us() - t0;
     if (rc == -1 && ca->opts->verbose > 0) {
-        fprintf(stderr, "memory file %s: the index handed over is not "
-                "this file's, or the file maps elsewhere: scanning it\n",
-                ca->opts->memory_file);
+        fprintf(stderr, "memory file %s: the index %s is not this file's, "
+                "or the file maps elsewhere: scanning it\n",
+                ca->opts->memory_file,
+                image.owned ? "saved at its stop" : "handed over");
     }
     return rc;
 }
@@ -561,10 +562,15 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     }
     /* The file before the table's address space: a file handed over
      * (with its index) maps where its predecessor had it, if free. */
-    cache_image_map(&image, opts);
+    if (cache_image_map(&image, opts) != 0) {
+        cache_image_map_saved(&image, opts);
+    }
     old = memory_init(opts);
     if (old < 0) {
         goto fail_locks;
+    }
+    if (old > 0 && !cache_image_saved_fits(&image, &ca->sb)) {
+        cache_image_unmap(&image);      /* the file changed since */
     }
     if (assoc_init(opts->hashpower, opts->hash_bulk_move) != 0) {
         fprintf(stderr, "cache: cannot set up the hash table (hashpower "
@@ -576,6 +582,9 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     }
     if (old > 0 && pmem_recover(opts) != 0) {
         goto fail_lists;
+    }
+    if (old >= 0 && ca->sb.tier != NULL) {
+        cache_image_forget_saved(opts);     /* outdated by the commit */
     }
     cache_image_unmap(&image);
     assoc_stage_drop();             /* room for an index that did not come */

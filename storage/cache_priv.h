@@ -6,7 +6,9 @@
 #ifndef MCPM_STORAGE_CACHE_PRIV_H
 #define MCPM_STORAGE_CACHE_PRIV_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "storage/metrics.h"
 #include "storage/options.h"
@@ -32,11 +34,26 @@ struct cache_priv {
 
 extern struct cache_priv cache_priv;
 
+/* The head of a saved index (<memory file>.index): the superblock as
+ * the clean stop left it. */
+struct cache_image_saved {
+    char     magic[8];
+    uint32_t version;
+    uint32_t image_crc;     /* crc_32c of the image after the header page */
+    uint64_t generation;
+    uint64_t cas_hwm;
+    int64_t  alive_time;
+    int64_t  epoch;
+};
+
 /* A predecessor's DRAM index (cache_image.c). */
 struct cache_image {
     int     fd;             /* -1: none */
+    off_t   off;            /* where in fd the image starts */
     size_t  len;
     void   *base;           /* where the predecessor had the file */
+    bool    owned;          /* fd is the saved index's, closed here */
+    struct cache_image_saved saved;
 };
 
 /* Take opts->image_fd if its header fits these options: 0, or -1 (no
@@ -44,6 +61,17 @@ struct cache_image {
 int  cache_image_map(struct cache_image *img,
                      const struct cache_options *opts);
 void cache_image_unmap(struct cache_image *img);
+
+/* Without one handed over: the index saved at the last clean stop
+ * (<memory file>.index, cache_image_save()), if its header fits: 0 or
+ * -1.  It is taken only if cache_image_saved_fits() the superblock
+ * loaded (a handed-over image always does), and removed by
+ * cache_image_forget_saved() once the start has committed its own. */
+int  cache_image_map_saved(struct cache_image *img,
+                           const struct cache_options *opts);
+bool cache_image_saved_fits(const struct cache_image *img,
+                            const struct sblock *sb);
+void cache_image_forget_saved(const struct cache_options *opts);
 
 /* The room cache_image_room() made and no image took, unmapped. */
 void cache_image_drop_room(void);

@@ -900,8 +900,10 @@ def binary(request):
 
 def remove_memory_file(path):
     """Remove a memory file and what the server keeps beside it (-e's
-    <file>.meta, and the .tmp it is written through)."""
-    for p in (path, path + ".meta", path + ".meta.tmp"):
+    <file>.meta, the index a clean stop saves, and the .tmp files they
+    are written through)."""
+    for p in (path, path + ".meta", path + ".meta.tmp", path + ".index",
+              path + ".index.tmp"):
         try:
             os.unlink(p)
         except FileNotFoundError:

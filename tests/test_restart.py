@@ -11,6 +11,7 @@ would, so only what was persisted before a reply may come back.
 """
 
 import base64
+import os
 import random
 import re
 import signal
@@ -222,6 +223,14 @@ def stop(s, how):
     return True
 
 
+def scan_next_start(memfile):
+    """A clean stop leaves the DRAM index beside the file (<file>.index)
+    and the next start takes the cache as it was, dead items and all, to
+    be reaped as they are found; without the index the start scans the
+    file and drops (and counts) them.  Remove it: the next start scans."""
+    os.unlink(memfile + ".index")
+
+
 def max_new_cas(c):
     c.call(b"set cas-probe 0 0 1\r\nx\r\n", b"STORED\r\n")
     return gets_many(c, [b"cas-probe"])[b"cas-probe"][1]
@@ -417,6 +426,111 @@ def test_every_clean_shutdown_skips_the_checksum_pass(server_factory,
     expect_recovery(s, 500, checksummed=1)
 
 
+def index_of(memfile):
+    return memfile + ".index"
+
+
+def test_a_clean_stop_saves_the_index_and_the_start_takes_it(
+        server_factory, memfile):
+    """A clean stop writes the DRAM index beside the file; the next start
+    maps the file where it was and takes the index instead of scanning:
+    every item back with its value, flags, TTL and CAS, chunked ones too;
+    what was flushed or expired before the stop is not served; the lists
+    and slabs go on working; the index goes once the start has committed.
+    A crash after such a start scans, with the checksum pass."""
+    flags = ("-e", memfile, "-m", "64")
+    s = server_factory(*flags)
+    flushed = small_items(b"flushed", 100, 100)
+    dying = small_items(b"dying", 50, 100, ttl=1)
+    items = ([Item(b"k%d" % i, make_value(b"k%d" % i, 0, i, 10 + 37 * i),
+                   i * 7919, 1000 if i % 3 == 0 else 0) for i in range(400)] +
+             [Item(b"big%d" % i, make_value(b"big%d" % i, 0, i, 700000 + i))
+              for i in range(3)])
+    with s.conn() as c:
+        load(c, flushed)
+        wait_seconds_pass(c, 2)         # flush_all marks what came before
+        c.call(b"flush_all\r\n", b"OK\r\n")
+        load(c, dying)
+        load(c, items)
+        record_cas(c, items)
+        wait_seconds_pass(c, 2)         # `dying` expires while up
+    assert not os.path.exists(index_of(memfile))
+    s.assert_clean_stop()
+    assert os.path.getsize(index_of(memfile)) > 4096
+    for round_ in range(2):
+        s = server_factory(*flags)
+        st = s.stats()
+        assert st["recovery_image"] == "1"
+        assert st["recovery_checksummed"] == "0"
+        assert st["recovery_scan_seconds"] == "0.000000"
+        assert not os.path.exists(index_of(memfile))
+        with s.conn() as c:
+            verify(c, items, [it.key for it in flushed + dying])
+            more = small_items(b"more%d_" % round_, 100, 200)
+            load(c, more)
+            record_cas(c, more)
+            c.call(b"delete k1\r\n", b"DELETED\r\n" if round_ == 0
+                   else b"NOT_FOUND\r\n")
+            items = [it for it in items if it.key != b"k1"] + more
+            verify(c, items, [b"k1"])
+        s.assert_clean_stop()
+    s = server_factory(*flags)
+    assert s.stats()["recovery_image"] == "1"
+    kill(s)
+    assert not os.path.exists(index_of(memfile))
+    s = server_factory(*flags)
+    st = s.stats()
+    assert (st["recovery_image"], st["recovery_checksummed"]) == ("0", "1")
+    with s.conn() as c:
+        verify(c, items, [b"k1"] + [it.key for it in flushed + dying])
+
+
+@pytest.mark.parametrize("damage", ["byte", "short", "older", "header"])
+def test_an_index_that_does_not_fit_the_file_is_not_taken(
+        server_factory, memfile, damage):
+    """An index with a byte changed, cut short, left by an earlier stop of
+    the same file, or with its header changed is refused: the start scans
+    and every item is there as last written."""
+    flags = ("-e", memfile, "-m", "64", "-v")
+    s = server_factory(*flags)
+    items = small_items(b"a", 300, 150)
+    with s.conn() as c:
+        load(c, items)
+        record_cas(c, items)
+    s.assert_clean_stop()
+    path = index_of(memfile)
+    if damage == "older":
+        with open(path, "rb") as f:
+            older = f.read()
+        s = server_factory(*flags)
+        with s.conn() as c:             # the file changes after that stop
+            later = small_items(b"a", 100, 90)
+            load(c, later)
+            record_cas(c, later)
+            items = later + items[100:]
+        s.assert_clean_stop()
+        with open(path, "wb") as f:
+            f.write(older)
+    else:
+        with open(path, "r+b") as f:
+            if damage == "byte":        # in the hash table's buckets
+                f.seek(os.path.getsize(path) // 2)
+                b = f.read(1)
+                f.seek(-1, os.SEEK_CUR)
+                f.write(bytes([b[0] ^ 0x40]))
+            elif damage == "short":
+                f.truncate(os.path.getsize(path) - 8)
+            else:                       # the superblock's generation
+                f.seek(16)
+                f.write(b"\xff")
+    s = server_factory(*flags)
+    st = s.stats()
+    assert st["recovery_image"] == "0"
+    assert st["recovery_items"] == st["curr_items"] == str(len(items))
+    with s.conn() as c:
+        verify(c, items)
+
+
 def test_no_cas_restart(server_factory, memfile):
     # memcached-pm's own spelling of the file, this time
     flags = ("-o", "memory_file=%s,memory_file_size=16" % memfile, "-C")
@@ -486,6 +600,8 @@ def test_flush_all_before_restart(server_factory, memfile, how):
         record_cas(c, new)
     precondition_items(s, 500)
     clean = stop(s, how)
+    if clean:
+        scan_next_start(memfile)
     s = server_factory(*flags)
     expect_recovery(s, 200, checksummed=0 if clean else 1, flushed=300)
     with s.conn() as c:
@@ -511,6 +627,7 @@ def test_delayed_flush_all_before_restart(server_factory, memfile):
         record_cas(c, after)
     precondition_items(s, 450)
     s.assert_clean_stop()
+    scan_next_start(memfile)
     s = server_factory(*flags)
     expect_recovery(s, 150, checksummed=0, flushed=300)
     with s.conn() as c:
@@ -559,7 +676,8 @@ def test_expired_items_are_dropped(server_factory, memfile, how):
         record_cas(c, longer + keep)
         loaded_at = server_time(c)      # the server's clock: wall seconds
     precondition_items(s, 310)
-    stop(s, how)
+    if stop(s, how):
+        scan_next_start(memfile)
     wait_wall_clock(loaded_at + 3)      # `down` expires while down
     s = server_factory(*flags)
     expect_recovery(s, 110, checksummed=0 if how == "term" else 1,

@@ -550,7 +550,8 @@ def test_the_dram_index_comes_over_with_the_file(server_factory, memfile,
     chunk ids, slab classes and LRU lists instead of scanning the file;
     with items in DRAM too (cache) it scans.  Either way every item comes
     over, the lists and counts go on working, and a plain restart after
-    (which scans) finds the file whole."""
+    finds the file whole: from the index its clean stop saved (pmem), and
+    by a scan once that is gone."""
     s = server_factory("-m", "64", "-o", "memory_file=%s,memory_file_size=64,"
                        "tier_policy=%s,takeover=%s" % (memfile, policy,
                                                        tsock))
@@ -583,7 +584,16 @@ def test_the_dram_index_comes_over_with_the_file(server_factory, memfile,
                          for i in range(100)})
         before = s.stats()
     s.stop()
-    s.start()                               # a plain start scans the file
+    assert os.path.exists(memfile + ".index") == (policy == "pmem")
+    s.start()                               # the index the stop saved
+    st = s.stats()
+    assert st["recovery_image"] == ("1" if policy == "pmem" else "0")
+    assert st["curr_items"] == before["curr_items"]
+    assert_same(s, want)
+    s.stop()
+    if policy == "pmem":
+        os.unlink(memfile + ".index")
+    s.start()                               # without it: a scan
     st = s.stats()
     assert st["recovery_image"] == "0"
     assert st["recovery_dropped_torn"] == "0"
