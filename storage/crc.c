@@ -108,13 +108,25 @@ crc_hw_ok(void)
 }
 #endif
 
+/* Set once by crc_init(); read without pthread_once() on the hot path
+ * once it says the tables are built. */
 static bool use_hw;
+static bool crc_ready;
 
 static void
 crc_init(void)
 {
     crc_build();
     use_hw = crc_hw_ok();
+    __atomic_store_n(&crc_ready, true, __ATOMIC_RELEASE);
+}
+
+static inline void
+crc_setup(void)
+{
+    if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE)) {
+        pthread_once(&crc_once, crc_init);
+    }
 }
 
 uint32_t
@@ -123,7 +135,7 @@ crc_32c_portable(uint32_t crc, const void *p, size_t n)
     const unsigned char *s = p;
     uint32_t c = ~crc;
 
-    pthread_once(&crc_once, crc_init);
+    crc_setup();
     c = crc_words(c, s, n / 8);
     c = crc_bytes(c, s + (n & ~(size_t)7), n & 7);
     return ~c;
@@ -132,7 +144,7 @@ crc_32c_portable(uint32_t crc, const void *p, size_t n)
 uint32_t
 crc_32c(uint32_t crc, const void *p, size_t n)
 {
-    pthread_once(&crc_once, crc_init);
+    crc_setup();
     if (use_hw) {
         return ~crc_hw(~crc, p, n);
     }

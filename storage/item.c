@@ -165,6 +165,11 @@ item_value_crlf_ok(const struct item *it)
     if (it->nbytes < 2) {
         return false;
     }
+    if (!(item_flags(it) & ITEM_CHUNKED)) {
+        const char *end = it->data + item_value_off(it) + it->nbytes;
+
+        return end[-2] == '\r' && end[-1] == '\n';
+    }
     while (got < 2 &&
            item_value_iov(it, it->nbytes - 2 + got, &iov, 1) == 1) {
         tail[got++] = *(char *)iov.iov_base;

@@ -47,18 +47,27 @@ meta_len(const struct item *it)
            ((f & ITEM_CFLAGS) ? sizeof(uint32_t) : 0);
 }
 
+/* The CRC of nbytes, the persisted flags, the class and the key length
+ * (8 bytes, in that order), then of the meta and the value: an unchunked
+ * item's lie one after the other, in one run of the CRC. */
 uint32_t
 persist_crc(const struct item *it)
 {
     uint32_t nbytes = it->nbytes;
     uint16_t flags = (uint16_t)(item_flags(it) & PERSIST_FLAGS);
-    uint8_t small[2] = { (uint8_t)(it->clsid & ITEM_CLSID_MASK), it->nkey };
-    uint32_t crc = crc_32c(0, &nbytes, sizeof(nbytes));
+    unsigned char head[8];
+    uint32_t crc;
     struct iovec iov;
     size_t off = 0;
 
-    crc = crc_32c(crc, &flags, sizeof(flags));
-    crc = crc_32c(crc, small, sizeof(small));
+    memcpy(head, &nbytes, 4);
+    memcpy(head + 4, &flags, 2);
+    head[6] = (uint8_t)(it->clsid & ITEM_CLSID_MASK);
+    head[7] = it->nkey;
+    crc = crc_32c(0, head, sizeof(head));
+    if (!(flags & ITEM_CHUNKED)) {
+        return crc_32c(crc, it->data, meta_len(it) + nbytes);
+    }
     crc = crc_32c(crc, it->data, meta_len(it));
     while (item_value_iov(it, off, &iov, 1) == 1) {
         crc = crc_32c(crc, iov.iov_base, iov.iov_len);
