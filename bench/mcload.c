@@ -2,7 +2,9 @@
  * mcload: a closed-loop load generator for memcached-protocol servers.
  *
  * Each thread owns one event_base and a share of the connections.  Every
- * connection keeps up to `depth` requests in flight; each request carries
+ * connection keeps up to `depth` requests in flight (with --rate, no
+ * more than the rate has let out so far: a cap, so that the server has
+ * time between batches, as with a client slower than it); each request carries
  * its own send time, so a pipelined request's latency runs from the moment
  * it went into the socket to the moment its reply was parsed.  Every reply
  * is validated (framing, key, size and value bytes), and anything the
@@ -88,6 +90,7 @@ struct opts {
     uint32_t vmin;
     uint32_t vmax;
     double duration;
+    double rate;        /* requests a second in the run, all threads (0: any) */
     uint64_t requests;
     enum proto proto;
     bool preload;
@@ -426,6 +429,8 @@ struct worker {
     struct event *ev_deadline;
     struct event *ev_grace;
     struct event *ev_stop;
+    struct event *ev_pace;  /* --rate: lets the next requests out */
+    uint64_t paced;         /* requests sent in the run under --rate */
     int stop_fd;        /* eventfd: the signal thread asks us to stop */
     uint64_t t_start;
     uint64_t t_last;    /* when the last reply of the phase was parsed */
@@ -642,13 +647,32 @@ udp_receive(struct conn *c)
     }
 }
 
+/* --rate: the run may have sent (now - start) * rate / threads by now. */
+static bool
+paced(const struct worker *w)
+{
+    return o.rate > 0 && w->phase == PHASE_RUN;
+}
+
+static bool
+pace_allows(const struct worker *w)
+{
+    double due;
+
+    if (!paced(w)) {
+        return true;
+    }
+    due = (double)(now_ns() - w->t_start) * 1e-9 * o.rate / o.threads;
+    return (double)w->paced < due;
+}
+
 static bool
 may_send(struct conn *c)
 {
     struct worker *w = c->w;
 
     return c->active && !w->stopping && w->budget > 0 &&
-           c->inflight < o.depth;
+           c->inflight < o.depth && pace_allows(w);
 }
 
 /* Queue requests up to the pipeline depth; all share the send stamp. */
@@ -683,6 +707,7 @@ conn_fill(struct conn *c, uint64_t stamp)
         }
         c->inflight++;
         w->budget--;
+        w->paced += paced(w);
     }
     return 0;
 }
@@ -1183,10 +1208,33 @@ conn_advance(struct conn *c)
         return;
     }
     if (c->inflight == 0) {
+        struct worker *w = c->w;
+
+        if (paced(w) && !w->stopping && w->budget > 0) {
+            return;             /* the pace timer lets the next out */
+        }
         conn_idle(c);
         return;
     }
     conn_flush(c);
+}
+
+/* --rate, every millisecond: each connection sends what the rate has let
+ * out by now, up to its depth. */
+static void
+on_pace(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+
+    (void)fd;
+    (void)what;
+    for (int i = 0; i < w->nconns; i++) {
+        struct conn *c = &w->conns[i];
+
+        if (c->active && c->inflight < o.depth) {
+            conn_advance(c);
+        }
+    }
 }
 
 static void
@@ -1421,6 +1469,12 @@ phase_run(struct worker *w, enum phase ph)
         evtimer_add(w->ev_deadline, &tv);
     }
     event_add(w->ev_stop, NULL);
+    w->paced = 0;
+    if (paced(w)) {
+        struct timeval ms = { 0, 1000 };
+
+        event_add(w->ev_pace, &ms);
+    }
     for (int i = 0; i < w->nconns; i++) {
         if (w->conns[i].active) {
             conn_advance(&w->conns[i]);
@@ -1432,6 +1486,7 @@ phase_run(struct worker *w, enum phase ph)
     evtimer_del(w->ev_deadline);
     evtimer_del(w->ev_grace);
     event_del(w->ev_stop);
+    event_del(w->ev_pace);
 }
 
 static void
@@ -1486,8 +1541,10 @@ worker_init(struct worker *w, int id)
     }
     w->ev_deadline = evtimer_new(w->base, on_deadline, w);
     w->ev_grace = evtimer_new(w->base, on_grace, w);
+    w->ev_pace = event_new(w->base, -1, EV_PERSIST, on_pace, w);
     w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->ev_deadline == NULL || w->ev_grace == NULL || w->stop_fd < 0) {
+    if (w->ev_deadline == NULL || w->ev_grace == NULL ||
+        w->ev_pace == NULL || w->stop_fd < 0) {
         return -1;
     }
     w->ev_stop = event_new(w->base, w->stop_fd, EV_READ | EV_PERSIST,
@@ -1520,6 +1577,9 @@ worker_free(struct worker *w)
     }
     if (w->ev_grace != NULL) {
         event_free(w->ev_grace);
+    }
+    if (w->ev_pace != NULL) {
+        event_free(w->ev_pace);
     }
     if (w->ev_stop != NULL) {
         event_free(w->ev_stop);
@@ -1599,8 +1659,12 @@ report_text(const struct report *r)
         printf("preload:  %" PRIu64 " sets in %.2f s, %" PRIu64
                " errors\n", r->pre.sets, r->pre_seconds, r->pre.errors);
     }
-    printf("server:   %s  proto %s  conns %d  depth %d  threads %d\n",
+    printf("server:   %s  proto %s  conns %d  depth %d  threads %d",
            o.server, proto_names[o.proto], o.conns, o.depth, o.threads);
+    if (o.rate > 0) {
+        printf("  rate %.0f/s", o.rate);
+    }
+    printf("\n");
     printf("run:      %.2f s, %" PRIu64 " requests, %.0f ops/s, "
            "%.0f keys/s\n", r->seconds, k->requests,
            rate(k->requests, r->seconds),
@@ -1627,9 +1691,9 @@ report_json(const struct report *r)
 
     printf("{\"server\": \"%s\", \"proto\": \"%s\", \"conns\": %d, "
            "\"depth\": %d, \"threads\": %d, \"multiget\": %d, "
-           "\"keys\": %" PRIu64 ",\n", o.server,
+           "\"keys\": %" PRIu64 ", \"rate\": %.0f,\n", o.server,
            proto_names[o.proto], o.conns, o.depth, o.threads, o.multiget,
-           o.keys);
+           o.keys, o.rate);
     printf(" \"preload_sets\": %" PRIu64 ", \"preload_errors\": %" PRIu64
            ", \"preload_seconds\": %.3f,\n", r->pre.sets, r->pre.errors,
            r->pre_seconds);
@@ -1668,6 +1732,8 @@ usage(FILE *f)
         "  --key-prefix S       key prefix (\"key:\")\n"
         "  --value-size N|A-B   value bytes, fixed or per-key range (32)\n"
         "  --duration SEC       stop after this long (10; 0 = no limit)\n"
+        "  --rate N             requests a second in the run, at most (0: as\n"
+        "                       fast as replies come back)\n"
         "  --requests N         stop after N requests (10000000; 0 = none)\n"
         "  --proto P            text | meta | binary (text)\n"
         "  --preload            set every key once first, pipelined\n"
@@ -1822,7 +1888,7 @@ parse_server(const char *s)
 
 enum {
     OPT_SERVER = 256, OPT_GET_RATIO, OPT_MULTIGET, OPT_KEYS, OPT_DIST,
-    OPT_ZIPF_S, OPT_PREFIX, OPT_VSIZE, OPT_DURATION, OPT_REQUESTS,
+    OPT_ZIPF_S, OPT_PREFIX, OPT_VSIZE, OPT_DURATION, OPT_RATE, OPT_REQUESTS,
     OPT_PROTO, OPT_PRELOAD, OPT_NO_VERIFY, OPT_CPU, OPT_SEED, OPT_JSON,
     OPT_UDP, OPT_TLS, OPT_HELP
 };
@@ -1840,6 +1906,7 @@ static const struct option long_opts[] = {
     { "key-prefix", required_argument, NULL, OPT_PREFIX },
     { "value-size", required_argument, NULL, OPT_VSIZE },
     { "duration", required_argument, NULL, OPT_DURATION },
+    { "rate", required_argument, NULL, OPT_RATE },
     { "requests", required_argument, NULL, OPT_REQUESTS },
     { "proto", required_argument, NULL, OPT_PROTO },
     { "preload", no_argument, NULL, OPT_PRELOAD },
@@ -1885,6 +1952,7 @@ parse_one(int ch, const char *arg)
     case OPT_ZIPF_S: return parse_double(arg, 0.01, 10, &o.zipf_s);
     case OPT_VSIZE: return parse_vsize(arg);
     case OPT_DURATION: return parse_double(arg, 0, 1e6, &o.duration);
+    case OPT_RATE: return parse_double(arg, 0, 1e9, &o.rate);
     case OPT_REQUESTS: return parse_u64(arg, 0, UINT64_MAX, &o.requests);
     case OPT_CPU: return parse_cpus(arg);
     case OPT_SEED: return parse_u64(arg, 0, UINT64_MAX, &o.seed);

@@ -12,6 +12,10 @@
 #                text-d8     the same, 8 requests in flight per connection
 #                meta-d8     the same in meta commands (mg/ms)
 #                binary-d8   the same in the binary protocol
+#                binary-paced  binary-d8 held to 200,000 requests a second,
+#                            below either server's peak: as under a client
+#                            slower than the server (memtier_benchmark),
+#                            the server waits between small batches
 #                udp-d1      the same over UDP (-U), one request in flight
 #                tls-d8      text-d8 over TLS (-Z, one certificate)
 #                multiget    16-key multigets, 8 in flight, 50 connections
@@ -128,6 +132,9 @@ if has_part wires; then
     workload binary-d8 "binary GET/SET 90/10, 32 B, 50 conns x 8 in flight" \
         CONNS=50 GET_RATIO=0.9 VALUE_SIZE=32 \
         LOAD_ARGS="--proto binary --depth 8"
+    workload binary-paced "binary GET/SET 90/10 at 200,000 req/s, 50 conns x 8 in flight" \
+        CONNS=50 GET_RATIO=0.9 VALUE_SIZE=32 \
+        LOAD_ARGS="--proto binary --depth 8 --rate 200000"
     workload udp-d1 "UDP GET/SET 90/10, 32 B, 50 sockets x 1" \
         UDP=1 CONNS=50 GET_RATIO=0.9 VALUE_SIZE=32
     workload tls-d8 "TLS GET/SET 90/10, 32 B, 50 conns x 8 in flight" \

@@ -184,6 +184,20 @@ def test_duration_bounds_the_run(server):
     assert out["latency_us"]["p99"] <= out["latency_us"]["max"]
 
 
+def test_rate_caps_the_run(server):
+    """--rate lets out no more than rate x seconds requests (the requests
+    in flight at the end aside), and every one is still answered and
+    checked; the server's counters agree."""
+    before = counters(server)
+    out = mcload(server, "--duration", 1, "--requests", 0, "-c", 4,
+                 "--depth", 8, "--rate", 2000, "--proto", "binary")
+    after = counters(server)
+    assert out["rate"] == 2000
+    assert 0 < out["requests"] <= 2000 * out["seconds"] + 4 * 8
+    assert out["errors"] == 0
+    check_deltas(before, after, out)
+
+
 def test_refuses_non_loopback():
     res = subprocess.run([MCLOAD_BIN, "--server", "192.0.2.1:11211"],
                          capture_output=True, text=True, timeout=10)
