@@ -2,6 +2,7 @@
 and the stop; -vv each request and the reply memcached logs for it, new
 and closed connections, listeners; -vvv the state machine."""
 
+import os
 import re
 import signal
 import struct
@@ -283,6 +284,7 @@ def test_v_shows_recovery_progress(server_factory, memfile):
                             for i in range(100)))
         c.sync()
     s.stop()
+    os.unlink(memfile + ".index")   # without the saved index: a scan
     s = server_factory("-v", "-e", memfile, "-m", "400",
                        "-o", "recovery_progress_ms=1")
     out = lines(s)
