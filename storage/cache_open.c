@@ -544,6 +544,28 @@ lists_destroy(void)
     lru_destroy();
 }
 
+/* The index to take in place of the scan: the one handed over, else the
+ * one the last clean stop saved beside the file. */
+static void
+find_image(const struct cache_options *opts)
+{
+    if (cache_image_map(&image, opts) != 0) {
+        cache_image_map_saved(&image, opts);
+    }
+}
+
+/* After the start's first commit: the saved index is outdated by it, and
+ * what was kept for an index, taken or not, goes. */
+static void
+done_with_image(const struct cache_options *opts)
+{
+    if (ca->sb.tier != NULL) {
+        cache_image_forget_saved(opts);
+    }
+    cache_image_unmap(&image);
+    assoc_stage_drop();             /* room for an index that did not come */
+}
+
 int
 cache_init(struct cache_options *opts, unsigned nworkers)
 {
@@ -560,11 +582,9 @@ cache_init(struct cache_options *opts, unsigned nworkers)
         fprintf(stderr, "cache: cannot set up %u item locks\n", 1u << lp);
         return -1;
     }
-    /* The file before the table's address space: a file handed over
-     * (with its index) maps where its predecessor had it, if free. */
-    if (cache_image_map(&image, opts) != 0) {
-        cache_image_map_saved(&image, opts);
-    }
+    /* The file before the table's address space: a file with an index
+     * maps where the index says it was, if free. */
+    find_image(opts);
     old = memory_init(opts);
     if (old < 0) {
         goto fail_locks;
@@ -583,11 +603,7 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     if (old > 0 && pmem_recover(opts) != 0) {
         goto fail_lists;
     }
-    if (old >= 0 && ca->sb.tier != NULL) {
-        cache_image_forget_saved(opts);     /* outdated by the commit */
-    }
-    cache_image_unmap(&image);
-    assoc_stage_drop();             /* room for an index that did not come */
+    done_with_image(opts);
     ca->recovery.downtime = ca->downtime;
     ca->recovery.discarded_stale = ca->stale;
     if (ca->sb.tier != NULL) {
