@@ -17,8 +17,9 @@
  *
  * State, and who may change it:
  *
- *   shape          level << 32 | split        the expander, under the item
- *                                             lock of the bucket it splits
+ *   shape          level << 32 | split        the holder of `grower`, under
+ *                                             the item lock of the bucket
+ *                                             it splits
  *   bucket chains  slot and item->h_next      the bucket's item lock
  *
  * A bucket's index for hv changes only when that very bucket is split,
@@ -28,8 +29,17 @@
  * run meanwhile.  Lock-free readers (assoc_peek, the prefetch walk) rely
  * on the stripe's count (locks.h), which every split moves.
  *
- * The expander thread holds maint_lock while it splits and lets go while
- * it waits for work; assoc_walk() takes it too, so a walk sees one shape.
+ * Splits are done by the workers that insert: a worker that links a new
+ * item while the table is short of buckets splits up to GROW_STEP of
+ * them, taking each bucket's lock by trylock (it holds its own item's)
+ * and giving up at the first busy one.  The cost spreads over the inserts
+ * that cause it, a few hundred nanoseconds each, instead of falling on
+ * the readers in long runs of a thread of its own.  The expander thread
+ * keeps the wanted size (the item count, looked at every FOLLOW_NS while
+ * the table grows) and splits only what the inserts left behind (none
+ * came since it last looked).  One splitter at a time: whoever holds the
+ * `grower` flag, taken by exchange; a worker that finds it taken goes on.
+ * assoc_walk() holds it throughout, so that a walk sees one shape.
  * Lock order: maint_lock, then item locks.
  */
 #include "storage/assoc.h"
@@ -65,14 +75,14 @@
 static uint32_t *table;
 static uint64_t reserved;               /* buckets the mapping holds */
 static _Atomic uint64_t shape;
-static atomic_bool splitting;           /* the expander is behind */
+static atomic_bool grower;              /* someone may change shape */
 static unsigned bulk_move;
 static char *stage;                     /* assoc_stage()'s room */
 static size_t stage_len;
 
 static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t maint_cond = PTHREAD_COND_INITIALIZER;
-static uint64_t want_items;             /* maint_lock */
+static _Atomic uint64_t want_buckets;   /* buckets_for(items) */
 static uint64_t (*count_items)(void);   /* assoc_thread_start() */
 static atomic_bool stop_thread;
 static bool thread_running;             /* start/stop callers only */
@@ -178,9 +188,9 @@ assoc_init(unsigned power, unsigned bulk)
         return -1;
     }
     atomic_store(&shape, (uint64_t)power << 32);
-    atomic_store(&splitting, false);
+    atomic_store(&grower, false);
     bulk_move = bulk > 0 ? bulk : 1;
-    want_items = 0;
+    atomic_store(&want_buckets, 0);
     return 0;
 }
 
@@ -195,7 +205,8 @@ assoc_destroy(void)
     reserved = 0;
     assoc_stage_drop();
     atomic_store(&shape, 0);
-    atomic_store(&splitting, false);
+    atomic_store(&grower, false);
+    atomic_store(&want_buckets, 0);
 }
 
 void
@@ -523,93 +534,192 @@ prefetch_bucket(uint64_t b, uint64_t s, unsigned depth)
     quiesce_exit();
 }
 
-/* Split buckets until the table fits want_items or a stop is asked for;
- * maint_lock held. */
+static bool
+behind(uint64_t s)
+{
+    return can_grow(s) &&
+           buckets_of(s) < atomic_load_explicit(&want_buckets, RELAXED);
+}
+
+/* Split the next bucket of shape *s and advance it; grower held.  With
+ * `wait` it waits for the bucket's lock (false: a stop was asked for),
+ * without it gives up at once when the lock is busy (the calling worker
+ * may hold it). */
+static bool
+split_next(uint64_t *s, bool wait)
+{
+    uint64_t b = split_of(*s);
+
+    /* the new bucket's page is faulted in before the lock */
+    __atomic_store_n(&table[b + ((uint64_t)1 << level_of(*s))], 0,
+                     __ATOMIC_RELAXED);
+    if (wait ? !lock_bucket(b) : !locks_trylock((uint32_t)b)) {
+        return false;
+    }
+    split_bucket(*s);
+    *s = next_shape(*s);
+    atomic_store_explicit(&shape, *s, memory_order_release);
+    locks_unlock((uint32_t)b);
+    return true;
+}
+
+static bool
+grower_try(void)
+{
+    return !atomic_load_explicit(&grower, RELAXED) &&
+           !atomic_exchange_explicit(&grower, true, memory_order_acquire);
+}
+
+static void
+grower_drop(void)
+{
+    atomic_store_explicit(&grower, false, memory_order_release);
+}
+
+/* Buckets a worker splits at most per item it links: more than the
+ * 2 / ASSOC_LOAD_X2 a new item needs, so that inserts catch up with the
+ * count the expander last read. */
+#define GROW_STEP 4
+
+void
+assoc_grow_step(void)
+{
+    uint64_t s = atomic_load_explicit(&shape, RELAXED);
+
+    if (!behind(s) || !grower_try()) {
+        return;
+    }
+    s = atomic_load_explicit(&shape, RELAXED);
+    for (unsigned i = 0; i < GROW_STEP && behind(s); i++) {
+        if (!split_next(&s, false)) {
+            break;
+        }
+    }
+    /* the next step's first items, on their way while the worker
+     * answers: a split otherwise waits on each item it hashes */
+    for (unsigned i = 0; i < GROW_STEP && behind(s); i++) {
+        prefetch_bucket(split_of(s) + i, s, 0);
+    }
+    grower_drop();
+}
+
+/* What the inserts left: split until the table fits want_buckets, a
+ * stop is asked for, or someone else holds grower (a walk, a worker);
+ * maint_lock held.  Batches of bulk_move buckets, with the first items
+ * of buckets ahead fetched while it splits. */
 static void
 grow(void)
 {
-    uint64_t s = atomic_load(&shape);
+    uint64_t s;
 
-    atomic_store(&splitting, true);
+    if (!grower_try()) {
+        return;
+    }
+    s = atomic_load(&shape);
     for (unsigned i = 1; i < SPLIT_AHEAD; i++) {
         prefetch_bucket(split_of(s) + i, s, 0);
     }
-    while (can_grow(s) && buckets_of(s) < buckets_for(want_items)) {
-        for (unsigned i = 0; i < bulk_move && can_grow(s) &&
-                             buckets_of(s) < buckets_for(want_items); i++) {
+    while (behind(s) && !atomic_load(&stop_thread)) {
+        for (unsigned i = 0; i < bulk_move && behind(s); i++) {
             uint64_t b = split_of(s);
 
             prefetch_bucket(b + SPLIT_AHEAD, s, 0);
             prefetch_bucket(b + SPLIT_AHEAD / 2, s, 1);
-            /* the new bucket's page is faulted in before the lock */
-            __atomic_store_n(&table[b + ((uint64_t)1 << level_of(s))], 0,
-                             __ATOMIC_RELAXED);
-            if (!lock_bucket(b)) {
-                atomic_store(&splitting, false);
+            if (!split_next(&s, true)) {
+                grower_drop();
                 return;
             }
-            split_bucket(s);
-            s = next_shape(s);
-            atomic_store_explicit(&shape, s, memory_order_release);
-            locks_unlock((uint32_t)b);
         }
-        if (atomic_load(&stop_thread)) {
-            break;
+        /* a worker may take over between batches */
+        grower_drop();
+        if (!grower_try()) {
+            return;
         }
+        s = atomic_load(&shape);
     }
-    atomic_store(&splitting, false);
-}
-
-static bool
-behind(void)
-{
-    uint64_t s = atomic_load(&shape);
-
-    return can_grow(s) && buckets_of(s) < buckets_for(want_items);
-}
-
-static void
-follow_count(void)
-{
-    uint64_t n = count_items != NULL ? count_items() : 0;
-
-    if (n > want_items) {
-        want_items = n;
-    }
+    grower_drop();
 }
 
 /*
- * Grow when asked (assoc_maybe_expand(), each clock tick), then look at
- * the item count again every FOLLOW_NS for as long as that finds more
- * buckets to split, so that a fast load does not run a second of inserts
- * ahead of the table.
+ * Fault in the table's pages that the next splits will use, up to a page
+ * past the buckets wanted (a 2 MB one where the table has them), so that
+ * a worker's split does not stop for the kernel (a 2 MB page is zeroed on
+ * its first touch) while it holds an item lock.  An atomic add of 0
+ * touches a slot without changing it: a splitter may be filling it.
+ */
+static void
+prefault_ahead(void)
+{
+    const uint64_t per_page = 4096 / sizeof(uint32_t);
+    uint64_t from = buckets_of(atomic_load(&shape));
+    uint64_t to = atomic_load_explicit(&want_buckets, RELAXED);
+
+    to += to >= HUGE_FROM ? ((uint64_t)2 << 20) / sizeof(uint32_t)
+                          : per_page;
+
+    if (to > reserved) {
+        to = reserved;
+    }
+    for (uint64_t b = from; b < to; b += per_page) {
+        __atomic_fetch_add(&table[b], 0, __ATOMIC_RELAXED);
+    }
+}
+
+/* want_buckets from the item count now; it only grows. */
+static void
+follow_count(void)
+{
+    uint64_t want = buckets_for(count_items != NULL ? count_items() : 0);
+
+    if (want > atomic_load_explicit(&want_buckets, RELAXED)) {
+        atomic_store_explicit(&want_buckets, want, RELAXED);
+    }
+}
+
+static void
+wait_follow(void)
+{
+    struct timespec dl;
+
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_nsec += FOLLOW_NS;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&maint_cond, &maint_lock, &dl);
+}
+
+/*
+ * Woken when the table falls short (assoc_maybe_expand(), each clock
+ * tick); then, for as long as the table keeps growing, it reads the item
+ * count again every FOLLOW_NS, so that the inserts' splits follow a fast
+ * load, and splits itself only when no insert moved the table since its
+ * last look.
  */
 static void *
 expander_main(void *arg)
 {
-    bool grew = false;
+    bool following = false;
 
     (void)arg;
     pthread_mutex_lock(&maint_lock);
     while (!atomic_load(&stop_thread)) {
-        if (behind()) {
-            grow();
-            grew = true;
-        } else if (grew) {
-            struct timespec dl;
+        uint64_t s = atomic_load(&shape);
 
-            grew = false;
-            clock_gettime(CLOCK_REALTIME, &dl);
-            dl.tv_nsec += FOLLOW_NS;
-            if (dl.tv_nsec >= 1000000000) {
-                dl.tv_sec++;
-                dl.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&maint_cond, &maint_lock, &dl);
-            follow_count();
-        } else {
+        if (!following && !behind(s)) {
             pthread_cond_wait(&maint_cond, &maint_lock);
+            following = true;
+            continue;
         }
+        wait_follow();
+        follow_count();
+        prefault_ahead();
+        if (atomic_load(&shape) == s && behind(s)) {
+            grow();
+        }
+        following = behind(atomic_load(&shape)) ||
+                    atomic_load(&shape) != s;
     }
     pthread_mutex_unlock(&maint_lock);
     return NULL;
@@ -657,11 +767,15 @@ assoc_maybe_expand(uint64_t curr_items)
     if (!can_grow(s) || buckets_of(s) >= buckets_for(curr_items)) {
         return;
     }
-    /* Busy means a growth or a walk is running: ask again later. */
+    if (buckets_for(curr_items) >
+        atomic_load_explicit(&want_buckets, RELAXED)) {
+        atomic_store_explicit(&want_buckets, buckets_for(curr_items),
+                              RELAXED);
+    }
+    /* Busy means the expander is awake: it reads the count itself. */
     if (pthread_mutex_trylock(&maint_lock) != 0) {
         return;
     }
-    want_items = curr_items;
     pthread_cond_signal(&maint_cond);
     pthread_mutex_unlock(&maint_lock);
 }
@@ -677,7 +791,7 @@ assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
      * table has reached: a table past 2^level has passed it */
     *hash_power_level = level_of(s) + (split_of(s) > 0 ? 1 : 0);
     *hash_bytes = table != NULL ? buckets_of(s) * sizeof(uint32_t) : 0;
-    *hash_is_expanding = atomic_load(&splitting);
+    *hash_is_expanding = table != NULL && behind(s);
 }
 
 /* Lock-free: the slot is always inside the mapping, which lives as long
@@ -702,14 +816,16 @@ assoc_hint_head(const void *hint, bool *empty)
 
 /* ---- walk ------------------------------------------------------------- */
 
-/* Under maint_lock the shape cannot change. */
+/* While it holds grower the shape cannot change. */
 void
 assoc_walk(int (*fn)(struct item *it, void *ctx), void *ctx)
 {
     uint64_t n;
     int rc = 0;
 
-    pthread_mutex_lock(&maint_lock);
+    while (!grower_try()) {
+        sched_yield();
+    }
     n = table != NULL ? buckets_of(atomic_load(&shape)) : 0;
     for (uint64_t b = 0; b < n && rc == 0; b++) {
         struct item *it, *next;
@@ -721,5 +837,5 @@ assoc_walk(int (*fn)(struct item *it, void *ctx), void *ctx)
         }
         locks_unlock((uint32_t)b);
     }
-    pthread_mutex_unlock(&maint_lock);
+    grower_drop();
 }

@@ -3,10 +3,11 @@
  *
  * Buckets are 32-bit chunk ids (chunkid.h) of each chain's first item;
  * items chain through item->h_next.  The table grows by linear hashing,
- * a bucket at a time, in the background: when cache_tick() sees more than
- * ASSOC_LOAD_X2 / 2 items per bucket it wakes the expander thread, which
- * splits buckets (each under its item lock, a few hundred nanoseconds)
- * until the load is back to that.  No table is ever copied or doubled, so
+ * a bucket at a time: when cache_tick() sees more than ASSOC_LOAD_X2 / 2
+ * items per bucket it wakes the expander thread, which follows the item
+ * count from then on, and the workers that link items split buckets
+ * (each under its item lock, a few hundred nanoseconds) until the load
+ * is back to that.  No table is ever copied or doubled, so
  * the table's DRAM is about 4 / 1.5 bytes per item at every moment.
  *
  * Locking: every call that takes hv expects the caller to hold
@@ -76,6 +77,11 @@ void assoc_thread_stop(void);
 /* Wake the expander when the table is short of buckets for curr_items;
  * cheap, never blocks. */
 void assoc_maybe_expand(uint64_t curr_items);
+
+/* After linking an item (its lock held): when the table is short of
+ * buckets, split a few of them, unless another thread is splitting or
+ * their locks are busy.  Two loads when the table is not short. */
+void assoc_grow_step(void);
 
 /* hash_power_level: log2 of the smallest power of two of buckets not
  * below the table's (memcached's level once it has grown past as many

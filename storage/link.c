@@ -84,6 +84,7 @@ link_in(struct item *it, uint32_t hv, enum item_lru which)
     assoc_insert(it, hv);
     lru_push(it);
     histo_add(it, 1);
+    assoc_grow_step();
 }
 
 int

@@ -614,28 +614,26 @@ free_many(struct item **v, uint32_t n)
 }
 
 /*
- * Catch the expander in the middle of a level: once it splits, hold stripe
- * 15, which every 16th bucket needs; the expander stalls there, and stop
- * makes it give up.  Everything must then work over split and unsplit
- * buckets.
+ * Catch the expander in the middle of a level: hold stripe 15, which
+ * every 16th bucket needs, and ask for growth; the expander (nothing
+ * inserts, so it splits itself) stalls at bucket 15, and stop makes it
+ * give up.  Everything must then work over split and unsplit buckets.
+ * 1 when it stalled there.
  */
 static int
 pause_expansion(void)
 {
-    uint64_t e = 0;
-    int i;
+    int i, stalled;
 
-    /* A request that finds the expander busy is dropped: repeat it. */
-    for (i = 0; i < 2000000 && !e; i++) {
-        assoc_maybe_expand(PAUSE_ITEMS);
-        stats(NULL, NULL, &e);
-        sched_yield();
-    }
     locks_lock(15);
-    stats(NULL, NULL, &e);
+    for (i = 0; i < 20000 && buckets() < (1u << 16) + 15; i++) {
+        assoc_maybe_expand(PAUSE_ITEMS);
+        usleep(1000);
+    }
+    stalled = buckets() == (1u << 16) + 15;
     assoc_thread_stop();
     locks_unlock(15);
-    return (int)e;
+    return stalled;
 }
 
 /* Insert, delete and find with the move half done; 1 if all good. */
@@ -675,23 +673,18 @@ test_paused_expansion(void)
     uint8_t *live = malloc(PAUSE_ITEMS);
     uint64_t p, b, e, total;
     uint32_t i;
-    int attempt, caught = 0;
 
-    /* On a loaded machine the move may finish before we catch it. */
-    for (attempt = 0; attempt < 5 && !caught; attempt++) {
-        assoc_destroy();
-        assoc_init(16, 1);
-        for (i = 0; i < PAUSE_ITEMS; i++) {
-            insert_locked(v[i]);
-            live[i] = 1;
-        }
-        assoc_thread_start(NULL);
-        caught = pause_expansion();
+    assoc_destroy();
+    assoc_init(16, 1);
+    for (i = 0; i < PAUSE_ITEMS; i++) {
+        insert_locked(v[i]);
+        live[i] = 1;
     }
-    ok(caught, "growth caught in the middle of a level");
+    assoc_thread_start(NULL);
+    ok(pause_expansion(), "growth stalled at the held bucket, mid-level");
     stats(&p, &b, &e);
     is_int(p, 17, "level 17 while 2^16 is split: reached");
-    is_int(e, 0, "hash_is_expanding 0 once the expander stopped");
+    is_int(e, 1, "hash_is_expanding 1: the table is short of buckets");
     ok(buckets() > (1u << 16) && buckets() < PAUSE_ITEMS * 2 / 3,
        "some buckets of level 16 split, not all wanted");
     ok(census_matches(v, PAUSE_ITEMS, live, &total) &&
@@ -713,6 +706,65 @@ test_paused_expansion(void)
     free_many(v, PAUSE_ITEMS);
     free_many(extra, 1000);
     free(live);
+}
+
+/* ---- growth by the inserts ------------------------------------------- */
+
+/*
+ * No expander: each insert, made known as the expander would make the
+ * count known, is followed by assoc_grow_step() under the inserter's own
+ * lock, as link_in() does.  The table stays within a few buckets of its
+ * load all along; a step whose next bucket shares the inserter's stripe
+ * gives up and the next insert makes up for it.
+ */
+static void
+test_grow_by_inserts(void)
+{
+    struct item **v = make_many(PAUSE_ITEMS, "step:%u");
+    uint64_t worst = 0, p, b, e;
+    uint32_t i, hv;
+    int gave_up = 0, found = 1;
+    char name[80];
+
+    assoc_destroy();
+    assoc_init(16, 1);
+    for (i = 0; i < PAUSE_ITEMS; i++) {
+        uint64_t want = (uint64_t)(i + 1) * 2 / ASSOC_LOAD_X2, before;
+
+        hv = ihash(v[i]);
+        locks_lock(hv);
+        assoc_insert(v[i], hv);
+        assoc_maybe_expand(i + 1);
+        before = buckets();
+        assoc_grow_step();
+        if (before < want && buckets() == before) {
+            gave_up++;
+        }
+        locks_unlock(hv);
+        if (want > buckets() && want - buckets() > worst) {
+            worst = want - buckets();
+        }
+    }
+    assoc_grow_step();          /* holding no lock: nothing is busy */
+    assoc_grow_step();
+    stats(&p, &b, &e);
+    snprintf(name, sizeof(name), "the table never more than 4 buckets "
+             "short (%llu)", (unsigned long long)worst);
+    ok(worst <= 4, name);
+    snprintf(name, sizeof(name), "steps meeting the inserter's own stripe "
+             "gave up (%d)", gave_up);
+    ok(gave_up > 0, name);
+    is_int(b, PAUSE_ITEMS * 2 / ASSOC_LOAD_X2 * sizeof(uint32_t),
+           "the table ends at its load");
+    is_int(p, 17, "level 17");
+    is_int(e, 0, "hash_is_expanding 0: not short");
+    for (i = 0; i < PAUSE_ITEMS; i++) {
+        found &= find_item(v[i]);
+    }
+    ok(found, "every item found after the inserts' splits");
+    assoc_destroy();
+    assoc_init(16, 1);
+    free_many(v, PAUSE_ITEMS);
 }
 
 /* ---- growth under concurrent lookups ---------------------------------- */
@@ -982,6 +1034,7 @@ main(void)
     test_walk_stop();
     test_expand_small();
     test_paused_expansion();
+    test_grow_by_inserts();
     locks_destroy();
     locks_init(10);
     /* 1/7 deleted: 400k leave ~343k live (229k buckets, level 17), 100k
