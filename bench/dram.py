@@ -90,7 +90,7 @@ def run(name, argv, args, rows):
     finally:
         proc.terminate()
         proc.wait(60)
-        for p in (path, path + ".meta"):
+        for p in (path, path + ".meta", path + ".index"):
             if os.path.exists(p):
                 os.unlink(p)
 

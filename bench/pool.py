@@ -200,7 +200,8 @@ class Node:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        for p in (self.file, self.file + ".meta", self.file + ".meta.tmp"):
+        for p in (self.file, self.file + ".meta", self.file + ".meta.tmp",
+                  self.file + ".index", self.file + ".convert"):
             if os.path.exists(p):
                 os.unlink(p)
 
