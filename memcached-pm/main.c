@@ -337,9 +337,11 @@ start(void)
         (rc = succession_take_over()) != 0) {
         return rc;
     }
-    restart_meta_check();
-    if (stats_init((unsigned)settings.num_threads) != 0 ||
-        cache_init(&settings.cache, (unsigned)settings.num_threads) != 0 ||
+    if (stats_init((unsigned)settings.num_threads) != 0) {
+        return EXIT_FAILURE;
+    }
+    restart_meta_check();       /* converts a file of memcached's */
+    if (cache_init(&settings.cache, (unsigned)settings.num_threads) != 0 ||
         restart_meta_write(false) != 0) {
         return EXIT_FAILURE;
     }

@@ -16,6 +16,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "memcached-pm/convert.h"
 #include "memcached-pm/settings.h"
 #include "storage/cache.h"
 #include "storage/clock.h"
@@ -137,6 +138,15 @@ restart_meta_check(void)
     }
     settings.cache.memory_file_fresh = false;   /* a node that opens its
                                                    file again reads anew */
+    switch (convert_memcached_file()) {
+    case CONVERT_REFUSED:
+        settings.cache.memory_file_fresh = true;
+        return;
+    case CONVERT_DONE:
+        return;                 /* the .meta is written once it opens */
+    case CONVERT_NONE:
+        break;
+    }
     if ((path = meta_path()) == NULL) {
         settings.cache.memory_file_fresh = true;
         return;

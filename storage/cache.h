@@ -105,6 +105,10 @@ void cache_tick(void);
  * operator removed to start cold? */
 bool cache_file_may_lack_meta(const char *path);
 
+/* Whether the file at path is a memory file of memcached-pm's (of any
+ * layout it reads), by its superblock: not memcached's, not empty. */
+bool cache_file_is_ours(const char *path);
+
 /* Does a live process hold the memory file at path (its lock)?  A killed
  * server's files close only once its io_uring workers have gone, a few
  * milliseconds after the process. */

@@ -682,6 +682,12 @@ cache_file_may_lack_meta(const char *path)
 }
 
 bool
+cache_file_is_ours(const char *path)
+{
+    return sblock_file_version(path) != 0;
+}
+
+bool
 cache_file_busy(const char *path)
 {
     return path != NULL && tier_pmem_file_busy(path);
