@@ -27,6 +27,7 @@
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
+#include "memcached-pm/warm.h"
 #include "proto/binary.h"
 #include "proto/compose.h"
 #include "proto/response.h"
@@ -244,6 +245,25 @@ recovery_lines(struct conn *c)
     CACHE_RECOVERY_STATS(RECOVERY_LINE)
 }
 
+/* With warm_from: how the copy of the memcached node goes. */
+static void
+warm_lines(struct conn *c)
+{
+    struct warm_stats s;
+
+    if (!warm_stats(&s)) {
+        return;
+    }
+    stat_str(c, "warm_state", s.state);
+    stat_u64(c, "warm_source_items", s.source_items);
+    stat_u64(c, "warm_copied", s.copied);
+    stat_u64(c, "warm_deleted", s.deleted);
+    stat_u64(c, "warm_events", s.events);
+    stat_u64(c, "warm_skipped", s.skipped);
+    stat_u64(c, "warm_passes", s.passes);
+    stat_u64(c, "warm_requests", s.requests);
+}
+
 static void
 stats_general(struct conn *c)
 {
@@ -259,6 +279,7 @@ stats_general(struct conn *c)
     getrusage(RUSAGE_SELF, &gen.ru);
     general_lines(c, &gen);
     recovery_lines(c);
+    warm_lines(c);
     stats_end(c);
     free(gen.t);
 }

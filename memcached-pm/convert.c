@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,24 +40,6 @@ path_plus(const char *path, const char *ext)
     char *p;
 
     return asprintf(&p, "%s%s", path, ext) < 0 ? NULL : p;
-}
-
-/* The value, with its "\r\n", into a fresh item, whatever its chunks. */
-static void
-fill(struct item *it, const char *src, size_t len)
-{
-    struct iovec iov[16];
-    size_t off = 0, n;
-
-    while (off < len && (n = item_value_iov(it, off, iov, 16)) > 0) {
-        for (size_t i = 0; i < n && off < len; i++) {
-            size_t k = iov[i].iov_len < len - off ? iov[i].iov_len
-                                                  : len - off;
-
-            memcpy(iov[i].iov_base, src + off, k);
-            off += k;
-        }
-    }
 }
 
 static int
@@ -92,7 +73,7 @@ import_one(const struct mcfile_item *mi, void *ctx)
     }
     mcfile_value(im->f, mi, im->buf);
     memcpy(im->buf + mi->vlen, "\r\n", 2);
-    fill(it, im->buf, (size_t)mi->vlen + 2);
+    item_value_fill(it, im->buf, (size_t)mi->vlen + 2);
     if (mi->binary_key) {
         item_set_key_binary(it);
     }

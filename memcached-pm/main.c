@@ -37,6 +37,7 @@
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
+#include "memcached-pm/warm.h"
 #include "memcached-pm/worker.h"
 #include "memcached-pm/placement.h"
 #include "memcached-pm/restart.h"
@@ -356,7 +357,8 @@ start(void)
     if (log_start() != 0) {
         log_error("no log thread: messages go straight to stderr");
     }
-    if (worker_start_all((unsigned)settings.num_threads) != 0) {
+    if (worker_start_all((unsigned)settings.num_threads) != 0 ||
+        warm_start() != 0) {
         return EXIT_FAILURE;
     }
     succession_serving();
@@ -386,6 +388,7 @@ stop_all(bool graceful)
     }
     /* A successor serves -s's socket file from now on. */
     listen_close(graceful, !handed && !stored);
+    warm_stop();
     STEP("asking workers to stop");
     STEP("closing connections");
     STEP("reaping worker threads");

@@ -280,6 +280,13 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       "takeover", STR, "unix socket a node started with the same option "  \
       "takes this one's listeners, connections and memory file over on "   \
       "(a restart or upgrade no client sees)")                              \
+    X(warm_from, STR_NULL, D(const char *, warm_from, NULL), 0, NULL,      \
+      "warm_from", STR, "copy the items of the memcached node at "          \
+      "<host>:<port> (or a unix socket's path) and follow its writes "      \
+      "until it stops")                                                     \
+    X(warm_from_rate, U, D(unsigned, warm_from_rate, 0), 0, NULL,          \
+      "warm_from_rate", UINT(0, UINT_MAX, NULL), "requests a second "       \
+      "warm_from sends the node at most (default: 0, no bound)")           \
     X(worker_cpus, STR, V(placement_worker_cpus()), 0, NULL, "worker_cpus", \
       FN(placement_opt_worker_cpus), "pin worker threads round robin to "   \
       "these CPUs (Linux cpu-list syntax: 0-3,8)")                          \

@@ -155,6 +155,21 @@ item_value_copy(const struct item *it, char *buf, size_t len)
     return done;
 }
 
+void
+item_value_fill(struct item *it, const char *src, size_t len)
+{
+    size_t want = len < it->nbytes ? len : it->nbytes;
+    size_t done = 0;
+    struct iovec iov;
+
+    while (done < want && item_value_iov(it, done, &iov, 1) == 1) {
+        size_t n = iov.iov_len < want - done ? iov.iov_len : want - done;
+
+        memcpy(iov.iov_base, src + done, n);
+        done += n;
+    }
+}
+
 bool
 item_value_crlf_ok(const struct item *it)
 {

@@ -59,6 +59,10 @@ bool item_value_crlf_ok(const struct item *it);
  * count.  For small values (incr/decr, tests). */
 size_t item_value_copy(const struct item *it, char *buf, size_t len);
 
+/* The other way: min(len, vlen + 2) bytes of src into a fresh item's
+ * value (from cache_alloc(), not yet stored), chunked or not. */
+void item_value_fill(struct item *it, const char *src, size_t len);
+
 /* ---- storage/ only ------------------------------------------------------
  *
  * The layout, 48 bytes of header as memcached's (so item sizes, and with

@@ -56,15 +56,16 @@ ssl_chain_cert ssl_key ssl_verify_mode ssl_keyformat ssl_ciphers
 ssl_ca_cert ssl_wbuf_size ssl_session_cache ssl_kernel_tls
 ssl_min_version num_napi_ids memory_file memory_kind client_flags_size
 tier_policy memory_file_size memory_file_durability memory_file_flush
-memory_file_max_downtime takeover worker_cpus bg_cpus numa_node
-memory_file_numa_node event_engine""".split()
+memory_file_max_downtime takeover warm_from warm_from_rate worker_cpus
+bg_cpus numa_node memory_file_numa_node event_engine""".split()
 
 # memcached-pm's own settings: its lookups and its tiers.  memcached's
 # extstore lines (ext_*) are out of scope: there is no extstore here.
 OWN_SETTINGS = ["prefetch_batch", "memory_kind", "tier_policy",
                 "memory_file_size", "memory_file_durability",
                 "memory_file_flush", "memory_file_max_downtime",
-                "takeover", "worker_cpus", "bg_cpus", "numa_node",
+                "takeover", "warm_from", "warm_from_rate", "worker_cpus",
+                "bg_cpus", "numa_node",
                 "memory_file_numa_node", "event_engine"]
 
 # memcached 1.6.18 against 1.6.45: the page mover's out-of-memory count
