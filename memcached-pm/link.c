@@ -115,6 +115,11 @@ link_read(struct link *l)
         if (errno == EINTR) {
             continue;
         }
+        if (errno == ECONNRESET) {
+            l->eof = true;          /* the node went away, unread bytes
+                                       and all */
+            return true;
+        }
         return errno == EAGAIN;
     }
 }
@@ -128,6 +133,11 @@ link_write(struct link *l)
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
+            }
+            if (errno == EPIPE || errno == ECONNRESET) {
+                l->eof = true;
+                l->out_off = l->out_len = 0;
+                return true;
             }
             return errno == EAGAIN;
         }
