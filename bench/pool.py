@@ -38,6 +38,22 @@ and times every request.  After two seconds of steady state, the event:
   upgrade-layout  memcached-pm only: as rolling-plain, from the build
                   before the last memory-file layout change
                   (script/build-layout-prev), which has no takeover
+  migrate-e       a pool of memcached -e nodes replaced node by node by
+                  memcached-pm: each stopped with SIGUSR1 (it saves its
+                  cache) and memcached-pm started on its port and file,
+                  which it converts
+  migrate-warm    a pool of memcached nodes (no -e): beside each, a
+                  memcached-pm on another port copies it (-o warm_from)
+                  until it follows, listening on memcached's port too as
+                  soon as it is free; then memcached stops (SIGTERM)
+  migrate-cold    the same pool, each memcached replaced by an empty
+                  memcached-pm: the cold switch, for comparison
+
+The migrate scenarios run through nutcracker and pylibmc's ketama (the
+server column names the switch), and beside the readers a writer sets
+keys of their own (w0..w999) to increasing versions and reads them
+back: a read that returns a version older than that key's last
+acknowledged write is stale (OUT/migrate.md).
 
 then --after seconds more.  Reported per scenario, layer, server and key
 distribution: the share of requests from the event on that missed or
@@ -90,8 +106,13 @@ VALUE = b"v" * 100
 SERVERS = ("mcpm", "memcached", "memcached-e")
 LAYERS = ("proxy", "ketama", "dalli")
 SCENARIOS = ("kill", "rolling", "upgrade", "rolling-systemd",
-             "rolling-plain", "upgrade-layout")
+             "rolling-plain", "upgrade-layout", "migrate-e", "migrate-warm",
+             "migrate-cold")
 MCPM_ONLY = ("rolling-systemd", "rolling-plain", "upgrade-layout")
+# the pool each migration starts from: every node ends as memcached-pm
+MIGRATE = {"migrate-e": "memcached-e", "migrate-warm": "memcached",
+           "migrate-cold": "memcached"}
+WRITER_KEYS = 1000
 
 
 def free_port():
@@ -201,7 +222,9 @@ class Node:
             self.proc.kill()
             self.proc.wait()
         for p in (self.file, self.file + ".meta", self.file + ".meta.tmp",
-                  self.file + ".index", self.file + ".convert"):
+                  self.file + ".index", self.file + ".convert",
+                  self.file + ".warm", self.file + ".warm.meta",
+                  self.file + ".warm.index"):
             if os.path.exists(p):
                 os.unlink(p)
 
@@ -331,11 +354,97 @@ class DalliReader:
         self.lat = [tuple(x) for x in out["lat"]]
 
 
+class Writer(threading.Thread):
+    """Sets keys w0..w999 to increasing versions and reads them back: a
+    version older than the key's last acknowledged set is stale."""
+
+    def __init__(self, mc, stop):
+        super().__init__(daemon=True)
+        self.mc, self.halt = mc, stop
+        self.acked = {}
+        self.writes = self.reads = self.stale = self.misses = 0
+        self.errors = 0
+
+    def run(self):
+        rng = random.Random(11)
+        version = 0
+        while not self.halt.is_set():
+            version += 1
+            k = "w%d" % rng.randrange(WRITER_KEYS)
+            try:
+                if self.mc.set(k, b"%d" % version):
+                    self.acked[k] = version
+                    self.writes += 1
+            except pylibmc.Error:
+                self.errors += 1
+            k = "w%d" % rng.randrange(WRITER_KEYS)
+            try:
+                got = self.mc.get(k)
+            except pylibmc.Error:
+                self.errors += 1
+                continue
+            self.reads += 1
+            if got is None:
+                self.misses += 1
+            elif int(got) < self.acked.get(k, 0):
+                self.stale += 1
+            time.sleep(0.0005)
+
+    def finish(self):
+        self.join()
+
+
+def warm_state(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), 1) as s:
+            s.sendall(b"stats\r\n")
+            data = b""
+            while not data.endswith(b"END\r\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    return None
+                data += chunk
+    except OSError:
+        return None
+    for line in data.split(b"\r\n"):
+        if line.startswith(b"STAT warm_state "):
+            return line.split()[2].decode()
+    return None
+
+
+def migrate(scenario, n, mcpm, tmp):
+    """Replace memcached node n by memcached-pm on its port."""
+    if scenario != "migrate-warm":
+        n.stop()                # memcached -e: SIGUSR1 saves its cache
+        n.kind = "mcpm"
+        n.start(mcpm)
+        return
+    # the warm node listens on a port of its own and on the node's, which
+    # it binds the moment memcached lets it go
+    port = free_port()
+    n.file = n.file + ".warm"
+    warm = subprocess.Popen(
+        [mcpm, "-p", str(port), "-U", "0", "-l",
+         "127.0.0.1,127.0.0.1:%d" % n.port, "-m", "64", "-t", "2", "-e",
+         n.file, "-o", "warm_from=127.0.0.1:%d" % n.port] +
+        (["-u", "root"] if os.geteuid() == 0 else []),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=n.err)
+    wait_until(lambda: warm_state(port) == "following",
+               "the warm node %d to follow" % port, 60)
+    n.proc.send_signal(signal.SIGUSR1)      # graceful: workers finish
+    n.proc.wait(30)
+    n.kind, n.binary, n.proc = "mcpm", mcpm, warm
+    wait_until(lambda: serves(n.port), "the warm node on %d" % n.port)
+
+
 def servers_arg(nodes):
     return ",".join("127.0.0.1:%d" % n.port for n in nodes)
 
 
 def fill(layer, nodes, proxy, nkeys):
+    if layer != "dalli":
+        client(layer, nodes, proxy).set_multi(
+            {"w%d" % i: b"0" for i in range(WRITER_KEYS)})
     if layer == "dalli":
         subprocess.run(["ruby", os.path.join(ROOT, "bench", "pool_dalli.rb"),
                         "fill", servers_arg(nodes), str(nkeys)], check=True)
@@ -348,7 +457,11 @@ def fill(layer, nodes, proxy, nkeys):
             raise SystemExit("pool.py: fill failed for %d keys" % len(failed))
 
 
-def event(scenario, nodes, binaries):
+def event(scenario, nodes, binaries, tmp):
+    if scenario in MIGRATE:
+        for n in nodes:
+            migrate(scenario, n, binaries["to"], tmp)
+        return
     if scenario == "kill":
         nodes[0].stop(graceful=False)
         nodes[0].start()
@@ -390,6 +503,8 @@ def summarise(buckets, lat, t_event):
 
 def binaries_for(kind, scenario, args):
     """The build each node starts under, and the one it ends under."""
+    if scenario in MIGRATE:
+        return {"from": args.memcached, "to": args.mcpm}
     if kind != "mcpm":
         return {"from": args.memcached, "to": args.memcached}
     if scenario == "upgrade":
@@ -403,8 +518,10 @@ def run_one(kind, layer, scenario, args, tmp):
     bins = binaries_for(kind, scenario, args)
     managed = kind == "mcpm" and scenario == "rolling-systemd"
     # the build before the last layout change has no takeover
-    nodes = [Node(kind, free_port(), bins["from"], tmp, managed,
-                  takeover=scenario != "upgrade-layout")
+    start_kind = MIGRATE.get(scenario, kind)
+    nodes = [Node(start_kind, free_port(), bins["from"], tmp, managed,
+                  takeover=scenario != "upgrade-layout" and
+                  scenario not in MIGRATE)
              for _ in range(args.nodes)]
     proxy = None
     try:
@@ -414,7 +531,7 @@ def run_one(kind, layer, scenario, args, tmp):
             proxy = Proxy([n.port for n in nodes], tmp)
         fill(layer, nodes, proxy, args.keys)
         restart = None
-        if kind == "mcpm":
+        if start_kind == "mcpm":
             restart = sorted(n.restart_seconds() for n in nodes)[
                 len(nodes) // 2]
         stop = threading.Event()
@@ -427,17 +544,24 @@ def run_one(kind, layer, scenario, args, tmp):
             else:
                 readers[d] = Reader(client(layer, nodes, proxy), args.keys,
                                     d, t0, stop, args.db_ms / 1000)
+        writer = None
+        if scenario in MIGRATE:
+            writer = Writer(client(layer, nodes, proxy), stop)
+            writer.start()
         for r in readers.values():
             r.start()
         time.sleep(STEADY)              # the steady state being measured
         t_event = time.monotonic() - t0
-        event(scenario, nodes, bins)
+        event(scenario, nodes, bins, tmp)
         time.sleep(args.after)          # the run's measured tail
         stop.set()
         for r in readers.values():
             r.finish()
+        if writer:
+            writer.finish()
         return {d: (summarise(r.buckets, r.lat, t_event), r.buckets,
-                    t_event, restart) for d, r in readers.items()}
+                    t_event, restart, writer)
+                for d, r in readers.items()}
     finally:
         if proxy:
             proxy.stop()
@@ -446,6 +570,7 @@ def run_one(kind, layer, scenario, args, tmp):
 
 
 COLOURS = {"mcpm": "#2b6cb0", "memcached": "#c53030",
+           "memcached-e to mcpm": "#2b6cb0", "memcached to mcpm": "#2b6cb0",
            "memcached-e": "#dd6b20"}
 
 
@@ -569,9 +694,17 @@ def row(scenario, layer, kind, dist, s, restart, after):
                p999 * 1e3, "%.1f ms" % (restart * 1e3) if restart else "-"))
 
 
+def writer_row(scenario, layer, w):
+    return ("| %s | %s | %d | %d | %d | %d | %d |"
+            % (scenario, layer, w.writes, w.reads, w.misses, w.errors,
+               w.stale))
+
+
 def main():
     args = parse_args()
     os.makedirs(args.out, exist_ok=True)
+    wrote = ["| scenario | layer | sets acknowledged | reads | misses "
+             "| failures | stale |", "|---|---|---:|---:|---:|---:|---:|"]
     lines = ["| scenario | layer | server | keys | missed or failed "
              "| worst 0.5 s hit ratio | back to steady | requests "
              "| longest request | p99.9 | clean restart |",
@@ -581,20 +714,36 @@ def main():
             for layer in args.layers:
                 plot = {}
                 for kind in args.servers:
-                    if kind != "mcpm" and scenario in MCPM_ONLY:
+                    if kind != "mcpm" and (scenario in MCPM_ONLY or
+                                           scenario in MIGRATE):
+                        continue
+                    if scenario in MIGRATE and layer == "dalli":
                         continue
                     res = run_one(kind, layer, scenario, args, tmp)
-                    for dist, (s, buckets, t_event, restart) in res.items():
-                        lines.append(row(scenario, layer, kind, dist, s,
+                    label = kind
+                    if scenario in MIGRATE:
+                        label = "%s to mcpm" % MIGRATE[scenario]
+                    for dist, (s, buckets, t_event, restart, writer) in \
+                            res.items():
+                        lines.append(row(scenario, layer, label, dist, s,
                                          restart, args.after))
                         print(lines[-1], flush=True)
                         if dist == "zipf":
-                            plot[kind] = (s, buckets, t_event)
+                            plot[label] = (s, buckets, t_event)
+                    if writer:
+                        wrote.append(writer_row(scenario, layer, writer))
+                        print(wrote[-1], flush=True)
+                if not plot:
+                    continue
                 svg(os.path.join(args.out, "%s-%s.svg" % (scenario, layer)),
                     "%s, %s (Zipf reader), event at the dashed line"
                     % (scenario, layer), plot)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
+    name = "migrate.md" if all(x in MIGRATE for x in args.scenarios) \
+        else "results.md"
+    with open(os.path.join(args.out, name), "w") as f:
         f.write("\n".join(lines) + "\n")
+        if len(wrote) > 2:
+            f.write("\n" + "\n".join(wrote) + "\n")
 
 
 if __name__ == "__main__":

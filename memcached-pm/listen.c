@@ -34,6 +34,7 @@
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
+#include "memcached-pm/warm.h"
 #include "memcached-pm/worker.h"
 #include "proto/response.h"
 
@@ -47,14 +48,32 @@ struct listener {
     struct event *ev;
 };
 
+/* Under warm_from, a TCP address still held by another process (the
+ * memcached node being copied, which has the port this node is to take
+ * over): bound the moment it frees, tried every DEFER_US. */
+#define MAX_DEFERRED 8
+#define DEFER_US     1000
+
+struct deferred {
+    struct sockaddr_storage addr;
+    socklen_t     len;
+    int           family, socktype, protocol;
+    enum tls_mode tls;
+};
+
 static struct event_base *main_base;
 static struct listener listeners[MAX_LISTENERS];
 static unsigned nlisteners;
 static struct event *resume_ev;     /* re-enables accept after EMFILE */
+static struct deferred deferred[MAX_DEFERRED];
+static unsigned ndeferred;
+static struct event *defer_ev;
+static bool accepting;              /* between listen_start() and _stop() */
 
 void
 listen_stop(void)
 {
+    accepting = false;
     for (unsigned i = 0; i < nlisteners; i++) {
         event_del(listeners[i].ev);
     }
@@ -63,6 +82,7 @@ listen_stop(void)
 void
 listen_start(void)
 {
+    accepting = true;
     for (unsigned i = 0; i < nlisteners; i++) {
         event_add(listeners[i].ev, NULL);
     }
@@ -292,6 +312,31 @@ given_one(struct given *g, size_t n, const struct addrinfo *ai)
     return fd;
 }
 
+/* An address in use while warm_from copies a node: kept to be bound
+ * later (true), with a line that says so. */
+static bool
+defer_one(const struct addrinfo *ai, enum tls_mode tls)
+{
+    struct deferred *d;
+    char name[64];
+
+    if (errno != EADDRINUSE || settings.warm_from == NULL ||
+        ndeferred == MAX_DEFERRED || ai->ai_addrlen > sizeof(d->addr)) {
+        return false;
+    }
+    d = &deferred[ndeferred++];
+    memcpy(&d->addr, ai->ai_addr, ai->ai_addrlen);
+    d->len = ai->ai_addrlen;
+    d->family = ai->ai_family;
+    d->socktype = ai->ai_socktype;
+    d->protocol = ai->ai_protocol;
+    d->tls = tls;
+    conn_sockaddr_name(ai->ai_addr, "tcp", name, sizeof(name));
+    log_error("%s is in use: listening there as soon as it is free "
+              "(warm_from)", name);
+    return true;
+}
+
 static int
 listen_one(const struct addrinfo *ai, enum tls_mode tls,
            struct given *g, size_t n)
@@ -300,7 +345,7 @@ listen_one(const struct addrinfo *ai, enum tls_mode tls,
     int fd = given_one(g, n, ai);
 
     if (fd < 0 && (fd = bind_one(ai)) < 0) {
-        return -1;
+        return defer_one(ai, tls) ? 0 : -1;
     }
     portfile_note(fd, false);
     bound_name(fd, ai, name, sizeof(name));
@@ -416,6 +461,47 @@ listen_unix(struct given *g, size_t n)
     return add_listener(fd, true, TLS_OFF, name);
 }
 
+/* Try the deferred addresses again; those bound start accepting. */
+static void
+on_defer(evutil_socket_t fd_, short what, void *arg)
+{
+    struct timeval again = { 0, DEFER_US };
+    unsigned kept = 0;
+
+    (void)fd_;
+    (void)what;
+    (void)arg;
+    for (unsigned i = 0; i < ndeferred; i++) {
+        struct deferred *d = &deferred[i];
+        struct addrinfo ai = {
+            .ai_family = d->family, .ai_socktype = d->socktype,
+            .ai_protocol = d->protocol, .ai_addrlen = d->len,
+            .ai_addr = (struct sockaddr *)&d->addr,
+        };
+        char name[64];
+        int fd = bind_one(&ai);
+
+        if (fd < 0) {
+            deferred[kept++] = *d;
+            continue;
+        }
+        bound_name(fd, &ai, name, sizeof(name));
+        if (add_listener(fd, false, d->tls, name) != 0) {
+            close(fd);
+            continue;
+        }
+        log_info("listening on %s", name);
+        warm_cut_over();
+        if (accepting) {
+            event_add(listeners[nlisteners - 1].ev, NULL);
+        }
+    }
+    ndeferred = kept;
+    if (ndeferred > 0) {
+        event_add(defer_ev, &again);
+    }
+}
+
 /* A port that cannot be had: memcached's message. */
 static void
 listen_failed(const char *transport, int port)
@@ -456,6 +542,14 @@ listen_open(struct event_base *base, struct given *g, size_t n)
         return EX_OSERR;
     }
     portfile_close();
+    if (ndeferred > 0) {
+        struct timeval soon = { 0, DEFER_US };
+
+        if ((defer_ev = evtimer_new(main_base, on_defer, NULL)) == NULL) {
+            return EXIT_FAILURE;
+        }
+        event_add(defer_ev, &soon);
+    }
     return 0;
 }
 
@@ -485,6 +579,11 @@ listen_close(bool graceful, bool unlink_path)
         event_free(resume_ev);
         resume_ev = NULL;
     }
+    if (defer_ev != NULL) {
+        event_free(defer_ev);
+        defer_ev = NULL;
+    }
+    ndeferred = 0;
     if (unlink_path && settings.socketpath != NULL) {
         unlink(settings.socketpath);
     }

@@ -55,6 +55,7 @@ static struct {
     _Atomic int    state;
     _Atomic uint64_t source_items, copied, deleted, events, skipped,
                      passes, requests;
+    atomic_bool    cut_over;        /* this node took the node's port */
 } w;
 
 /* What the thread works with. */
@@ -76,6 +77,7 @@ struct warm {
     uint64_t     retry_us;          /* a BUSY crawler: try again then */
     uint64_t     progress_us;       /* the next -v line, at the soonest */
     uint64_t     progress_sum;      /* what it said last time */
+    bool         cut;               /* cut_over seen */
 };
 
 /* ---- keys --------------------------------------------------------------- */
@@ -135,8 +137,18 @@ local_cas(const char *k, size_t n)
     return cas;
 }
 
+static void
+forget(const char *k, size_t n)
+{
+    if (cache_delete(k, n, hash_key(k, n), 0, NULL) == CACHE_DELETED) {
+        atomic_fetch_add(&w.deleted, 1);
+    }
+}
+
 /* A watch line: a key stored or deleted is fetched again; skipped lines
- * ask for a pass. */
+ * ask for a pass.  After the cut-over, the key is deleted instead: a
+ * client may have written it here since, and what the node would send
+ * may be older than that. */
 static void
 on_watch(struct warm *m, const char *line)
 {
@@ -164,7 +176,11 @@ on_watch(struct warm *m, const char *line)
     }
     if ((n = link_uri_key(key, kn, k)) > 0) {
         atomic_fetch_add(&w.events, 1);
-        fifo_push(&m->todo, k, (size_t)n, true);
+        if (atomic_load(&w.cut_over)) {
+            forget(k, (size_t)n);   /* the node's value is no better */
+        } else {
+            fifo_push(&m->todo, k, (size_t)n, true);
+        }
     }
 }
 
@@ -229,7 +245,7 @@ start_sweep(struct warm *m)
 static void
 feed_sweep(struct warm *m)
 {
-    while (m->sweep_off < m->sweep_len &&
+    while (!m->cut && m->sweep_off < m->sweep_len &&
            fifo_count(&m->todo) < QUEUE_KEYS) {
         size_t n = (unsigned char)m->sweep[m->sweep_off];
 
@@ -252,7 +268,6 @@ on_dump(struct warm *m, const char *line)
         m->first_pass = false;
         m->next_pass_us = now_us() + PASS_GAP_US;
         atomic_fetch_add(&w.passes, 1);
-        atomic_store(&w.state, W_FOLLOWING);
         if (!m->deletions && local_items() > m->pass_keys) {
             start_sweep(m);
         }
@@ -513,6 +528,25 @@ serve(struct warm *m, struct pollfd *p)
     return on_fetch(m) && !m->watch.eof && !m->dump.eof && !m->fetch.eof;
 }
 
+/* Keys whose last change was seen but whose value could not be fetched
+ * (the node went away first): what this node holds of them may be older
+ * than the node's last write, so a miss is served instead. */
+static void
+forget_unfetched(struct warm *m)
+{
+    struct fifo *qs[2] = { &m->flight, &m->todo };
+
+    for (int i = 0; i < 2; i++) {
+        while (fifo_count(qs[i]) > 0) {
+            struct key *k = fifo_pop(qs[i]);
+
+            if (k->changed) {
+                forget(k->k, k->n);
+            }
+        }
+    }
+}
+
 static void
 follow(struct warm *m)
 {
@@ -528,7 +562,7 @@ follow(struct warm *m)
         };
         bool room = fifo_count(&m->todo) < QUEUE_KEYS;
 
-        if (!m->dumping && now_us() >= m->retry_us &&
+        if (!m->dumping && !m->cut && now_us() >= m->retry_us &&
             (m->pass_wanted || (!m->first_pass &&
                                 now_us() >= m->next_pass_us))) {
             start_pass(m);
@@ -545,28 +579,23 @@ follow(struct warm *m)
         if (!serve(m, p)) {
             break;
         }
-        progress(m);
-    }
-}
-
-/* Keys whose last change was seen but whose value could not be fetched
- * (the node went away first): what this node holds of them may be older
- * than the node's last write, so a miss is served instead. */
-static void
-forget_unfetched(struct warm *m)
-{
-    struct fifo *qs[2] = { &m->flight, &m->todo };
-
-    for (int i = 0; i < 2; i++) {
-        while (fifo_count(qs[i]) > 0) {
-            struct key *k = fifo_pop(qs[i]);
-
-            if (k->changed &&
-                cache_delete(k->k, k->n, hash_key(k->k, k->n), 0, NULL) ==
-                CACHE_DELETED) {
-                atomic_fetch_add(&w.deleted, 1);
-            }
+        if (!m->first_pass && fifo_count(&m->todo) == 0 &&
+            fifo_count(&m->flight) == 0 &&
+            atomic_load(&w.state) == W_COPYING) {
+            atomic_store(&w.state, W_FOLLOWING);    /* every key copied */
         }
+        if (atomic_load(&w.cut_over) && !m->cut) {
+            /* clients write here now: no fetched value may land over
+             * theirs, so what is pending is deleted, and from here on
+             * the stream only deletes */
+            m->cut = true;
+            forget_unfetched(m);
+            m->dumping = false;
+            m->pass_wanted = false;
+            m->next_pass_us = UINT64_MAX;
+            m->sweep_off = m->sweep_len;
+        }
+        progress(m);
     }
 }
 
@@ -631,6 +660,12 @@ warm_stop(void)
     atomic_store(&w.stop, true);
     pthread_join(w.thread, NULL);
     w.running = false;
+}
+
+void
+warm_cut_over(void)
+{
+    atomic_store(&w.cut_over, true);
 }
 
 bool

@@ -49,6 +49,10 @@ struct warm_stats {
 int  warm_start(void);
 /* Stop it (at shutdown); nothing when it is not running. */
 void warm_stop(void);
+/* This node now listens on the node's own port (listen.c, once the node
+ * let it go): clients write here, so the copy applies no more fetched
+ * values; a key the stream names from now on is deleted instead. */
+void warm_cut_over(void);
 /* false without warm_from; else a snapshot of its counts. */
 bool warm_stats(struct warm_stats *out);
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import REFERENCE_BIN, Server, free_port, wait_for
+from conftest import Conn, REFERENCE_BIN, Server, free_port, wait_for
 
 pytestmark = pytest.mark.mcpm
 
@@ -236,3 +236,32 @@ def test_no_warm_lines_without_it(server_factory):
     assert not warm_stats(c)
     st = c.stats("settings")
     assert st["warm_from"] == "NULL" and st["warm_from_rate"] == "0"
+
+
+def test_takes_the_port_when_the_node_lets_it_go(server_factory, node):
+    """-l naming the node's own port too: it is bound the moment the
+    node stops, by the warm node itself, items and all."""
+    src = node.conn()
+    src.call(b"set kept 4 0 4\r\nkept\r\n", b"STORED\r\n")
+    s = server_factory("-m", "256", "-l", "127.0.0.1,127.0.0.1:%d"
+                       % node.port, "-o", "warm_from=127.0.0.1:%d"
+                       % node.port)
+    assert ("127.0.0.1:%d is in use: listening there as soon as it is "
+            "free (warm_from)" % node.port) in s.stderr()
+    dst = s.conn()
+    wait_for(lambda: warm_stats(dst)["warm_state"] == "following", 30,
+             "the first pass")
+    src.close()
+    node.stop()
+
+    def answers():
+        try:
+            c = Conn(node.port, 1.0)
+        except OSError:
+            return None
+        c.send(b"version\r\n")
+        return c
+    c = wait_for(answers, 10, "the node's port to answer")
+    assert c.readline().startswith(b"VERSION 1.6.45-pm")
+    c.call(b"get kept\r\n", b"VALUE kept 4 4\r\nkept\r\nEND\r\n")
+    c.close()
