@@ -78,6 +78,8 @@ struct warm {
     uint64_t     progress_us;       /* the next -v line, at the soonest */
     uint64_t     progress_sum;      /* what it said last time */
     bool         cut;               /* cut_over seen */
+    size_t       first_todo_end;    /* the first pass's keys: todo */
+    size_t       first_flight_end;  /* ... then in flight */
 };
 
 /* ---- keys --------------------------------------------------------------- */
@@ -264,6 +266,10 @@ on_dump(struct warm *m, const char *line)
     int n;
 
     if (strcmp(line, "END") == 0) {
+        if (m->first_pass) {
+            m->first_todo_end = m->todo.tail;
+            m->first_flight_end = SIZE_MAX;
+        }
         m->dumping = false;
         m->first_pass = false;
         m->next_pass_us = now_us() + PASS_GAP_US;
@@ -547,6 +553,24 @@ forget_unfetched(struct warm *m)
     }
 }
 
+/* Following once the first pass's keys are all fetched and applied:
+ * those queued before its END, whatever the stream queued since. */
+static void
+copied_yet(struct warm *m)
+{
+    if (m->first_pass || atomic_load(&w.state) != W_COPYING) {
+        return;
+    }
+    if (m->first_flight_end == SIZE_MAX &&
+        m->todo.head >= m->first_todo_end) {
+        m->first_flight_end = m->flight.tail;
+    }
+    if (m->first_flight_end != SIZE_MAX &&
+        m->flight.head >= m->first_flight_end) {
+        atomic_store(&w.state, W_FOLLOWING);
+    }
+}
+
 static void
 follow(struct warm *m)
 {
@@ -579,11 +603,7 @@ follow(struct warm *m)
         if (!serve(m, p)) {
             break;
         }
-        if (!m->first_pass && fifo_count(&m->todo) == 0 &&
-            fifo_count(&m->flight) == 0 &&
-            atomic_load(&w.state) == W_COPYING) {
-            atomic_store(&w.state, W_FOLLOWING);    /* every key copied */
-        }
+        copied_yet(m);
         if (atomic_load(&w.cut_over) && !m->cut) {
             /* clients write here now: no fetched value may land over
              * theirs, so what is pending is deleted, and from here on
