@@ -83,6 +83,7 @@ static size_t stage_len;
 static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t maint_cond = PTHREAD_COND_INITIALIZER;
 static _Atomic uint64_t want_buckets;   /* buckets_for(items) */
+static _Atomic uint64_t last_count;     /* want_count()'s last read */
 static uint64_t (*count_items)(void);   /* assoc_thread_start() */
 static atomic_bool stop_thread;
 static bool thread_running;             /* start/stop callers only */
@@ -191,6 +192,7 @@ assoc_init(unsigned power, unsigned bulk)
     atomic_store(&grower, false);
     bulk_move = bulk > 0 ? bulk : 1;
     atomic_store(&want_buckets, 0);
+    atomic_store(&last_count, 0);
     return 0;
 }
 
@@ -207,6 +209,7 @@ assoc_destroy(void)
     atomic_store(&shape, 0);
     atomic_store(&grower, false);
     atomic_store(&want_buckets, 0);
+    atomic_store(&last_count, 0);
 }
 
 void
@@ -665,15 +668,28 @@ prefault_ahead(void)
     }
 }
 
-/* want_buckets from the item count now; it only grows. */
+/*
+ * want_buckets from an item count read now; it only grows.  The count
+ * sums lists that threads move items between (a copy promoted, a page
+ * moved), so a read may be a few items high for a moment: the smaller of
+ * this read and the one before counts, so that a moment's excess is
+ * never split for.
+ */
 static void
-follow_count(void)
+want_count(uint64_t n)
 {
-    uint64_t want = buckets_for(count_items != NULL ? count_items() : 0);
+    uint64_t prev = atomic_exchange_explicit(&last_count, n, RELAXED);
+    uint64_t want = buckets_for(n < prev ? n : prev);
 
     if (want > atomic_load_explicit(&want_buckets, RELAXED)) {
         atomic_store_explicit(&want_buckets, want, RELAXED);
     }
+}
+
+static void
+follow_count(void)
+{
+    want_count(count_items != NULL ? count_items() : 0);
 }
 
 static void
@@ -767,11 +783,7 @@ assoc_maybe_expand(uint64_t curr_items)
     if (!can_grow(s) || buckets_of(s) >= buckets_for(curr_items)) {
         return;
     }
-    if (buckets_for(curr_items) >
-        atomic_load_explicit(&want_buckets, RELAXED)) {
-        atomic_store_explicit(&want_buckets, buckets_for(curr_items),
-                              RELAXED);
-    }
+    want_count(curr_items);
     /* Busy means the expander is awake: it reads the count itself. */
     if (pthread_mutex_trylock(&maint_lock) != 0) {
         return;
