@@ -188,14 +188,23 @@ open_checked(const char *path, const struct mcfile_meta *m, struct mcfile *f,
     return 0;
 }
 
-static double
-seconds_since(const struct timespec *t0)
+/* What the conversion did, on stderr: memcached's file replaced, or not. */
+static void
+report(enum convert_result res, const char *path, uint64_t t0_us,
+       const struct mcfile_counts *c, const struct import *im)
 {
-    struct timespec t1;
-
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) +
-           (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+    if (res != CONVERT_DONE) {
+        fprintf(stderr, "[restart] failed to validate metadata, starting "
+                "with a clean cache\n");
+        return;
+    }
+    fprintf(stderr, "[restart] memcached's cache in %s converted in %.2f s: "
+            "%" PRIu64 " items (%" PRIu64 " chunked, %" PRIu64 " value "
+            "bytes); left out: %" PRIu64 " expired, %" PRIu64 " flushed, %"
+            PRIu64 " over -I, %" PRIu64 " past -m\n", path,
+            (double)(clock_mono_us() - t0_us) / 1e6, im->stored, c->chunked,
+            c->value_bytes, c->expired, c->flushed, im->too_large,
+            im->no_memory);
 }
 
 enum convert_result
@@ -206,7 +215,7 @@ convert_memcached_file(void)
     struct import im = { 0 };
     struct mcfile_meta m;
     struct mcfile f;
-    struct timespec t0;
+    uint64_t t0;
     char why[256] = "";
     char *meta = path_plus(path, ".meta"), *tmp = path_plus(path,
                                                            ".convert");
@@ -227,7 +236,7 @@ convert_memcached_file(void)
         res = CONVERT_NONE;
         goto out;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    t0 = clock_mono_us();
     if (r < 0) {
         fprintf(stderr, "[restart] memcached's metadata in %s: %s\n", meta,
                 why);
@@ -244,19 +253,10 @@ convert_memcached_file(void)
                     strerror(errno));
         }
     }
-    if (res == CONVERT_DONE) {
-        fprintf(stderr, "[restart] memcached's cache in %s converted in "
-                "%.2f s: %" PRIu64 " items (%" PRIu64 " chunked, %" PRIu64
-                " value bytes); left out: %" PRIu64 " expired, %" PRIu64
-                " flushed, %" PRIu64 " over -I, %" PRIu64 " past -m\n",
-                path, seconds_since(&t0), im.stored, c.chunked,
-                c.value_bytes, c.expired, c.flushed, im.too_large,
-                im.no_memory);
-    } else {
+    if (res != CONVERT_DONE) {
         unlink(tmp);
-        fprintf(stderr, "[restart] failed to validate metadata, starting "
-                "with a clean cache\n");
     }
+    report(res, path, t0, &c, &im);
 out:
     free(im.buf);
     free(meta);

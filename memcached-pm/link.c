@@ -257,7 +257,7 @@ link_uri_key(const char *s, size_t n, char *out)
         if (s[i] == '%') {
             int hi, lo;
 
-            if (i + 2 >= n + 0 || (hi = hexval(s[i + 1])) < 0 ||
+            if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 ||
                 (lo = hexval(s[i + 2])) < 0) {
                 return -1;
             }

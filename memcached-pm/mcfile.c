@@ -93,12 +93,46 @@ parse_u64(const char *s, int base, uint64_t max, uint64_t *out)
     return true;
 }
 
+/* The number a numeric key holds (up to max), into its field: 32-bit
+ * fields, the signed stop time, and 64-bit ones; keys memcached writes
+ * that are not needed here are parsed and dropped.  false: no number. */
+static bool
+meta_number(struct mcfile_meta *m, enum meta_key k, const char *v)
+{
+    uint32_t *u32 = k == M_CHUNK_SIZE ? &m->chunk_size
+                  : k == M_ITEM_SIZE_MAX ? &m->item_size_max
+                  : k == M_SLAB_CHUNK_MAX ? &m->slab_chunk_size_max
+                  : k == M_SLAB_PAGE_SIZE ? &m->slab_page_size
+                  : k == M_CURRENT_TIME ? &m->current_time
+                  : k == M_OLDEST_LIVE ? &m->oldest_live : NULL;
+    bool wide = k == M_MAXBYTES || k == M_CURRENT_CAS ||
+                k == M_LOGGER_GID || k == M_OLDEST_CAS;
+    bool is_time = k == M_PROCESS_STARTED || k == M_STOP_TIME;
+    uint64_t n;
+
+    if (!parse_u64(v, 10, wide ? UINT64_MAX : is_time ? INT64_MAX
+                                                      : UINT32_MAX, &n)) {
+        return false;
+    }
+    if (u32 != NULL) {
+        *u32 = (uint32_t)n;
+    } else if (k == M_STOP_TIME) {
+        m->stop_time = (int64_t)n;
+    } else if (k == M_MAXBYTES) {
+        m->maxbytes = n;
+    } else if (k == M_CURRENT_CAS) {
+        m->current_cas = n;
+    } else if (k == M_OLDEST_CAS) {
+        m->oldest_cas = n;
+        m->has_oldest_cas = true;
+    }
+    return true;
+}
+
 /* One "K<key> <value>" line into m; false when its value is not one. */
 static bool
 meta_value(struct mcfile_meta *m, enum meta_key k, const char *v)
 {
-    uint64_t n = 0;
-
     switch (k) {
     case M_SLAB_CONFIG:
         if (strlen(v) >= sizeof(m->slab_config)) {
@@ -116,62 +150,13 @@ meta_value(struct mcfile_meta *m, enum meta_key k, const char *v)
         }
         return true;
     case M_MMAP_OLDBASE:
-        if (strncmp(v, "0x", 2) != 0) {
-            return false;
-        }
-        return parse_u64(v + 2, 16, UINT64_MAX, &m->mmap_oldbase);
-    case M_MAXBYTES:
-        return parse_u64(v, 10, UINT64_MAX, &m->maxbytes);
-    case M_CHUNK_SIZE:
-    case M_ITEM_SIZE_MAX:
-    case M_SLAB_CHUNK_MAX:
-    case M_SLAB_PAGE_SIZE:
-    case M_CURRENT_TIME:
-    case M_OLDEST_LIVE:
-    case M_HASHPOWER:
-        if (!parse_u64(v, 10, UINT32_MAX, &n)) {
-            return false;
-        }
-        if (k == M_CHUNK_SIZE) {
-            m->chunk_size = (uint32_t)n;
-        } else if (k == M_ITEM_SIZE_MAX) {
-            m->item_size_max = (uint32_t)n;
-        } else if (k == M_SLAB_CHUNK_MAX) {
-            m->slab_chunk_size_max = (uint32_t)n;
-        } else if (k == M_SLAB_PAGE_SIZE) {
-            m->slab_page_size = (uint32_t)n;
-        } else if (k == M_CURRENT_TIME) {
-            m->current_time = (uint32_t)n;
-        } else if (k == M_OLDEST_LIVE) {
-            m->oldest_live = (uint32_t)n;
-        }
-        return true;
-    case M_PROCESS_STARTED:
-    case M_STOP_TIME:
-        if (!parse_u64(v, 10, INT64_MAX, &n)) {
-            return false;
-        }
-        if (k == M_STOP_TIME) {
-            m->stop_time = (int64_t)n;
-        }
-        return true;
-    case M_CURRENT_CAS:
-    case M_LOGGER_GID:
-    case M_OLDEST_CAS:
-        if (!parse_u64(v, 10, UINT64_MAX, &n)) {
-            return false;
-        }
-        if (k == M_CURRENT_CAS) {
-            m->current_cas = n;
-        } else if (k == M_OLDEST_CAS) {
-            m->oldest_cas = n;
-            m->has_oldest_cas = true;
-        }
-        return true;
+        return strncmp(v, "0x", 2) == 0 &&
+               parse_u64(v + 2, 16, UINT64_MAX, &m->mmap_oldbase);
     case M_KEYS:
-        break;
+        return false;
+    default:
+        return meta_number(m, k, v);
     }
-    return false;
 }
 
 /* Lines of the file into m; 0, or -1 with why. *names_base: whether it

@@ -117,12 +117,6 @@ fifo_pop(struct fifo *f)
 
 /* ---- the copy ----------------------------------------------------------- */
 
-static uint64_t
-now_us(void)
-{
-    return clock_mono_us();
-}
-
 /* This node's CAS of a key, 0 when it has none. */
 static uint64_t
 local_cas(const char *k, size_t n)
@@ -272,7 +266,7 @@ on_dump(struct warm *m, const char *line)
         }
         m->dumping = false;
         m->first_pass = false;
-        m->next_pass_us = now_us() + PASS_GAP_US;
+        m->next_pass_us = clock_mono_us() + PASS_GAP_US;
         atomic_fetch_add(&w.passes, 1);
         if (!m->deletions && local_items() > m->pass_keys) {
             start_sweep(m);
@@ -285,7 +279,7 @@ on_dump(struct warm *m, const char *line)
     if (strncmp(line, "BUSY", 4) == 0) {
         m->dumping = false;         /* the crawler runs: again soon */
         m->pass_wanted = true;
-        m->retry_us = now_us() + 100 * 1000;
+        m->retry_us = clock_mono_us() + 100 * 1000;
         return true;
     }
     if ((key = link_word(line, "key=", &kn)) == NULL) {
@@ -463,7 +457,7 @@ connect_all(struct warm *m)
 static void
 refill(struct warm *m)
 {
-    uint64_t t = now_us();
+    uint64_t t = clock_mono_us();
     double cap = settings.warm_from_rate / 10.0 + DEPTH;
 
     m->tokens += (double)(t - m->last_us) * settings.warm_from_rate / 1e6;
@@ -476,7 +470,7 @@ refill(struct warm *m)
 static void
 progress(struct warm *m)
 {
-    uint64_t t = now_us();
+    uint64_t t = clock_mono_us();
 
     uint64_t sum = atomic_load(&w.copied) + atomic_load(&w.deleted) +
                    atomic_load(&w.passes);
@@ -575,7 +569,7 @@ static void
 follow(struct warm *m)
 {
     m->first_pass = true;
-    m->last_us = now_us();
+    m->last_us = clock_mono_us();
     start_pass(m);
     atomic_store(&w.state, W_COPYING);
     while (!atomic_load(&w.stop)) {
@@ -586,9 +580,9 @@ follow(struct warm *m)
         };
         bool room = fifo_count(&m->todo) < QUEUE_KEYS;
 
-        if (!m->dumping && !m->cut && now_us() >= m->retry_us &&
+        if (!m->dumping && !m->cut && clock_mono_us() >= m->retry_us &&
             (m->pass_wanted || (!m->first_pass &&
-                                now_us() >= m->next_pass_us))) {
+                                clock_mono_us() >= m->next_pass_us))) {
             start_pass(m);
         }
         feed_sweep(m);
