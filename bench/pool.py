@@ -39,13 +39,15 @@ and times every request.  After two seconds of steady state, the event:
                   before the last memory-file layout change
                   (script/build-layout-prev), which has no takeover
   migrate-e       a pool of memcached -e nodes replaced node by node by
-                  memcached-pm: each stopped with SIGUSR1 (it saves its
-                  cache) and memcached-pm started on its port and file,
-                  which it converts
+                  memcached-pm: beside each, memcached-pm started on its
+                  port and file with -o takeover shares its listeners
+                  and waits; memcached stops with SIGUSR1 (it saves its
+                  cache) and memcached-pm converts the file, the port
+                  queueing connections meanwhile
   migrate-warm    a pool of memcached nodes (no -e): beside each, a
                   memcached-pm on another port copies it (-o warm_from)
                   until it follows, listening on memcached's port too as
-                  soon as it is free; then memcached stops (SIGTERM)
+                  soon as it is free; then memcached stops (SIGUSR1)
   migrate-cold    the same pool, each memcached replaced by an empty
                   memcached-pm: the cold switch, for comparison
 
@@ -159,7 +161,9 @@ class Node:
             lst.listen(1024)
             self.manager = ServiceManager([("memcached-pm.socket", lst)])
 
-    def argv(self):
+    def argv(self, binary=None):
+        if binary:
+            self.binary = binary
         a = [self.binary, "-p", str(self.port), "-U", "0", "-l",
              "127.0.0.1", "-m", "64", "-t", "2"]
         if os.geteuid() == 0:
@@ -412,12 +416,34 @@ def warm_state(port):
     return None
 
 
+def read_from(path, offset):
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read()
+
+
 def migrate(scenario, n, mcpm, tmp):
     """Replace memcached node n by memcached-pm on its port."""
-    if scenario != "migrate-warm":
-        n.stop()                # memcached -e: SIGUSR1 saves its cache
+    if scenario == "migrate-cold":
+        n.stop()
         n.kind = "mcpm"
         n.start(mcpm)
+        return
+    if scenario == "migrate-e":
+        # the successor starts beside memcached, shares its listeners and
+        # waits; memcached's SIGUSR1 saves its cache, which the successor
+        # converts while its port queues connections
+        n.kind, n.takeover, old = "mcpm", True, n.proc
+        log = n.err.name
+        seen = os.path.getsize(log)
+        n.err.flush()
+        n.proc = subprocess.Popen(n.argv(mcpm), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=n.err)
+        wait_until(lambda: b"serving in its place once it stops" in
+                   read_from(log, seen), "node %d's successor" % n.port)
+        old.send_signal(signal.SIGUSR1)
+        old.wait(30)
+        wait_until(lambda: serves(n.port), "node %d to serve" % n.port)
         return
     # the warm node listens on a port of its own and on the node's, which
     # it binds the moment memcached lets it go

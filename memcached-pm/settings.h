@@ -279,7 +279,8 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
     X(takeover, STR_NULL, D(const char *, takeover, NULL), 0, NULL,        \
       "takeover", STR, "unix socket a node started with the same option "  \
       "takes this one's listeners, connections and memory file over on "   \
-      "(a restart or upgrade no client sees)")                              \
+      "(a restart or upgrade no client sees); with none there, a "          \
+      "memcached running on the -e file is replaced once it stops")        \
     X(warm_from, STR_NULL, D(const char *, warm_from, NULL), 0, NULL,      \
       "warm_from", STR, "copy the items of the memcached node at "          \
       "<host>:<port> (or a unix socket's path) and follow its writes "      \

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "memcached-pm/foreign.h"
 #include "memcached-pm/handover.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/restart.h"
@@ -33,6 +34,7 @@
 #define READY_MS     10000      /* a successor makes room for the index
                                    within this (100M items: 0.3 s) */
 #define MAX_SOCKETS  4096       /* listening and UDP sockets handed on */
+#define MAX_FOREIGN  64         /* listeners shared with a memcached */
 
 static struct {
     struct given        *given;     /* listeners given at start */
@@ -300,6 +302,89 @@ after_refusal(const char *why)
     return 0;
 }
 
+/* The process of another program (memcached -e) that maps the memory
+ * file, which is no file of ours: its pid, or 0. */
+static pid_t
+foreign_node(void)
+{
+    const char *file = settings.memory_file;
+
+    return file == NULL || cache_file_is_ours(file) ? 0 :
+           foreign_mapper(file);
+}
+
+/* Share the listeners of pid (memcached): they go on queueing
+ * connections after it exits, until this node serves them. */
+static void
+share_listeners(pid_t pid, int pidfd)
+{
+    int fds[MAX_FOREIGN];
+    int n = pidfd < 0 ? -1 : foreign_take_listeners(pid, pidfd, fds,
+                                                    MAX_FOREIGN);
+
+    if (n < 0) {
+        log_error("takeover: cannot share the sockets of pid %d: %s; its "
+                  "addresses are bound once it has stopped", (int)pid,
+                  strerror(errno));
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        add_given(fds[i], GIVEN_TAKEOVER);
+    }
+    log_info("takeover: sharing the %d listening sockets of pid %d", n,
+             (int)pid);
+}
+
+/* No memcached-pm node on the takeover socket, but a memcached maps the
+ * memory file: take its place once it stops (SIGUSR1 saves its cache,
+ * which the start then converts).  0, or an exit status. */
+static int
+take_from_foreign(void)
+{
+    struct timespec tick = { 0, 1000000 };
+    pid_t pid = foreign_node();
+    char name[32];
+    int pidfd;
+
+    if (pid == 0) {
+        return 0;
+    }
+    foreign_name(pid, name, sizeof(name));
+    pidfd = foreign_pidfd(pid);
+    share_listeners(pid, pidfd);
+    log_error("takeover: pid %d (%s) has the memory file %s: serving in "
+              "its place once it stops", (int)pid, name,
+              settings.memory_file);
+    if (pidfd >= 0) {
+        foreign_wait(pidfd);
+        close(pidfd);
+    }
+    while (!exited(pid)) {
+        nanosleep(&tick, NULL);
+    }
+    log_error("takeover: pid %d has stopped", (int)pid);
+    return 0;
+}
+
+/* Without -o takeover, a memory file that another program's process
+ * maps (a running memcached -e) is never opened: the start would tear
+ * that node's cache.  0, or the exit status after a message. */
+static int
+refuse_foreign(void)
+{
+    pid_t pid = foreign_node();
+    char name[32];
+
+    if (pid == 0) {
+        return 0;
+    }
+    foreign_name(pid, name, sizeof(name));
+    log_error("memory file %s: mapped by pid %d (%s); stop it first, or "
+              "start with -o takeover to serve in its place once it stops",
+              settings.memory_file, (int)pid, name);
+    return EXIT_FAILURE;
+}
+
 int
 succession_take_over(void)
 {
@@ -308,13 +393,13 @@ succession_take_over(void)
     int rc;
 
     if (settings.takeover == NULL) {
-        return 0;
+        return refuse_foreign();
     }
     rc = takeover_connect(settings.takeover, &sc.pred, why, sizeof(why));
     if (rc > 0) {
         log_info("takeover: no node serves on %s: starting afresh",
                  settings.takeover);
-        return 0;
+        return take_from_foreign();
     }
     if (rc < 0 && sc.pred.fd >= 0 && sc.pred.pid > 0) {
         return after_refusal(why);

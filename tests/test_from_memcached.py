@@ -15,15 +15,17 @@ import base64
 import hashlib
 import os
 import random
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
 
-from conftest import (REFERENCE_BIN, Server, base_args, free_port,
-                      new_memory_file, wait_for, wait_seconds_pass,
-                      wait_wall_clock)
+from conftest import (REFERENCE_BIN, Conn, ConnClosed, Server, base_args,
+                      free_port, new_memory_file, wait_for,
+                      wait_seconds_pass, wait_wall_clock)
 
 pytestmark = pytest.mark.mcpm
 
@@ -379,3 +381,104 @@ def test_kill_during_conversion(server_factory, binary):
     assert meta_get_all(c, sample) == got
     assert int(c.stats()["curr_items"]) == 400000
     c.close()
+
+
+def read_text(f):
+    f.flush()
+    with open(f.name, "rb") as r:
+        return r.read().decode(errors="replace")
+
+
+def reply_to_mg(c):
+    """A reply to `mg k:1 v` on c: its first line, or None where the
+    connection closed unanswered (memcached took it, then stopped)."""
+    try:
+        c.send(b"mg k:1 v\r\n")
+        return c.readline()
+    except (ConnClosed, ConnectionResetError, BrokenPipeError):
+        return None
+
+
+def test_a_running_memcacheds_file_is_left_alone(server_factory, binary):
+    """A memcached-pm started on the file of a memcached that still runs,
+    without -o takeover, refuses it and leaves it whole: memcached serves
+    on, and its stop hands every item over as before."""
+    path = file_path()
+    node = memcached_node(path)
+    c = node.conn()
+    keys, bkeys = fill(c, 2000, 2, random.Random(5))
+    c.close()
+    want = snapshot(node, keys, bkeys)
+    r = subprocess.run([binary] + base_args(free_port()) +
+                       ["-e", path, "-m", "128"], capture_output=True,
+                       timeout=30)
+    assert (r.returncode, r.stderr.decode().splitlines()[-1]) == (
+        1, "memory file %s: mapped by pid %d (memcached); stop it first, "
+        "or start with -o takeover to serve in its place once it stops"
+        % (path, node.pid))
+    assert not os.path.exists(path + ".meta")
+    assert snapshot(node, keys, bkeys) == want
+    taken = time.time()
+    graceful_stop(node)
+    c = server_factory("-e", path, "-m", "128").conn()
+    assert check_served(c, want, taken, keys, bkeys) == len(want)
+    c.close()
+
+
+def test_takeover_from_a_running_memcached(binary):
+    """Started beside a running memcached -e node with -o takeover,
+    memcached-pm shares its listening socket and waits, the file left
+    alone.  memcached's SIGUSR1 hands the node over: no connection is
+    refused, not even while memcached stops or the file converts;
+    connections made meanwhile are served by the successor (those
+    memcached had taken close), and every item is back."""
+    path = file_path()
+    node = memcached_node(path)
+    c = node.conn()
+    keys, bkeys = fill(c, 3000, 2, random.Random(6))
+    c.close()
+    tdir = tempfile.mkdtemp(prefix="mcpm-to-")
+    err = tempfile.NamedTemporaryFile(prefix="mcpm-err-", suffix=".log")
+    p = subprocess.Popen([binary] + base_args(node.port) +
+                         ["-e", path, "-m", "128", "-o",
+                          "takeover=" + os.path.join(tdir, "t.sock")],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=err)
+    try:
+        waiting = ("takeover: pid %d (memcached) has the memory file %s: "
+                   "serving in its place once it stops" % (node.pid, path))
+        wait_for(lambda: waiting in read_text(err) or p.poll() is not None,
+                 30, "the successor to wait")
+        assert p.poll() is None, read_text(err)
+        assert not os.path.exists(path + ".convert")
+        taken = time.time()
+        want = snapshot(node, keys, bkeys)      # memcached serves on
+        assert sum(v is not None for v in want.values()) == 3052
+
+        node.proc.send_signal(signal.SIGUSR1)
+        refused, made = 0, []
+        deadline = time.monotonic() + 30
+        while node.proc.poll() is None and time.monotonic() < deadline:
+            try:
+                made.append(Conn(node.port, timeout=30))
+            except ConnectionRefusedError:
+                refused += 1
+        assert node.proc.wait(30) == 0
+        made.append(Conn(node.port, timeout=30))    # memcached is gone
+        replies = [reply_to_mg(c) for c in made]
+        for c in made:
+            c.close()
+        assert refused == 0
+        assert replies[-1] == b"VA %d\r\n" % len(want[b"k:1"][0])
+        assert all(r in (None, replies[-1]) for r in replies), replies
+
+        assert "takeover: pid %d has stopped" % node.pid in read_text(err)
+        assert " 3052 items (2 chunked" in read_text(err)
+        c = Conn(node.port)
+        assert check_served(c, want, taken, keys, bkeys) == 3052
+        c.close()
+    finally:
+        p.terminate()
+        rc = p.wait(30)
+        shutil.rmtree(tdir, ignore_errors=True)
+    assert rc == 0, read_text(err)
