@@ -8,7 +8,9 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +77,111 @@ foreign_mapper(const char *path)
     return found;
 }
 
+/* The inode of the listening socket bound to addr, in /proc/net/tcp
+ * or tcp6, which print an address as the 32-bit words of its bytes in
+ * hex, the port in hex: 0 where none listens there. */
+static uint64_t
+listening_inode(const struct sockaddr *addr)
+{
+    char want[48], local[48], state[4], *line = NULL;
+    const char *table;
+    uint64_t inode, found = 0;
+    size_t cap = 0;
+    FILE *f;
+
+    if (addr->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)addr;
+
+        snprintf(want, sizeof(want), "%08X:%04X",
+                 (unsigned)a->sin_addr.s_addr, ntohs(a->sin_port));
+        table = "/proc/net/tcp";
+    } else if (addr->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)addr;
+        uint32_t w[4];
+
+        memcpy(w, &a->sin6_addr, sizeof(w));
+        snprintf(want, sizeof(want), "%08X%08X%08X%08X:%04X", w[0], w[1],
+                 w[2], w[3], ntohs(a->sin6_port));
+        table = "/proc/net/tcp6";
+    } else {
+        return 0;
+    }
+    if ((f = fopen(table, "re")) == NULL) {
+        return 0;
+    }
+    /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+    while (found == 0 && getline(&line, &cap, f) > 0) {
+        if (sscanf(line, "%*s %47s %*s %3s %*s %*s %*s %*s %*s %" SCNu64,
+                   local, state, &inode) == 3 &&
+            strcmp(state, "0A") == 0 && strcmp(local, want) == 0) {
+            found = inode;
+        }
+    }
+    free(line);
+    fclose(f);
+    return found;
+}
+
+/* The descriptor of /proc/<pid> that is socket inode: its number, or
+ * -1. */
+static int
+socket_fd(const char *pid, const char *want)
+{
+    char dir[300], path[600], link[64];
+    struct dirent *d;
+    int found = -1;
+    DIR *dp;
+
+    snprintf(dir, sizeof(dir), "/proc/%s/fd", pid);
+    if ((dp = opendir(dir)) == NULL) {
+        return -1;
+    }
+    while (found < 0 && (d = readdir(dp)) != NULL) {
+        ssize_t len;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+        if (isdigit((unsigned char)d->d_name[0]) &&
+            (len = readlink(path, link, sizeof(link) - 1)) > 0) {
+            link[len] = '\0';
+            if (strcmp(link, want) == 0) {
+                found = atoi(d->d_name);
+            }
+        }
+    }
+    closedir(dp);
+    return found;
+}
+
+pid_t
+foreign_listener(const struct sockaddr *addr, int *fdnum)
+{
+    uint64_t inode = listening_inode(addr);
+    char want[48];
+    struct dirent *d;
+    pid_t self = getpid(), found = 0;
+    DIR *proc;
+
+    if (inode == 0 || (proc = opendir("/proc")) == NULL) {
+        return 0;
+    }
+    snprintf(want, sizeof(want), "socket:[%" PRIu64 "]", inode);
+    while (found == 0 && (d = readdir(proc)) != NULL) {
+        if (isdigit((unsigned char)d->d_name[0]) &&
+            atol(d->d_name) != (long)self &&
+            (*fdnum = socket_fd(d->d_name, want)) >= 0) {
+            found = (pid_t)atol(d->d_name);
+        }
+    }
+    closedir(proc);
+    return found;
+}
+
+int
+foreign_getfd(int pidfd, int fdnum)
+{
+    return (int)syscall(SYS_pidfd_getfd, pidfd, fdnum, 0);
+}
+
 int
 foreign_pidfd(pid_t pid)
 {
@@ -116,7 +223,7 @@ foreign_take_listeners(pid_t pid, int pidfd, int *fds, size_t max)
         if (strncmp(link, "socket:", 7) != 0) {
             continue;
         }
-        fd = (int)syscall(SYS_pidfd_getfd, pidfd, atoi(d->d_name), 0);
+        fd = foreign_getfd(pidfd, atoi(d->d_name));
         if (fd < 0 && errno == EPERM) {
             closedir(dp);
             while (n > 0) {

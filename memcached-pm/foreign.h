@@ -16,11 +16,21 @@
 #define MCPM_FOREIGN_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 /* A process other than this one that maps the file at path: its pid, or
  * 0 (none that this process may see). */
 pid_t foreign_mapper(const char *path);
+
+/* The process other than this one that listens on the TCP address addr
+ * (/proc/net/tcp, tcp6): its pid, with the number of its descriptor in
+ * *fdnum; or 0. */
+pid_t foreign_listener(const struct sockaddr *addr, int *fdnum);
+
+/* Duplicate descriptor fdnum of the process behind pidfd: the new fd, or
+ * -1 with errno (EPERM: no ptrace rights over it). */
+int foreign_getfd(int pidfd, int fdnum);
 
 /* A descriptor that tells when pid exits (a pidfd), or -1 with errno. */
 int foreign_pidfd(pid_t pid);

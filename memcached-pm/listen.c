@@ -28,6 +28,8 @@
 
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/conn.h"
+#include "memcached-pm/foreign.h"
+#include "memcached-pm/given.h"
 #include "memcached-pm/log.h"
 #include "memcached-pm/portfile.h"
 #include "memcached-pm/settings.h"
@@ -61,6 +63,18 @@ struct deferred {
     enum tls_mode tls;
 };
 
+/* Better: the process that holds such an address (the node itself, on
+ * this host) shares its listening socket, which this node accepts on
+ * once that process has exited, so that the port never refuses.  Needs
+ * ptrace rights over it (foreign.h). */
+struct holder {
+    int           fd;               /* the shared listening socket */
+    int           pidfd;            /* readable once its holder exits */
+    enum tls_mode tls;
+    char          name[64];
+    struct event *ev;
+};
+
 static struct event_base *main_base;
 static struct listener listeners[MAX_LISTENERS];
 static unsigned nlisteners;
@@ -68,6 +82,8 @@ static struct event *resume_ev;     /* re-enables accept after EMFILE */
 static struct deferred deferred[MAX_DEFERRED];
 static unsigned ndeferred;
 static struct event *defer_ev;
+static struct holder holders[MAX_DEFERRED];
+static unsigned nholders;
 static bool accepting;              /* between listen_start() and _stop() */
 
 void
@@ -312,6 +328,67 @@ given_one(struct given *g, size_t n, const struct addrinfo *ai)
     return fd;
 }
 
+/* The holder of a shared address has exited: accept on its socket. */
+static void
+on_holder_gone(evutil_socket_t fd_, short what, void *arg)
+{
+    struct holder *h = arg;
+
+    (void)fd_;
+    (void)what;
+    event_free(h->ev);
+    h->ev = NULL;
+    close(h->pidfd);
+    h->pidfd = -1;
+    if (add_listener(h->fd, false, h->tls, h->name) != 0) {
+        close(h->fd);
+        h->fd = -1;
+        return;
+    }
+    h->fd = -1;                 /* the listener's now */
+    log_info("listening on %s", h->name);
+    warm_cut_over();
+    if (accepting) {
+        event_add(listeners[nlisteners - 1].ev, NULL);
+    }
+}
+
+/* Share the listening socket on ai of the process that holds it, to
+ * accept on once it exits: true, or false where it cannot be had. */
+static bool
+share_one(const struct addrinfo *ai, enum tls_mode tls, const char *name)
+{
+    struct holder *h = &holders[nholders];
+    struct sock_info si;
+    int fdnum;
+    pid_t pid = foreign_listener(ai->ai_addr, &fdnum);
+
+    if (pid == 0 || nholders == MAX_DEFERRED ||
+        (h->pidfd = foreign_pidfd(pid)) < 0) {
+        return false;
+    }
+    h->fd = foreign_getfd(h->pidfd, fdnum);
+    if (h->fd < 0 || sock_info(h->fd, &si) != 0 ||
+        !sock_info_is(&si, SOCK_STREAM, ai->ai_addr, false) ||
+        (h->ev = event_new(main_base, h->pidfd, EV_READ, on_holder_gone,
+                           h)) == NULL) {
+        log_info("%s: cannot share the socket of pid %d: %s", name,
+                 (int)pid, h->fd < 0 ? strerror(errno) : "not its own");
+        if (h->fd >= 0) {
+            close(h->fd);
+        }
+        close(h->pidfd);
+        return false;
+    }
+    h->tls = tls;
+    snprintf(h->name, sizeof(h->name), "%s", name);
+    event_add(h->ev, NULL);
+    nholders++;
+    log_info("%s: sharing the listening socket of pid %d until it exits",
+             name, (int)pid);
+    return true;
+}
+
 /* An address in use while warm_from copies a node: kept to be bound
  * later (true), with a line that says so. */
 static bool
@@ -324,6 +401,12 @@ defer_one(const struct addrinfo *ai, enum tls_mode tls)
         ndeferred == MAX_DEFERRED || ai->ai_addrlen > sizeof(d->addr)) {
         return false;
     }
+    conn_sockaddr_name(ai->ai_addr, "tcp", name, sizeof(name));
+    log_error("%s is in use: listening there as soon as it is free "
+              "(warm_from)", name);
+    if (share_one(ai, tls, name)) {
+        return true;
+    }
     d = &deferred[ndeferred++];
     memcpy(&d->addr, ai->ai_addr, ai->ai_addrlen);
     d->len = ai->ai_addrlen;
@@ -331,9 +414,6 @@ defer_one(const struct addrinfo *ai, enum tls_mode tls)
     d->socktype = ai->ai_socktype;
     d->protocol = ai->ai_protocol;
     d->tls = tls;
-    conn_sockaddr_name(ai->ai_addr, "tcp", name, sizeof(name));
-    log_error("%s is in use: listening there as soon as it is free "
-              "(warm_from)", name);
     return true;
 }
 
@@ -584,6 +664,16 @@ listen_close(bool graceful, bool unlink_path)
         defer_ev = NULL;
     }
     ndeferred = 0;
+    for (unsigned i = 0; i < nholders; i++) {
+        struct holder *h = &holders[i];
+
+        if (h->ev != NULL) {        /* its holder still runs */
+            event_free(h->ev);
+            close(h->pidfd);
+            close(h->fd);
+        }
+    }
+    nholders = 0;
     if (unlink_path && settings.socketpath != NULL) {
         unlink(settings.socketpath);
     }

@@ -13,6 +13,7 @@ counts it; a node that is not there fails the copy, not the server.
 import base64
 import os
 import random
+import signal
 import threading
 import time
 
@@ -239,20 +240,34 @@ def test_no_warm_lines_without_it(server_factory):
 
 
 def test_takes_the_port_when_the_node_lets_it_go(server_factory, node):
-    """-l naming the node's own port too: it is bound the moment the
-    node stops, by the warm node itself, items and all."""
+    """-l naming the node's own port too: the warm node shares the
+    node's listening socket and accepts on it the moment the node exits,
+    items and all; the port refuses no connection meanwhile."""
     src = node.conn()
     src.call(b"set kept 4 0 4\r\nkept\r\n", b"STORED\r\n")
-    s = server_factory("-m", "256", "-l", "127.0.0.1,127.0.0.1:%d"
+    s = server_factory("-m", "256", "-v", "-l", "127.0.0.1,127.0.0.1:%d"
                        % node.port, "-o", "warm_from=127.0.0.1:%d"
                        % node.port)
     assert ("127.0.0.1:%d is in use: listening there as soon as it is "
             "free (warm_from)" % node.port) in s.stderr()
+    assert ("127.0.0.1:%d: sharing the listening socket of pid %d until "
+            "it exits" % (node.port, node.pid)) in s.stderr()
     dst = s.conn()
     wait_for(lambda: warm_stats(dst)["warm_state"] == "following", 30,
              "the first pass")
     src.close()
-    node.stop()
+    node.proc.send_signal(signal.SIGUSR1)
+    refused, made = 0, []
+    deadline = time.monotonic() + 30
+    while node.proc.poll() is None and time.monotonic() < deadline:
+        try:
+            made.append(Conn(node.port, 10.0))
+        except ConnectionRefusedError:
+            refused += 1
+    assert node.proc.wait(30) == 0
+    for c in made:
+        c.close()
+    assert refused == 0
 
     def answers():
         try:
