@@ -295,29 +295,41 @@ cache_image_unmap(struct cache_image *img)
     img->fd = -1;
 }
 
-/* Is the file the one the image describes, where it was? */
-static bool
-same_file(const struct header *h)
+/* Is the file the one the image describes, where it was?  NULL, or
+ * why not. */
+static const char *
+not_same_file(const struct header *h)
 {
     struct tier *t = slabs_tier(TIER_PMEM);
 
-    return t != NULL && slabs_tier(TIER_DRAM) == NULL &&
-           (uint64_t)(uintptr_t)tier_pmem_base(t) == h->base &&
-           tier_pmem_mapped_len(t) == h->file_len &&
-           h->largest == slabs_largest() &&
-           cache_priv.sb.generation == h->generation && cache_priv.sb.clean;
+    if (t == NULL || slabs_tier(TIER_DRAM) != NULL) {
+        return "the tiers differ";
+    }
+    if ((uint64_t)(uintptr_t)tier_pmem_base(t) != h->base) {
+        return "the file's old address was taken";
+    }
+    if (tier_pmem_mapped_len(t) != h->file_len ||
+        h->largest != slabs_largest()) {
+        return "the file's size or classes differ";
+    }
+    if (cache_priv.sb.generation != h->generation || !cache_priv.sb.clean) {
+        return "the file changed since";
+    }
+    return NULL;
 }
 
 int
-cache_image_adopt(const struct cache_image *img, struct cache_recovery *out)
+cache_image_adopt(const struct cache_image *img, struct cache_recovery *out,
+                  const char **why)
 {
     struct header h;
     size_t off = sizeof(h);
     const char *p;
     int rc = 0;
 
+    *why = "it cannot be read";
     if (pread(img->fd, &h, sizeof(h), img->off) != (ssize_t)sizeof(h) ||
-        !same_file(&h)) {
+        (*why = not_same_file(&h)) != NULL) {
         return -1;
     }
     p = mmap(NULL, img->len, PROT_READ, MAP_PRIVATE, img->fd, img->off);

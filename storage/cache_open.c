@@ -439,16 +439,16 @@ static int
 adopt_image(void)
 {
     uint64_t t0 = clock_mono_us();
+    const char *why = NULL;
     int rc;
 
     memset(&ca->recovery, 0, sizeof(ca->recovery));
-    rc = cache_image_adopt(&image, &ca->recovery);
+    rc = cache_image_adopt(&image, &ca->recovery, &why);
     ca->recovery.seconds = clock_mono_us() - t0;
     if (rc == -1 && ca->opts->verbose > 0) {
-        fprintf(stderr, "memory file %s: the index %s is not this file's, "
-                "or the file maps elsewhere: scanning it\n",
-                ca->opts->memory_file,
-                image.owned ? "saved at its stop" : "handed over");
+        fprintf(stderr, "memory file %s: the index %s is not taken (%s): "
+                "scanning the file\n", ca->opts->memory_file,
+                image.owned ? "saved at its stop" : "handed over", why);
     }
     return rc;
 }

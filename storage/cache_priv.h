@@ -78,10 +78,10 @@ void cache_image_drop_room(void);
 
 /* With the file open (its superblock loaded) and the lists set up, take
  * the image in place of recovery: 0; -1 when it is not this file's or
- * not where it was (nothing changed: scan it); -2 when a section does
- * not load (the start fails). */
+ * not where it was (nothing changed: scan it), *why saying which; -2
+ * when a section does not load (the start fails). */
 int  cache_image_adopt(const struct cache_image *img,
-                       struct cache_recovery *out);
+                       struct cache_recovery *out, const char **why);
 
 /* One more item stored (total_items), counted in the thread's slot. */
 static inline void
