@@ -122,34 +122,48 @@ listening_inode(const struct sockaddr *addr)
     return found;
 }
 
-/* The descriptor of /proc/<pid> that is socket inode: its number, or
- * -1. */
+/* The next descriptor in dp (a /proc/<pid>/fd directory, at dir) that
+ * is a socket: its number, with its link ("socket:[inode]") in link;
+ * or -1 at the end. */
+static int
+next_socket(DIR *dp, const char *dir, char link[64])
+{
+    char path[600];
+    struct dirent *d;
+
+    while ((d = readdir(dp)) != NULL) {
+        ssize_t len;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+        if (isdigit((unsigned char)d->d_name[0]) &&
+            (len = readlink(path, link, 63)) > 0) {
+            link[len] = '\0';
+            if (strncmp(link, "socket:", 7) == 0) {
+                return atoi(d->d_name);
+            }
+        }
+    }
+    return -1;
+}
+
+/* The descriptor of /proc/<pid> that is the socket named want: its
+ * number, or -1. */
 static int
 socket_fd(const char *pid, const char *want)
 {
-    char dir[300], path[600], link[64];
-    struct dirent *d;
-    int found = -1;
+    char dir[300], link[64];
+    int fdnum;
     DIR *dp;
 
     snprintf(dir, sizeof(dir), "/proc/%s/fd", pid);
     if ((dp = opendir(dir)) == NULL) {
         return -1;
     }
-    while (found < 0 && (d = readdir(dp)) != NULL) {
-        ssize_t len;
-
-        snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
-        if (isdigit((unsigned char)d->d_name[0]) &&
-            (len = readlink(path, link, sizeof(link) - 1)) > 0) {
-            link[len] = '\0';
-            if (strcmp(link, want) == 0) {
-                found = atoi(d->d_name);
-            }
-        }
+    while ((fdnum = next_socket(dp, dir, link)) >= 0 &&
+           strcmp(link, want) != 0) {
     }
     closedir(dp);
-    return found;
+    return fdnum;
 }
 
 pid_t
@@ -201,29 +215,18 @@ listener(int fd)
 int
 foreign_take_listeners(pid_t pid, int pidfd, int *fds, size_t max)
 {
-    char dir[32], link[64], path[300];
-    struct dirent *d;
+    char dir[32], link[64];
     size_t n = 0;
+    int fdnum;
     DIR *dp;
 
     snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
     if ((dp = opendir(dir)) == NULL) {
         return -1;
     }
-    while (n < max && (d = readdir(dp)) != NULL) {
-        ssize_t len;
-        int fd;
+    while (n < max && (fdnum = next_socket(dp, dir, link)) >= 0) {
+        int fd = foreign_getfd(pidfd, fdnum);
 
-        snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
-        if (!isdigit((unsigned char)d->d_name[0]) ||
-            (len = readlink(path, link, sizeof(link) - 1)) < 0) {
-            continue;
-        }
-        link[len] = '\0';
-        if (strncmp(link, "socket:", 7) != 0) {
-            continue;
-        }
-        fd = foreign_getfd(pidfd, atoi(d->d_name));
         if (fd < 0 && errno == EPERM) {
             closedir(dp);
             while (n > 0) {

@@ -324,8 +324,8 @@ share_listeners(pid_t pid, int pidfd)
 
     if (n < 0) {
         log_error("takeover: cannot share the sockets of pid %d: %s; its "
-                  "addresses are bound once it has stopped", (int)pid,
-                  strerror(errno));
+                  "addresses refuse from its exit until this node listens",
+                  (int)pid, strerror(errno));
         return;
     }
     for (int i = 0; i < n; i++) {
