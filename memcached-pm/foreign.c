@@ -5,10 +5,11 @@
 
 #include "memcached-pm/foreign.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -194,6 +195,23 @@ int
 foreign_getfd(int pidfd, int fdnum)
 {
     return (int)syscall(SYS_pidfd_getfd, pidfd, fdnum, 0);
+}
+
+bool
+foreign_file_open(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    bool open_elsewhere;
+
+    if (fd < 0) {
+        return false;
+    }
+    open_elsewhere = fcntl(fd, F_SETLEASE, F_WRLCK) != 0 && errno == EAGAIN;
+    if (!open_elsewhere) {
+        fcntl(fd, F_SETLEASE, F_UNLCK);
+    }
+    close(fd);
+    return open_elsewhere;
 }
 
 int

@@ -15,6 +15,7 @@
 #ifndef MCPM_FOREIGN_H
 #define MCPM_FOREIGN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -31,6 +32,11 @@ pid_t foreign_listener(const struct sockaddr *addr, int *fdnum);
 /* Duplicate descriptor fdnum of the process behind pidfd: the new fd, or
  * -1 with errno (EPERM: no ptrace rights over it). */
 int foreign_getfd(int pidfd, int fdnum);
+
+/* Does a process hold the file at path open (a write lease on it cannot
+ * be had)?  Needs to own the file, or CAP_LEASE; false where it cannot
+ * tell.  For a process foreign_mapper() cannot see. */
+bool foreign_file_open(const char *path);
 
 /* A descriptor that tells when pid exits (a pidfd), or -1 with errno. */
 int foreign_pidfd(pid_t pid);

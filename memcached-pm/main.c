@@ -334,7 +334,8 @@ start(void)
 {
     int rc;
 
-    if ((rc = succession_from_systemd()) != 0 || (rc = set_up()) != 0 ||
+    if ((rc = succession_from_systemd()) != 0 ||
+        (rc = succession_find_foreign()) != 0 || (rc = set_up()) != 0 ||
         (rc = succession_take_over()) != 0) {
         return rc;
     }

@@ -48,7 +48,13 @@ static struct {
     struct handover      left;      /* what this node handed on */
     int                  index_room;    /* the stop's room for the index */
     bool                 handed_over;
-} sc = { .pred = { .fd = -1 }, .tfd = -1, .index_room = -1 };
+    pid_t                foreign;   /* another program's process (a
+                                       memcached) that maps the file */
+    int                  foreign_pidfd;
+    bool                 foreign_open;  /* the file is open elsewhere,
+                                           by a process not found */
+} sc = { .pred = { .fd = -1 }, .tfd = -1, .index_room = -1,
+         .foreign_pidfd = -1 };
 
 static int
 add_given(int fd, enum given_origin origin)
@@ -302,17 +308,6 @@ after_refusal(const char *why)
     return 0;
 }
 
-/* The process of another program (memcached -e) that maps the memory
- * file, which is no file of ours: its pid, or 0. */
-static pid_t
-foreign_node(void)
-{
-    const char *file = settings.memory_file;
-
-    return file == NULL || cache_file_is_ours(file) ? 0 :
-           foreign_mapper(file);
-}
-
 /* Share the listeners of pid (memcached): they go on queueing
  * connections after it exits, until this node serves them. */
 static void
@@ -335,53 +330,83 @@ share_listeners(pid_t pid, int pidfd)
              (int)pid);
 }
 
-/* No memcached-pm node on the takeover socket, but a memcached maps the
- * memory file: take its place once it stops (SIGUSR1 saves its cache,
- * which the start then converts).  0, or an exit status. */
-static int
-take_from_foreign(void)
+int
+succession_find_foreign(void)
 {
-    struct timespec tick = { 0, 1000000 };
-    pid_t pid = foreign_node();
-    char name[32];
-    int pidfd;
+    const char *file = settings.memory_file;
 
-    if (pid == 0) {
+    if (file == NULL || cache_file_is_ours(file)) {
         return 0;
     }
-    foreign_name(pid, name, sizeof(name));
-    pidfd = foreign_pidfd(pid);
-    share_listeners(pid, pidfd);
-    log_error("takeover: pid %d (%s) has the memory file %s: serving in "
-              "its place once it stops", (int)pid, name,
-              settings.memory_file);
-    if (pidfd >= 0) {
-        foreign_wait(pidfd);
-        close(pidfd);
+    sc.foreign = foreign_mapper(file);
+    if (sc.foreign == 0) {
+        sc.foreign_open = foreign_file_open(file);
+    } else if (settings.takeover != NULL) {
+        sc.foreign_pidfd = foreign_pidfd(sc.foreign);
+        share_listeners(sc.foreign, sc.foreign_pidfd);
     }
-    while (!exited(pid)) {
-        nanosleep(&tick, NULL);
-    }
-    log_error("takeover: pid %d has stopped", (int)pid);
     return 0;
 }
 
+/* No memcached-pm node on the takeover socket, but a memcached has the
+ * memory file: take its place once it stops (SIGUSR1 saves its cache,
+ * which the start then converts).  Its process not found, wait for the
+ * file to be closed. */
+static void
+take_from_foreign(void)
+{
+    struct timespec tick = { 0, 1000000 };
+    const char *file = settings.memory_file;
+    char name[32];
+
+    if (sc.foreign == 0 && sc.foreign_open) {
+        log_error("takeover: the memory file %s is open in another "
+                  "process: serving in its place once it closes it", file);
+        while (foreign_file_open(file)) {
+            nanosleep(&tick, NULL);
+        }
+        log_error("takeover: the memory file %s is closed", file);
+        return;
+    }
+    if (sc.foreign == 0) {
+        return;
+    }
+    foreign_name(sc.foreign, name, sizeof(name));
+    log_error("takeover: pid %d (%s) has the memory file %s: serving in "
+              "its place once it stops", (int)sc.foreign, name, file);
+    if (sc.foreign_pidfd >= 0) {
+        foreign_wait(sc.foreign_pidfd);
+        close(sc.foreign_pidfd);
+        sc.foreign_pidfd = -1;
+    }
+    while (!exited(sc.foreign)) {
+        nanosleep(&tick, NULL);
+    }
+    log_error("takeover: pid %d has stopped", (int)sc.foreign);
+}
+
 /* Without -o takeover, a memory file that another program's process
- * maps (a running memcached -e) is never opened: the start would tear
+ * has (a running memcached -e) is never opened: the start would tear
  * that node's cache.  0, or the exit status after a message. */
 static int
 refuse_foreign(void)
 {
-    pid_t pid = foreign_node();
+    const char *file = settings.memory_file;
     char name[32];
 
-    if (pid == 0) {
+    if (sc.foreign == 0 && sc.foreign_open) {
+        log_error("memory file %s: open in another process; stop it "
+                  "first, or start with -o takeover to serve in its place "
+                  "once it closes it", file);
+        return EXIT_FAILURE;
+    }
+    if (sc.foreign == 0) {
         return 0;
     }
-    foreign_name(pid, name, sizeof(name));
+    foreign_name(sc.foreign, name, sizeof(name));
     log_error("memory file %s: mapped by pid %d (%s); stop it first, or "
               "start with -o takeover to serve in its place once it stops",
-              settings.memory_file, (int)pid, name);
+              file, (int)sc.foreign, name);
     return EXIT_FAILURE;
 }
 
@@ -399,7 +424,8 @@ succession_take_over(void)
     if (rc > 0) {
         log_info("takeover: no node serves on %s: starting afresh",
                  settings.takeover);
-        return take_from_foreign();
+        take_from_foreign();
+        return 0;
     }
     if (rc < 0 && sc.pred.fd >= 0 && sc.pred.pid > 0) {
         return after_refusal(why);

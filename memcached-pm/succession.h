@@ -38,6 +38,13 @@
 int succession_from_systemd(void);
 int succession_take_over(void);
 
+/* Before privileges drop (reading another process's maps and taking its
+ * sockets need them): note a process of another program that has the
+ * memory file (a memcached running on it, foreign.h), and under -o
+ * takeover share its listeners.  succession_take_over() then refuses
+ * the file, or with -o takeover waits for that process to exit.  0. */
+int succession_find_foreign(void);
+
 /* The listening sockets given, for listen_open() to match; then whether
  * every one found its option: 0, or an exit status after a message that
  * names the socket of a .socket unit no option asks for (those of the fd

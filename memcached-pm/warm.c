@@ -110,9 +110,18 @@ fifo_push(struct fifo *f, const char *k, size_t n, bool changed)
 }
 
 static struct key *
+fifo_first(struct fifo *f)
+{
+    return &f->k[f->head % f->cap];
+}
+
+static struct key *
 fifo_pop(struct fifo *f)
 {
-    return &f->k[f->head++ % f->cap];
+    struct key *k = fifo_first(f);
+
+    f->head++;
+    return k;
 }
 
 /* ---- the copy ----------------------------------------------------------- */
@@ -308,15 +317,16 @@ send_fetches(struct warm *m)
 
     while (fifo_count(&m->todo) > 0 && fifo_count(&m->flight) < DEPTH &&
            (settings.warm_from_rate == 0 || m->tokens >= 1.0)) {
-        struct key *k = fifo_pop(&m->todo);
+        struct key *k = fifo_first(&m->todo);
         size_t n = (size_t)snprintf(line, sizeof(line), "mg ");
 
         n += meta_base64_encode(k->k, k->n, line + n, sizeof(line) - n);
         n += (size_t)snprintf(line + n, sizeof(line) - n,
                               " b k v f t c\r\n");
         if (!link_queue(&m->fetch, line, n)) {
-            return;
+            return;                 /* no room: the key stays queued */
         }
+        fifo_pop(&m->todo);
         fifo_push(&m->flight, k->k, k->n, k->changed);
         m->tokens -= 1.0;
         atomic_fetch_add(&w.requests, 1);

@@ -24,7 +24,7 @@ import time
 import pytest
 
 from conftest import (REFERENCE_BIN, Conn, ConnClosed, Server, base_args,
-                      free_port, new_memory_file, wait_for,
+                      free_port, new_memory_file, serves, wait_for,
                       wait_seconds_pass, wait_wall_clock)
 
 pytestmark = pytest.mark.mcpm
@@ -482,3 +482,56 @@ def test_takeover_from_a_running_memcached(binary):
         rc = p.wait(30)
         shutil.rmtree(tdir, ignore_errors=True)
     assert rc == 0, read_text(err)
+
+
+def test_a_file_open_elsewhere_is_waited_for(binary):
+    """memcached's file held open by a process that does not map it
+    (no pid to name or wait on; a write lease tells): refused without
+    -o takeover; with it the start waits until the file is closed, then
+    converts it whole."""
+    path = file_path()
+    node = memcached_node(path)
+    c = node.conn()
+    keys, bkeys = fill(c, 500, 1, random.Random(8))
+    c.close()
+    taken = time.time()
+    want = snapshot(node, keys, bkeys)
+    graceful_stop(node)
+    port = free_port()
+    tdir = tempfile.mkdtemp(prefix="mcpm-to-")
+    err = tempfile.NamedTemporaryFile(prefix="mcpm-err-", suffix=".log")
+    holder = open(path, "rb")
+    p = None
+    try:
+        r = subprocess.run([binary] + base_args(port) +
+                           ["-e", path, "-m", "128"], capture_output=True,
+                           timeout=30)
+        assert (r.returncode, r.stderr.decode().splitlines()[-1]) == (
+            1, "memory file %s: open in another process; stop it first, "
+            "or start with -o takeover to serve in its place once it "
+            "closes it" % path)
+        p = subprocess.Popen([binary] + base_args(port) +
+                             ["-e", path, "-m", "128", "-o", "takeover=" +
+                              os.path.join(tdir, "t.sock")],
+                             stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=err)
+        waiting = ("takeover: the memory file %s is open in another "
+                   "process: serving in its place once it closes it" % path)
+        wait_for(lambda: waiting in read_text(err) or p.poll() is not None,
+                 30, "the start to wait")
+        assert p.poll() is None, read_text(err)
+        assert os.path.exists(path + ".meta")    # not converted yet
+        holder.close()
+        wait_for(lambda: serves(port) or p.poll() is not None, 30,
+                 "the start to serve")
+        assert "takeover: the memory file %s is closed" % path in \
+            read_text(err)
+        c = Conn(port)
+        assert check_served(c, want, taken, keys, bkeys) == len(want)
+        c.close()
+    finally:
+        holder.close()
+        if p is not None:
+            p.terminate()
+            assert p.wait(30) == 0, read_text(err)
+        shutil.rmtree(tdir, ignore_errors=True)
