@@ -107,7 +107,7 @@ sync_path(const char *path, bool dir)
 /* Write the items of f into a memcached-pm file at tmp, closed clean and
  * synced: 0, or -1 said. */
 static int
-write_converted(const struct mcfile *f, const char *tmp,
+write_converted(const struct mcfile *f, const char *tmp, uint64_t items,
                 struct mcfile_counts *counts, struct import *im)
 {
     static struct cache_options opts;   /* cache_init() keeps the pointer */
@@ -124,6 +124,7 @@ write_converted(const struct mcfile *f, const char *tmp,
     if (cache_init(&opts, (unsigned)settings.num_threads) != 0) {
         return -1;
     }
+    cache_presize(items);
     rc = mcfile_walk(f, (int64_t)time(NULL), import_one, im, counts, why,
                      sizeof(why));
     flush_at = mcfile_pending_flush(f->meta, (int64_t)time(NULL));
@@ -148,7 +149,7 @@ write_converted(const struct mcfile *f, const char *tmp,
 /* Map memcached's file and check it whole.  0 with *f open, or -1 said. */
 static int
 open_checked(const char *path, const struct mcfile_meta *m, struct mcfile *f,
-             void **map, size_t *len)
+             void **map, size_t *len, struct mcfile_counts *live)
 {
     char why[256] = "";
     struct stat st;
@@ -174,7 +175,7 @@ open_checked(const char *path, const struct mcfile_meta *m, struct mcfile *f,
     }
     if (*map != MAP_FAILED &&
         (mcfile_open(f, m, *map, *len, why, sizeof(why)) != 0 ||
-         mcfile_walk(f, (int64_t)time(NULL), NULL, NULL, NULL, why,
+         mcfile_walk(f, (int64_t)time(NULL), NULL, NULL, live, why,
                      sizeof(why)) != 0)) {
         mcfile_close(f);
         munmap(*map, *len);
@@ -211,7 +212,7 @@ enum convert_result
 convert_memcached_file(void)
 {
     const char *path = settings.memory_file;
-    struct mcfile_counts c = { 0, 0, 0, 0, 0 };
+    struct mcfile_counts c = { 0, 0, 0, 0, 0 }, live = c;
     struct import im = { 0 };
     struct mcfile_meta m;
     struct mcfile f;
@@ -240,9 +241,9 @@ convert_memcached_file(void)
     if (r < 0) {
         fprintf(stderr, "[restart] memcached's metadata in %s: %s\n", meta,
                 why);
-    } else if (open_checked(path, &m, &f, &map, &len) == 0) {
+    } else if (open_checked(path, &m, &f, &map, &len, &live) == 0) {
         im.f = &f;
-        r = write_converted(&f, tmp, &c, &im);
+        r = write_converted(&f, tmp, live.items, &c, &im);
         mcfile_close(&f);
         munmap(map, len);
         /* the commit: memcached's file is replaced whole, or not at all */

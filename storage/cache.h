@@ -100,6 +100,11 @@ int cache_image_stage(size_t bytes);
  * the memory file's note of when the server last ran. */
 void cache_tick(void);
 
+/* A bulk load of about `items` is to come into an empty cache: the hash
+ * table takes their size at once, so that the load neither grows it nor
+ * walks long chains meanwhile.  Nothing once an item is in. */
+void cache_presize(uint64_t items);
+
 /* Under -e, with no <file>.meta: may the memory file at path come from a
  * build that kept none (layout 2), rather than from one whose metadata an
  * operator removed to start cold? */

@@ -675,6 +675,14 @@ cache_tick(void)
     }
 }
 
+void
+cache_presize(uint64_t items)
+{
+    if (linked_items() == 0) {
+        assoc_presize(items);
+    }
+}
+
 bool
 cache_file_may_lack_meta(const char *path)
 {
