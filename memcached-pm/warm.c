@@ -78,8 +78,11 @@ struct warm {
     uint64_t     progress_us;       /* the next -v line, at the soonest */
     uint64_t     progress_sum;      /* what it said last time */
     bool         cut;               /* cut_over seen */
-    size_t       first_todo_end;    /* the first pass's keys: todo */
-    size_t       first_flight_end;  /* ... then in flight */
+    bool         copy_pass;         /* the running pass is the copy's */
+    unsigned     copy_passes;       /* of the copy's, applied */
+    bool         ends_set;          /* a copy pass's keys are named: */
+    size_t       copy_todo_end;    /* in todo up to here, */
+    size_t       copy_flight_end;  /* ... then in flight */
 };
 
 /* ---- keys --------------------------------------------------------------- */
@@ -269,9 +272,11 @@ on_dump(struct warm *m, const char *line)
     int n;
 
     if (strcmp(line, "END") == 0) {
-        if (m->first_pass) {
-            m->first_todo_end = m->todo.tail;
-            m->first_flight_end = SIZE_MAX;
+        if (m->copy_pass) {
+            m->copy_pass = false;
+            m->ends_set = true;
+            m->copy_todo_end = m->todo.tail;
+            m->copy_flight_end = SIZE_MAX;
         }
         m->dumping = false;
         m->first_pass = false;
@@ -557,28 +562,40 @@ forget_unfetched(struct warm *m)
     }
 }
 
-/* Following once the first pass's keys are all fetched and applied:
- * those queued before its END, whatever the stream queued since. */
+/* Following once two passes' keys are all fetched and applied: those
+ * queued before each one's END, whatever the stream queued since.  The
+ * second, started once the first's keys are in, fetches what its
+ * listing finds missing or changed here: memcached's crawl can miss an
+ * item that its LRU maintainer moves from list to list meanwhile (under
+ * load, right after a bulk fill). */
 static void
 copied_yet(struct warm *m)
 {
-    if (m->first_pass || atomic_load(&w.state) != W_COPYING) {
+    if (!m->ends_set || atomic_load(&w.state) != W_COPYING) {
         return;
     }
-    if (m->first_flight_end == SIZE_MAX &&
-        m->todo.head >= m->first_todo_end) {
-        m->first_flight_end = m->flight.tail;
+    if (m->copy_flight_end == SIZE_MAX &&
+        m->todo.head >= m->copy_todo_end) {
+        m->copy_flight_end = m->flight.tail;
     }
-    if (m->first_flight_end != SIZE_MAX &&
-        m->flight.head >= m->first_flight_end) {
+    if (m->copy_flight_end == SIZE_MAX ||
+        m->flight.head < m->copy_flight_end) {
+        return;
+    }
+    m->ends_set = false;
+    if (++m->copy_passes == 2) {
         atomic_store(&w.state, W_FOLLOWING);
+        return;
     }
+    m->copy_pass = true;            /* the next pass to start: at once */
+    m->pass_wanted = true;
 }
 
 static void
 follow(struct warm *m)
 {
     m->first_pass = true;
+    m->copy_pass = true;
     m->last_us = clock_mono_us();
     start_pass(m);
     atomic_store(&w.state, W_COPYING);
