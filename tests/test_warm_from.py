@@ -14,6 +14,7 @@ import base64
 import os
 import random
 import signal
+import socket
 import threading
 import time
 
@@ -300,3 +301,38 @@ def test_takes_the_port_when_the_node_lets_it_go(server_factory, node):
     assert c.readline().startswith(b"VERSION 1.6.45-pm")
     c.call(b"get kept\r\n", b"VALUE kept 4 4\r\nkept\r\nEND\r\n")
     c.close()
+
+
+def test_an_address_it_cannot_share_is_tried_until_free(server_factory,
+                                                          node):
+    """An address held by a socket that does not listen (no listening
+    socket to share): tried every millisecond, and listened on once its
+    holder lets it go; the copy then stops fetching."""
+    held = socket.socket()          # bound, not listening, and without
+    held.bind(("127.0.0.1", 0))     # SO_REUSEADDR: no one else binds it
+    port = held.getsockname()[1]
+    try:
+        s = server_factory("-m", "256", "-v", "-l",
+                           "127.0.0.1,127.0.0.1:%d" % port, "-o",
+                           "warm_from=127.0.0.1:%d" % node.port)
+        err = s.stderr()
+        assert ("127.0.0.1:%d is in use: listening there as soon as it is "
+                "free (warm_from)" % port) in err
+        assert "sharing the listening socket" not in err
+        with pytest.raises(ConnectionRefusedError):
+            Conn(port, 1.0)
+    finally:
+        held.close()
+
+    def answers():
+        try:
+            c = Conn(port, 1.0)
+        except OSError:
+            return None
+        c.send(b"version\r\n")
+        return c
+    c = wait_for(answers, 10, "the address to be listened on")
+    assert c.readline().startswith(b"VERSION 1.6.45-pm")
+    c.close()
+    wait_for(lambda: "listening on tcp:127.0.0.1:%d" % port in s.stderr(),
+             10, "the line that says so")
