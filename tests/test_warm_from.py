@@ -111,6 +111,17 @@ def warm_node(server_factory, node, *extra):
     return server_factory("-m", "256", "-o", ",".join((opt,) + extra))
 
 
+def asked_version(port):
+    """A connection to port that has sent `version`, or None while the
+    port refuses."""
+    try:
+        c = Conn(port, 1.0)
+    except OSError:
+        return None
+    c.send(b"version\r\n")
+    return c
+
+
 def wait_for_or_none(cond, timeout):
     try:
         return wait_for(cond, timeout)
@@ -290,14 +301,8 @@ def test_takes_the_port_when_the_node_lets_it_go(server_factory, node):
         c.close()
     assert refused == 0
 
-    def answers():
-        try:
-            c = Conn(node.port, 1.0)
-        except OSError:
-            return None
-        c.send(b"version\r\n")
-        return c
-    c = wait_for(answers, 10, "the node's port to answer")
+    c = wait_for(lambda: asked_version(node.port), 10,
+                 "the node's port to answer")
     assert c.readline().startswith(b"VERSION 1.6.45-pm")
     c.call(b"get kept\r\n", b"VALUE kept 4 4\r\nkept\r\nEND\r\n")
     c.close()
@@ -324,15 +329,19 @@ def test_an_address_it_cannot_share_is_tried_until_free(server_factory,
     finally:
         held.close()
 
-    def answers():
-        try:
-            c = Conn(port, 1.0)
-        except OSError:
-            return None
-        c.send(b"version\r\n")
-        return c
-    c = wait_for(answers, 10, "the address to be listened on")
+    c = wait_for(lambda: asked_version(port), 10,
+                 "the address to be listened on")
     assert c.readline().startswith(b"VERSION 1.6.45-pm")
     c.close()
     wait_for(lambda: "listening on tcp:127.0.0.1:%d" % port in s.stderr(),
              10, "the line that says so")
+    # cut over: a write the node's stream names now is not fetched
+    dst = s.conn()
+    events = int(warm_stats(dst)["warm_events"])
+    src = node.conn()
+    src.call(b"set late 0 0 4\r\nlate\r\n", b"STORED\r\n")
+    src.close()
+    wait_for(lambda: int(warm_stats(dst)["warm_events"]) > events, 10,
+             "the stream to name the write")
+    dst.call(b"get late\r\n", b"END\r\n")
+    dst.close()
