@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 
 #define NKEYS   4096
 #define KEYMAX  250

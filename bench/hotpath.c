@@ -40,9 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 #include "storage/cache.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 
 #define MAX_THREADS 64

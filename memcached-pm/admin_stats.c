@@ -3,7 +3,7 @@
  * order and formats (shared/reference/memcached.md §4).
  *
  * Every reply is a walk over a table: STATS_GENERAL and CLASS_STATS
- * (stats.h) for the daemon's lines, storage/metrics.h's tables for
+ * (stats.h) for the daemon's lines, storage/base/metrics.h's tables for
  * storage's.  A sum or a snapshot is taken once per reply; no lock is
  * held while lines are queued.
  */
@@ -22,7 +22,7 @@
 
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"

@@ -18,7 +18,7 @@
 #include <sysexits.h>
 
 #include "memcached-pm/settings.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 
 #define MB (1024 * 1024)
 

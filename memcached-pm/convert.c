@@ -20,8 +20,8 @@
 #include "memcached-pm/mcfile.h"
 #include "memcached-pm/settings.h"
 #include "storage/cache.h"
-#include "storage/clock.h"
-#include "storage/hash.h"
+#include "storage/base/clock.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 
 /* What the import did, for its line on stderr. */

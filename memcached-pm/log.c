@@ -13,7 +13,7 @@
 #include "config.h"
 
 #include "memcached-pm/log.h"
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 
 #include <pthread.h>
 #include <stdarg.h>

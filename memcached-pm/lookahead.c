@@ -16,7 +16,7 @@
 #include "memcached-pm/stats.h"
 #include "proto/binary.h"
 #include "proto/text.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 
 int
 lookahead_init(struct lookahead *la)

@@ -30,7 +30,7 @@
 #include "proto/request.h"
 #include "proto/text.h"
 #include "proto/token.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/prefetch.h"
 
 #define NO_KEY PREFETCH_BATCH_MAX

@@ -44,7 +44,7 @@
 #include "memcached-pm/sdaemon.h"
 #include "memcached-pm/succession.h"
 #include "storage/cache.h"
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 
 static struct event_base *main_base;
 

@@ -13,7 +13,7 @@
 #include <sysexits.h>
 
 #include "memcached-pm/settings.h"
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 
 #define NODE_FILE -2            /* numa_node=file: the memory file's node */
 

@@ -1,6 +1,6 @@
 /*
  * placement.h: -o worker_cpus, bg_cpus and numa_node, from the command
- * line to the threads (storage/affinity.h does the pinning).
+ * line to the threads (storage/base/affinity.h does the pinning).
  *
  * The options are read before any thread starts; placement_start() then
  * binds memory to the node and pins the main thread, so that everything

@@ -19,7 +19,7 @@
 #include "memcached-pm/convert.h"
 #include "memcached-pm/settings.h"
 #include "storage/cache.h"
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 
 #define META_TAG    "main"
 #define LINE_MAX_   512

@@ -21,7 +21,7 @@
 
 #include "memcached-pm/stats.h"
 #include "storage/cache.h"
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 
 #define MB (1024 * 1024)
 

@@ -14,7 +14,7 @@
  *           or "NULL", "(null)" when unset), HIDE
  *   target  D(type, field, default): a field of struct settings, declared
  *           here; C(field): a field of storage's options
- *           (storage/options.h, with its default); V(expr): a value
+ *           (storage/base/options.h, with its default); V(expr): a value
  *           computed for "stats settings" only
  *   flag    its short option ('m'), or 0
  *   long    its long option ("memory-limit=<num>"; the part after '='
@@ -30,7 +30,7 @@
  * From it come struct settings and its defaults (settings.c), the
  * parsing of argv and -h (cmdline.c), and "stats settings"
  * (admin_stats.c).  An option is one row plus the code that uses it (and,
- * for a storage option, its field in storage/options.h).
+ * for a storage option, its field in storage/base/options.h).
  *
  * Filled once from argv by cmdline_parse() before any thread starts;
  * after that only the admin commands (verbosity, lru tune, slabs
@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #include "memcached-pm/placement.h"
-#include "storage/options.h"
+#include "storage/base/options.h"
 #include "storage/prefetch.h"
 
 #define MCPM_VERSION "1.6.45-pm-" PACKAGE_VERSION

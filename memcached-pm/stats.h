@@ -22,8 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "storage/metrics.h"
-#include "storage/options.h"
+#include "storage/base/metrics.h"
+#include "storage/base/options.h"
 
 /*
  * Per-slab-class request counters: X(name, reply).  SLABS rows are printed
@@ -56,7 +56,7 @@
  *   PROC     computed by admin_stats.c (process, settings)
  *   ZERO     a line memcached prints for a subsystem memcached-pm does
  *            not have; always 0
- *   COUNTER, GAUGE  storage's rows (storage/metrics.h), in place
+ *   COUNTER, GAUGE  storage's rows (storage/base/metrics.h), in place
  *
  * shown: ALWAYS; NEVER (counted for another reply: "stats tiers"); IDLE
  * (with -o idle_timeout), FAST (with maxconns_fast), SSL (with -Z),

@@ -31,7 +31,7 @@
 #include "memcached-pm/log.h"
 #include "memcached-pm/settings.h"
 #include "memcached-pm/stats.h"
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 
 #define SESSION_CONTEXT "memcached"
 

@@ -18,8 +18,8 @@
 #include "memcached-pm/settings.h"
 #include "proto/meta.h"
 #include "storage/cache.h"
-#include "storage/clock.h"
-#include "storage/hash.h"
+#include "storage/base/clock.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 
 #define QUEUE_KEYS  8192            /* keys waiting for their fetch */

@@ -26,8 +26,8 @@
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
 #include "storage/cache.h"
-#include "storage/clock.h"
-#include "storage/affinity.h"
+#include "storage/base/clock.h"
+#include "storage/base/affinity.h"
 
 /* An accepted fd waiting for its worker, or one taken over with its
  * state (hc, owned). */

@@ -22,13 +22,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 #include "storage/item.h"
-#include "storage/metrics.h"
-#include "storage/observe.h"
-#include "storage/options.h"
+#include "storage/base/metrics.h"
+#include "storage/base/observe.h"
+#include "storage/base/options.h"
 #include "storage/prefetch.h"
-#include "storage/status.h"
+#include "storage/base/status.h"
 
 enum cache_op {
     CACHE_SET, CACHE_ADD, CACHE_REPLACE, CACHE_APPEND, CACHE_PREPEND,

@@ -28,7 +28,7 @@
 #include "storage/assoc.h"
 #include "storage/cache_priv.h"
 #include "storage/chunkid.h"
-#include "storage/crc.h"
+#include "storage/base/crc.h"
 #include "storage/lru.h"
 #include "storage/sblock.h"
 #include "storage/slabs.h"

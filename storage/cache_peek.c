@@ -30,14 +30,14 @@
  */
 #include "storage/cache.h"
 #include "storage/assoc.h"
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 #include "storage/item.h"
 #include "storage/link.h"
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 #include "storage/lru.h"
-#include "storage/observe.h"
+#include "storage/base/observe.h"
 #include "storage/policy.h"
-#include "storage/quiesce.h"
+#include "storage/base/quiesce.h"
 
 #include <string.h>
 

@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "storage/metrics.h"
-#include "storage/options.h"
+#include "storage/base/metrics.h"
+#include "storage/base/options.h"
 #include "storage/sblock.h"
-#include "storage/tslot.h"
+#include "storage/base/tslot.h"
 
 struct cache_priv {
     struct cache_options *opts;     /* the daemon's; runtime fields move */

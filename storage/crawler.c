@@ -11,10 +11,10 @@
  */
 #include "storage/crawler.h"
 #include "storage/link.h"
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 
 #include <pthread.h>
 #include <string.h>

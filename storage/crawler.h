@@ -14,9 +14,9 @@
 #include <stdbool.h>
 
 #include "storage/item.h"
-#include "storage/metrics.h"
-#include "storage/options.h"
-#include "storage/status.h"
+#include "storage/base/metrics.h"
+#include "storage/base/options.h"
+#include "storage/base/status.h"
 
 /* Keep opts; start the thread if opts->lru_crawler.  0 or -1. */
 int  crawler_init(const struct cache_options *opts);

@@ -3,9 +3,9 @@
  */
 #include "storage/evict.h"
 #include "storage/link.h"
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 #include "storage/lru.h"
-#include "storage/observe.h"
+#include "storage/base/observe.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
 

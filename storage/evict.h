@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "storage/item.h"
-#include "storage/options.h"
+#include "storage/base/options.h"
 
 /* Keep opts (evict, lru_segmented, slab_reassign, slab_automove are read
  * at every use). */

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 #include "storage/tier.h"
 
 struct item;

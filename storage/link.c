@@ -3,8 +3,8 @@
  */
 #include "storage/link.h"
 #include "storage/assoc.h"
-#include "storage/hash.h"
-#include "storage/locks.h"
+#include "storage/base/hash.h"
+#include "storage/base/locks.h"
 #include "storage/lru.h"
 #include "storage/persist.h"
 #include "storage/policy.h"

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "storage/item.h"
-#include "storage/options.h"
+#include "storage/base/options.h"
 
 /* Keep opts (the first list of a new item reads lru_segmented, temp_lru
  * and temporary_ttl); the sizes histogram when track_sizes.  0 or -1. */

@@ -8,8 +8,8 @@
  * counters are bumped with relaxed atomic adds by any thread.
  */
 #include "storage/lru.h"
-#include "storage/locks.h"
-#include "storage/tslot.h"
+#include "storage/base/locks.h"
+#include "storage/base/tslot.h"
 
 #include <assert.h>
 #include <pthread.h>

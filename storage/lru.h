@@ -28,8 +28,8 @@
 #include <stdint.h>
 
 #include "storage/item.h"
-#include "storage/metrics.h"
-#include "storage/options.h"
+#include "storage/base/metrics.h"
+#include "storage/base/options.h"
 #include "storage/slabs.h"
 
 #define LRU_NLISTS 4

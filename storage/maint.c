@@ -9,7 +9,7 @@
 #include "storage/evict.h"
 #include "storage/lru.h"
 #include "storage/slabs.h"
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -18,8 +18,8 @@
 #ifndef MCPM_STORAGE_MAINT_H
 #define MCPM_STORAGE_MAINT_H
 
-#include "storage/metrics.h"
-#include "storage/options.h"
+#include "storage/base/metrics.h"
+#include "storage/base/options.h"
 
 /* Keep opts (the shares and factors are re-read at every pass). */
 void maint_init(const struct cache_options *opts);

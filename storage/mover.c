@@ -9,7 +9,7 @@
 #include "storage/lru.h"
 #include "storage/place.h"
 #include "storage/slabs.h"
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 
 #include <pthread.h>
 #include <string.h>

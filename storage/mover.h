@@ -18,8 +18,8 @@
 #ifndef MCPM_STORAGE_MOVER_H
 #define MCPM_STORAGE_MOVER_H
 
-#include "storage/metrics.h"
-#include "storage/options.h"
+#include "storage/base/metrics.h"
+#include "storage/base/options.h"
 
 /* Start the thread and attach it to slabs' requests (opts kept: the
  * automove fields are re-read).  0 or -1. */

@@ -4,7 +4,7 @@
  * tier_persist() in the order doc/PERSISTENCE.md gives.
  */
 #include "storage/persist.h"
-#include "storage/crc.h"
+#include "storage/base/crc.h"
 #include "storage/sblock.h"
 
 #include <stdlib.h>

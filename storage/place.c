@@ -6,9 +6,9 @@
 #include "storage/assoc.h"
 #include "storage/evict.h"
 #include "storage/link.h"
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 #include "storage/lru.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/policy.h"
 #include "storage/slabs.h"
 

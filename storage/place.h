@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "storage/item.h"
-#include "storage/metrics.h"
+#include "storage/base/metrics.h"
 
 /* An item_mem_fn: slabs, then room made in lru_tc's tails by eviction or
  * demotion (policy_room()). */

@@ -25,7 +25,7 @@
 #include <stdbool.h>
 
 #include "storage/item.h"
-#include "storage/options.h"
+#include "storage/base/options.h"
 
 /* The tiers a policy needs: a DRAM tier, the memory file. */
 void policy_tiers(enum cache_tier_policy p, bool *dram, bool *file);

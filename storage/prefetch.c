@@ -7,8 +7,8 @@
 #include "storage/prefetch.h"
 #include "storage/assoc.h"
 #include "storage/item.h"
-#include "storage/locks.h"
-#include "storage/quiesce.h"
+#include "storage/base/locks.h"
+#include "storage/base/quiesce.h"
 
 enum step { STEP_SLOT, STEP_HEAD, STEP_CHAIN, STEP_DONE };
 

@@ -34,12 +34,12 @@
 #include "storage/recover.h"
 #include "storage/recover_priv.h"
 #include "storage/chunkid.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 #include "storage/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -24,8 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "storage/clock.h"
-#include "storage/metrics.h"
+#include "storage/base/clock.h"
+#include "storage/base/metrics.h"
 
 struct tier;
 

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 #include "storage/item.h"
 #include "storage/recover.h"
 

@@ -7,7 +7,7 @@
  */
 #include "storage/sblock.h"
 
-#include "storage/crc.h"
+#include "storage/base/crc.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

@@ -18,9 +18,9 @@
 #include "storage/slabs.h"
 #include "storage/slabs_priv.h"
 #include "storage/chunkid.h"
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 #include "storage/pagetab.h"
-#include "storage/quiesce.h"
+#include "storage/base/quiesce.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

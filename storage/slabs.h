@@ -38,9 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/metrics.h"
-#include "storage/options.h"
-#include "storage/status.h"
+#include "storage/base/metrics.h"
+#include "storage/base/options.h"
+#include "storage/base/status.h"
 #include "storage/tier.h"
 
 /* A class in a tier (tier ids are TIER_DRAM 0 and TIER_PMEM 1); the

@@ -12,9 +12,9 @@
  */
 #include "storage/slabs.h"
 #include "storage/slabs_priv.h"
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 #include "storage/pagetab.h"
-#include "storage/quiesce.h"
+#include "storage/base/quiesce.h"
 
 #include <pthread.h>
 #include <time.h>

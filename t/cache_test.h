@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "storage/cache.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 
 static inline void
 test_cache_options(struct cache_options *o)

@@ -3,7 +3,7 @@
  * thread by role.  Lists name only CPUs this process may run on (read
  * first), so the test holds on any machine with at least one CPU.
  */
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 
 #include "t/tap.h"
 

@@ -15,11 +15,11 @@
 #include "storage/assoc.h"
 
 #include "storage/chunkid.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 #include "storage/prefetch.h"
-#include "storage/quiesce.h"
+#include "storage/base/quiesce.h"
 
 #include <pthread.h>
 #include <sched.h>

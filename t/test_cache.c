@@ -4,9 +4,9 @@
  */
 #include "storage/cache.h"
 #include "storage/crawler.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 #include "storage/lru.h"
 #include "storage/maint.h"
 #include "storage/slabs.h"

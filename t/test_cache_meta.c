@@ -3,7 +3,7 @@
  * cache_mstore, cache_mdelete, cache_mdelta) with each of their knobs.
  */
 #include "storage/cache.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 #include "t/cache_test.h"
 #include "t/tap.h"

@@ -2,7 +2,7 @@
  * test_clock.c: start offset, ticking, and the exptime conversion rules
  * (never, already expired, relative, absolute, absolute before start).
  */
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 
 #include <stdint.h>
 #include <time.h>

@@ -2,7 +2,7 @@
  * test_crc.c: CRC-32C against published vectors (RFC 3720 B.4) and
  * against a bitwise reference for every length and alignment.
  */
-#include "storage/crc.h"
+#include "storage/base/crc.h"
 
 #include "t/tap.h"
 

@@ -6,7 +6,7 @@
  * values ("" and "Four score...") and a Python transcription; xxh3 against
  * its published empty-key value; hash_key() following hash_use().
  */
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 
 #include <stdint.h>
 #include <string.h>

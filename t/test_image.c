@@ -10,8 +10,8 @@
  * is scanned.
  */
 #include "storage/cache.h"
-#include "storage/clock.h"
-#include "storage/hash.h"
+#include "storage/base/clock.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 #include "t/cache_test.h"
 #include "t/tap.h"

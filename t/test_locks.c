@@ -3,7 +3,7 @@
  * bits share a lock, others do not), trylock under contention, mutual
  * exclusion across threads, and lock_all against a held stripe.
  */
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

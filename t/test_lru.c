@@ -4,7 +4,7 @@
  */
 #include "storage/cache.h"
 #include "storage/crawler.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 #include "storage/lru.h"
 #include "storage/maint.h"

@@ -12,7 +12,7 @@
  * change the key between the two, which the answer must not hide.
  */
 #include "storage/cache.h"
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 
 #include "t/cache_test.h"
 #include "t/tap.h"

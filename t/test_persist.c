@@ -6,7 +6,7 @@
  * simulated power cut must lose exactly what was never persisted.
  */
 #include "storage/cache.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 #include "storage/pagetab.h"
 #include "storage/persist.h"

@@ -13,8 +13,8 @@
  * missing piece.
  */
 #include "storage/cache.h"
-#include "storage/clock.h"
-#include "storage/hash.h"
+#include "storage/base/clock.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 #include "storage/persist.h"
 #include "storage/sblock.h"

@@ -5,7 +5,7 @@
  */
 #include "storage/sblock.h"
 
-#include "storage/crc.h"
+#include "storage/base/crc.h"
 #include "storage/tier.h"
 #include "t/tap.h"
 

@@ -3,7 +3,7 @@
  * mover.
  */
 #include "storage/cache.h"
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 #include "storage/item.h"
 #include "storage/lru.h"
 #include "storage/maint.h"

@@ -1,7 +1,7 @@
 /*
  * tslot.c: thread slots (tslot.h).
  */
-#include "storage/tslot.h"
+#include "storage/base/tslot.h"
 
 #include <stdatomic.h>
 

@@ -16,7 +16,7 @@
  * stop; `locks` and `mask` are not changed in between, so reading them
  * needs no synchronisation.
  */
-#include "storage/locks.h"
+#include "storage/base/locks.h"
 
 #include <pthread.h>
 #include <stdlib.h>

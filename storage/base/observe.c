@@ -1,7 +1,7 @@
 /*
  * observe.c: the storage event hooks (observe.h).
  */
-#include "storage/observe.h"
+#include "storage/base/observe.h"
 
 const struct cache_observer *observe_hooks;
 unsigned observe_mask;

@@ -14,7 +14,7 @@
  * safely and the result is the same on big- and little-endian hosts (the
  * compiler turns the assembly into one load on x86).
  */
-#include "storage/hash.h"
+#include "storage/base/hash.h"
 
 #include <string.h>
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/options.h"        /* enum hash_algorithm */
+#include "storage/base/options.h"        /* enum hash_algorithm */
 
 uint32_t hash_xxh3(const void *key, size_t len);
 uint32_t hash_murmur3(const void *key, size_t len);

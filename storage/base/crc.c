@@ -6,7 +6,7 @@
  * byte b followed by k zero bytes.  Item values are checksummed on every
  * PMEM store, so the 8x speedup over the plain table is worth 8 KiB.
  */
-#include "storage/crc.h"
+#include "storage/base/crc.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 
 #define CACHE_MAX_CLASSES 64    /* class ids 1..63; 0 is the page pool */
 

@@ -12,7 +12,7 @@
  * clock_tick() has one caller (the daemon's main loop); everything else only
  * reads, so plain relaxed atomics are enough.
  */
-#include "storage/clock.h"
+#include "storage/base/clock.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * (affinity.h).  Linux only: sched and pthread affinity calls, the
  * set_mempolicy system call and /sys.
  */
-#include "storage/affinity.h"
+#include "storage/base/affinity.h"
 
 #include <ctype.h>
 #include <errno.h>

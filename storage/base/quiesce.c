@@ -1,12 +1,12 @@
 /*
  * quiesce.c: read sections counted per thread slot (quiesce.h).
  */
-#include "storage/quiesce.h"
+#include "storage/base/quiesce.h"
 
 #include <sched.h>
 #include <stdatomic.h>
 
-#include "storage/tslot.h"
+#include "storage/base/tslot.h"
 
 #define SLOTS TSLOT_MAX
 
