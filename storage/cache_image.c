@@ -30,7 +30,7 @@
 #include "storage/chunkid.h"
 #include "storage/base/crc.h"
 #include "storage/lru.h"
-#include "storage/sblock.h"
+#include "storage/tier/sblock.h"
 #include "storage/slabs.h"
 
 #include <errno.h>

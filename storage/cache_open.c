@@ -21,11 +21,11 @@
 #include "storage/lru.h"
 #include "storage/maint.h"
 #include "storage/mover.h"
-#include "storage/pagetab.h"
+#include "storage/tier/pagetab.h"
 #include "storage/persist.h"
 #include "storage/policy.h"
 #include "storage/recover.h"
-#include "storage/sblock.h"
+#include "storage/tier/sblock.h"
 #include "storage/slabs.h"
 
 #include <errno.h>

@@ -12,7 +12,7 @@
 
 #include "storage/base/metrics.h"
 #include "storage/base/options.h"
-#include "storage/sblock.h"
+#include "storage/tier/sblock.h"
 #include "storage/base/tslot.h"
 
 struct cache_priv {

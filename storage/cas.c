@@ -2,7 +2,7 @@
  * cas.c: the CAS counter (cas.h).
  */
 #include "storage/cas.h"
-#include "storage/sblock.h"
+#include "storage/tier/sblock.h"
 
 /* Uniques a thread takes from the shared counter at once. */
 #define CAS_BATCH 16

@@ -22,7 +22,7 @@
 #include <sys/uio.h>
 
 #include "storage/base/clock.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 struct item;
 

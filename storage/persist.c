@@ -5,7 +5,7 @@
  */
 #include "storage/persist.h"
 #include "storage/base/crc.h"
-#include "storage/sblock.h"
+#include "storage/tier/sblock.h"
 
 #include <stdlib.h>
 #include <string.h>

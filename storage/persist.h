@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #include "storage/item.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #define PERSIST_PREFIX 16       /* bytes in front of an item in PMEM */
 

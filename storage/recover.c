@@ -36,7 +36,7 @@
 #include "storage/chunkid.h"
 #include "storage/base/hash.h"
 #include "storage/item.h"
-#include "storage/pagetab.h"
+#include "storage/tier/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
 #include "storage/base/affinity.h"

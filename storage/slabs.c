@@ -19,7 +19,7 @@
 #include "storage/slabs_priv.h"
 #include "storage/chunkid.h"
 #include "storage/base/locks.h"
-#include "storage/pagetab.h"
+#include "storage/tier/pagetab.h"
 #include "storage/base/quiesce.h"
 
 #include <pthread.h>

@@ -41,7 +41,7 @@
 #include "storage/base/metrics.h"
 #include "storage/base/options.h"
 #include "storage/base/status.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 /* A class in a tier (tier ids are TIER_DRAM 0 and TIER_PMEM 1); the
  * global pool of a tier is SLABS_TC(tier, 0). */

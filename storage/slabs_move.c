@@ -13,7 +13,7 @@
 #include "storage/slabs.h"
 #include "storage/slabs_priv.h"
 #include "storage/base/clock.h"
-#include "storage/pagetab.h"
+#include "storage/tier/pagetab.h"
 #include "storage/base/quiesce.h"
 
 #include <pthread.h>

@@ -7,7 +7,7 @@
  * the table running out of numbers.
  */
 #include "storage/chunkid.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #include "t/tap.h"
 

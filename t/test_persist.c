@@ -8,10 +8,10 @@
 #include "storage/cache.h"
 #include "storage/base/hash.h"
 #include "storage/item.h"
-#include "storage/pagetab.h"
+#include "storage/tier/pagetab.h"
 #include "storage/persist.h"
 #include "storage/slabs.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

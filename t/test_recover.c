@@ -17,9 +17,9 @@
 #include "storage/base/hash.h"
 #include "storage/item.h"
 #include "storage/persist.h"
-#include "storage/sblock.h"
+#include "storage/tier/sblock.h"
 #include "storage/slabs.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -3,10 +3,10 @@
  * on a strict-mode PMEM file so that only what sblock persists survives
  * the simulated crashes.
  */
-#include "storage/sblock.h"
+#include "storage/tier/sblock.h"
 
 #include "storage/base/crc.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 #include "t/tap.h"
 
 #include <stdio.h>

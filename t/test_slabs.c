@@ -8,7 +8,7 @@
 #include "storage/lru.h"
 #include "storage/maint.h"
 #include "storage/slabs.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

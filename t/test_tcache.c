@@ -6,7 +6,7 @@
  * emptying a page whose free chunks sit in a thread's cache.
  */
 #include "storage/slabs.h"
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

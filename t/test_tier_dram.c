@@ -4,7 +4,7 @@
  * pages given back are handed out again, and an extent whose pages are
  * all back goes back to the heap (ASan's leak check sees the rest).
  */
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #include "t/tap.h"
 

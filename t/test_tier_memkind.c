@@ -2,7 +2,7 @@
  * test_tier_memkind.c: the memkind tier over a directory in /dev/shm:
  * aligned pages, the limit, set_limit, the refusals, destroy.
  */
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #include "t/tap.h"
 

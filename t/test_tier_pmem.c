@@ -2,7 +2,7 @@
  * test_tier_pmem.c: the PMEM tier over a file in /dev/shm: page
  * allocation, reopen, size checks, and the strict power-loss simulator.
  */
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #include "t/tap.h"
 

@@ -18,7 +18,7 @@
  *
  * Locking: none of its own; slabs calls it under the slabs lock (tier.h).
  */
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #include <errno.h>
 #include <memkind.h>

@@ -5,7 +5,7 @@
  * covers every byte before the crc field, so a copy torn anywhere (a
  * commit cut short by a crash) is rejected as a whole.
  */
-#include "storage/sblock.h"
+#include "storage/tier/sblock.h"
 
 #include "storage/base/crc.h"
 

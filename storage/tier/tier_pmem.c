@@ -21,7 +21,7 @@
  * The private view is copy-on-write over the file, so it costs memory only
  * for the pages written and reads the file's contents where untouched.
  */
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #include <errno.h>
 #include <fcntl.h>

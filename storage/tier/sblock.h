@@ -16,7 +16,7 @@
 #ifndef MCPM_STORAGE_SBLOCK_H
 #define MCPM_STORAGE_SBLOCK_H
 
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #include <stdbool.h>
 #include <stddef.h>

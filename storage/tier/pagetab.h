@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #define PAGETAB_OFF 8192        /* after both superblock copies */
 

@@ -8,7 +8,7 @@
  * transparent huge pages: a 1 MB slab page is half an extent.  The hint
  * is refused when THP is off, and nothing else changes.
  */
-#include "storage/tier.h"
+#include "storage/tier/tier.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /*
  * pagetab.c: the page table of the PMEM file (pagetab.h).
  */
-#include "storage/pagetab.h"
-#include "storage/sblock.h"
+#include "storage/tier/pagetab.h"
+#include "storage/tier/sblock.h"
 
 #include <stdio.h>
 #include <string.h>
