@@ -43,7 +43,7 @@
 #include "storage/base/affinity.h"
 #include "storage/cache.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 
 #define MAX_THREADS 64
 #define VALUE_LEN 32

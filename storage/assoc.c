@@ -45,9 +45,9 @@
 #include "storage/assoc.h"
 
 #include "storage/base/affinity.h"
-#include "storage/chunkid.h"
+#include "storage/slab/chunkid.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/base/locks.h"
 #include "storage/base/quiesce.h"
 

@@ -17,11 +17,11 @@
 #include "storage/cache.h"
 #include "storage/assoc.h"
 #include "storage/cache_priv.h"
-#include "storage/cas.h"
+#include "storage/slab/cas.h"
 #include "storage/base/hash.h"
 #include "storage/link.h"
 #include "storage/base/locks.h"
-#include "storage/persist.h"
+#include "storage/slab/persist.h"
 #include "storage/place.h"
 #include "storage/policy.h"
 

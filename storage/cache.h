@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "storage/base/clock.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/base/metrics.h"
 #include "storage/base/observe.h"
 #include "storage/base/options.h"

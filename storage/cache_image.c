@@ -27,11 +27,13 @@
 #include "storage/cache.h"
 #include "storage/assoc.h"
 #include "storage/cache_priv.h"
-#include "storage/chunkid.h"
+#include "storage/slab/chunkid.h"
 #include "storage/base/crc.h"
 #include "storage/lru.h"
 #include "storage/tier/sblock.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
+#include "storage/slab/slabs_image.h"
+#include "storage/slab/slabs_stats.h"
 
 #include <errno.h>
 #include <fcntl.h>

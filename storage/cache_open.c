@@ -12,7 +12,7 @@
 #include "storage/cache.h"
 #include "storage/assoc.h"
 #include "storage/cache_priv.h"
-#include "storage/cas.h"
+#include "storage/slab/cas.h"
 #include "storage/crawler.h"
 #include "storage/base/hash.h"
 #include "storage/evict.h"
@@ -22,11 +22,13 @@
 #include "storage/maint.h"
 #include "storage/mover.h"
 #include "storage/tier/pagetab.h"
-#include "storage/persist.h"
+#include "storage/slab/persist.h"
 #include "storage/policy.h"
 #include "storage/recover.h"
 #include "storage/tier/sblock.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
+#include "storage/slab/slabs_stats.h"
+#include "storage/slab/slabs_move.h"
 
 #include <errno.h>
 #include <stdio.h>

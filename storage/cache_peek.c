@@ -31,7 +31,7 @@
 #include "storage/cache.h"
 #include "storage/assoc.h"
 #include "storage/base/clock.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/link.h"
 #include "storage/base/locks.h"
 #include "storage/lru.h"

@@ -15,7 +15,8 @@
 #include "storage/maint.h"
 #include "storage/mover.h"
 #include "storage/place.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
+#include "storage/slab/slabs_stats.h"
 
 #include <stdio.h>
 #include <string.h>

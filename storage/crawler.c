@@ -13,7 +13,7 @@
 #include "storage/link.h"
 #include "storage/base/locks.h"
 #include "storage/lru.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 #include "storage/base/affinity.h"
 
 #include <pthread.h>

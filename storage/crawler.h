@@ -13,7 +13,7 @@
 
 #include <stdbool.h>
 
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/base/metrics.h"
 #include "storage/base/options.h"
 #include "storage/base/status.h"

@@ -6,8 +6,10 @@
 #include "storage/base/locks.h"
 #include "storage/lru.h"
 #include "storage/base/observe.h"
-#include "storage/persist.h"
-#include "storage/slabs.h"
+#include "storage/slab/persist.h"
+#include "storage/slab/slabs.h"
+#include "storage/slab/slabs_move.h"
+#include "storage/slab/slabs_stats.h"
 
 #define TAIL_TRIES      5
 #define ALLOC_TRIES     10

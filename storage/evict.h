@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/base/options.h"
 
 /* Keep opts (evict, lru_segmented, slab_reassign, slab_automove are read

@@ -6,7 +6,7 @@
 #include "storage/base/hash.h"
 #include "storage/base/locks.h"
 #include "storage/lru.h"
-#include "storage/persist.h"
+#include "storage/slab/persist.h"
 #include "storage/policy.h"
 
 #include <assert.h>

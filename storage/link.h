@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/base/options.h"
 
 /* Keep opts (the first list of a new item reads lru_segmented, temp_lru

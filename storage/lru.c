@@ -10,6 +10,7 @@
 #include "storage/lru.h"
 #include "storage/base/locks.h"
 #include "storage/base/tslot.h"
+#include "storage/slab/slabs_stats.h"
 
 #include <assert.h>
 #include <pthread.h>

@@ -8,7 +8,7 @@
 #include "storage/maint.h"
 #include "storage/evict.h"
 #include "storage/lru.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 #include "storage/base/affinity.h"
 
 #include <pthread.h>

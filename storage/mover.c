@@ -8,8 +8,11 @@
 #include "storage/mover.h"
 #include "storage/lru.h"
 #include "storage/place.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 #include "storage/base/affinity.h"
+#include "storage/slab/slabs_image.h"
+#include "storage/slab/slabs_move.h"
+#include "storage/slab/slabs_stats.h"
 
 #include <pthread.h>
 #include <string.h>

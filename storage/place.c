@@ -10,7 +10,7 @@
 #include "storage/lru.h"
 #include "storage/base/hash.h"
 #include "storage/policy.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 
 #include <string.h>
 

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/base/metrics.h"
 
 /* An item_mem_fn: slabs, then room made in lru_tc's tails by eviction or

@@ -24,7 +24,7 @@
 
 #include <stdbool.h>
 
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/base/options.h"
 
 /* The tiers a policy needs: a DRAM tier, the memory file. */

@@ -6,7 +6,7 @@
  */
 #include "storage/prefetch.h"
 #include "storage/assoc.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/base/locks.h"
 #include "storage/base/quiesce.h"
 

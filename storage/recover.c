@@ -33,13 +33,14 @@
  */
 #include "storage/recover.h"
 #include "storage/recover_priv.h"
-#include "storage/chunkid.h"
+#include "storage/slab/chunkid.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/tier/pagetab.h"
-#include "storage/persist.h"
-#include "storage/slabs.h"
+#include "storage/slab/persist.h"
+#include "storage/slab/slabs.h"
 #include "storage/base/affinity.h"
+#include "storage/slab/slabs_image.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -12,7 +12,7 @@
 #include "storage/assoc.h"
 #include "storage/link.h"
 #include "storage/lru.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 
 #include <stdlib.h>
 

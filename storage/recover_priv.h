@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "storage/base/clock.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/recover.h"
 
 #define MAX_THREADS     16

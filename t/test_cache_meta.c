@@ -4,7 +4,7 @@
  */
 #include "storage/cache.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -1,12 +1,12 @@
 /*
- * test_chunkid.c: 32-bit chunk ids (storage/chunkid.h): the split of an
+ * test_chunkid.c: 32-bit chunk ids (storage/slab/chunkid.h): the split of an
  * id into page number and index for the sizes slabs uses, every chunk of
  * the first and the last page of a memory file for the smallest and the
  * largest class, a page cut again (same number, stale ids refused by the
  * lock-free decode), a page given back (number freed and reused), and
  * the table running out of numbers.
  */
-#include "storage/chunkid.h"
+#include "storage/slab/chunkid.h"
 #include "storage/tier/tier.h"
 
 #include "t/tap.h"

@@ -4,7 +4,7 @@
  */
 #include "storage/cache.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/lru.h"
 #include "storage/maint.h"
 #include "t/cache_test.h"

@@ -5,10 +5,10 @@
 #include "storage/cache.h"
 #include "storage/crawler.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/lru.h"
 #include "storage/maint.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

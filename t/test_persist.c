@@ -7,11 +7,12 @@
  */
 #include "storage/cache.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/tier/pagetab.h"
-#include "storage/persist.h"
-#include "storage/slabs.h"
+#include "storage/slab/persist.h"
+#include "storage/slab/slabs.h"
 #include "storage/tier/tier.h"
+#include "storage/slab/slabs_move.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -3,9 +3,9 @@
  * policy at a time, on items made by hand (the policy reads only their
  * tier and copy mark).
  */
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/policy.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 #include "t/tap.h"
 
 #include <string.h>

@@ -4,11 +4,14 @@
  */
 #include "storage/cache.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/lru.h"
 #include "storage/maint.h"
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 #include "storage/tier/tier.h"
+#include "storage/slab/slabs_image.h"
+#include "storage/slab/slabs_stats.h"
+#include "storage/slab/slabs_move.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -5,8 +5,11 @@
  * counted as free, large classes never cached, and the page mover
  * emptying a page whose free chunks sit in a thread's cache.
  */
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
 #include "storage/tier/tier.h"
+#include "storage/slab/slabs_stats.h"
+#include "storage/slab/slabs_image.h"
+#include "storage/slab/slabs_move.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -1,12 +1,13 @@
 /*
- * slabs_image.c: the memory file's slab classes handed to a successor
- * that maps the file at the same address (slabs.h slabs_image()).
+ * slabs_image.c: the memory file's slab classes taken back as they are
+ * (slabs_image.h): from the pages themselves (recovery), or handed to a
+ * successor that maps the file at the same address (slabs_image()).
  *
  * Locking: none; before serving (the successor) or after every thread
  * stopped (the node handing over).
  */
-#include "storage/slabs.h"
-#include "storage/slabs_priv.h"
+#include "storage/slab/slabs_image.h"
+#include "storage/slab/slabs_priv.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -114,3 +115,57 @@ slabs_image_load(const void *src, size_t len)
     return off == len ? 0 : -1;
 }
 
+/* ---- recovery: a file's pages taken as they are ----------------------------------------------------- */
+
+unsigned
+slabs_perslab(unsigned id)
+{
+    id = SLABS_TC_ID(id);
+    return id >= 1 && id <= sl.largest ? sl.cls[id].perslab : 0;
+}
+
+void *
+slabs_chunk(unsigned id, void *page, unsigned i)
+{
+    return slabs_chunk_at(&sl.cls[SLABS_TC_ID(id)], page, i);
+}
+
+int
+slabs_recover_name(unsigned id, void *page)
+{
+    int rc;
+
+    pthread_mutex_lock(&sl.lock);
+    rc = slabs_name_page(&sl.cls[SLABS_TC_ID(id)], page);
+    pthread_mutex_unlock(&sl.lock);
+    return rc;
+}
+
+int
+slabs_recover_page(unsigned id, void *page,
+                   size_t (*keep)(void *chunk, void *ctx), void *ctx)
+{
+    unsigned tc = SLABS_TC(TIER_PMEM, id);
+    struct slab_class *c = &sl.cls[tc];
+    int rc = -1;
+
+    pthread_mutex_lock(&sl.lock);
+    if (id <= sl.largest && slabs_tc_valid(tc) && slabs_name_page(c, page) == 0 &&
+        slabs_add_page(c, page) == 0) {
+        for (unsigned i = 0; i < c->perslab; i++) {
+            struct slabs_chunk *ch = slabs_chunk_at(c, page, i);
+            size_t used = keep(ch, ctx);
+
+            if (used != 0) {
+                c->requested += used;
+            } else {
+                ch->clsid = (uint8_t)id;
+                ch->tier = TIER_PMEM;
+                slabs_push_free(c, ch);
+            }
+        }
+        rc = 0;
+    }
+    pthread_mutex_unlock(&sl.lock);
+    return rc;
+}

@@ -3,7 +3,7 @@
  * (persist.h).  Every store that recovery will trust goes through
  * tier_persist() in the order doc/PERSISTENCE.md gives.
  */
-#include "storage/persist.h"
+#include "storage/slab/persist.h"
 #include "storage/base/crc.h"
 #include "storage/tier/sblock.h"
 

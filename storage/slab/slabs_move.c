@@ -1,5 +1,5 @@
 /*
- * slabs_move.c: page moves (slabs.h), requested here and carried out by
+ * slabs_move.c: page moves (slabs_move.h), requested here and carried out by
  * the page mover thread (mover.c).
  *
  * A move is a request (src, dst) queued one at a time: slabs_move_begin()
@@ -10,8 +10,8 @@
  *
  * Locking: the slabs lock, as slabs.c.
  */
-#include "storage/slabs.h"
-#include "storage/slabs_priv.h"
+#include "storage/slab/slabs_move.h"
+#include "storage/slab/slabs_priv.h"
 #include "storage/base/clock.h"
 #include "storage/tier/pagetab.h"
 #include "storage/base/quiesce.h"

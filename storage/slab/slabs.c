@@ -15,9 +15,9 @@
  * Locking: everything below is under the slabs lock, except the npages
  * counts, which are stored with relaxed atomics for racy readers.
  */
-#include "storage/slabs.h"
-#include "storage/slabs_priv.h"
-#include "storage/chunkid.h"
+#include "storage/slab/slabs.h"
+#include "storage/slab/slabs_priv.h"
+#include "storage/slab/chunkid.h"
 #include "storage/base/locks.h"
 #include "storage/tier/pagetab.h"
 #include "storage/base/quiesce.h"
@@ -29,18 +29,6 @@
 #include <string.h>
 
 struct slabs_state sl;
-
-/* A thread's cache of free chunks (slabs_thread_cache()), made once per
- * thread and never freed; sl.caches lists them all. */
-struct tcache {
-    pthread_mutex_t      lock;      /* the owner's; the mover's to purge */
-    struct tcache       *next;
-    struct slabs_chunk  *head[SLABS_TC_MAX];    /* through ->next */
-    uint16_t             n[SLABS_TC_MAX];
-    /* bytes the owner's allocs asked for, less its frees; written by the
-     * owner only (relaxed atomics), read racily by slabs_requested() */
-    int64_t              requested[SLABS_TC_MAX];
-};
 
 /* ---- class table ------------------------------------------------------ */
 
@@ -258,16 +246,6 @@ slabs_tier(unsigned tier_id)
     return tier_id < SLABS_NTIERS ? sl.tiers[tier_id] : NULL;
 }
 
-/* A class of a tier in use (not a pool). */
-static bool
-tc_valid(unsigned tc)
-{
-    unsigned id = SLABS_TC_ID(tc);
-
-    return tc < SLABS_TC_MAX && id >= 1 && id <= sl.largest &&
-           slabs_tier_of(tc) != NULL;
-}
-
 /* The header of chunk i of a page of class c (past the prefix). */
 struct slabs_chunk *
 slabs_chunk_at(const struct slab_class *c, char *page, unsigned i)
@@ -326,8 +304,8 @@ slabs_pop_page(struct slab_class *c)
     return c->pages[c->npages];
 }
 
-static void
-push_free(struct slab_class *c, struct slabs_chunk *ch)
+void
+slabs_push_free(struct slab_class *c, struct slabs_chunk *ch)
 {
     set_chunk_flags(ch, SLABS_FREE);
     ch->refcount = 0;
@@ -357,8 +335,8 @@ slabs_unlink_free(struct slab_class *c, struct slabs_chunk *ch)
 
 /* Name the page's chunks as class c cuts them (chunkid.h); -1 when no
  * page number is left. */
-static int
-name_page(const struct slab_class *c, char *page)
+int
+slabs_name_page(const struct slab_class *c, char *page)
 {
     return chunkid_page_set(page, page + sl.prefix, (uint32_t)c->size,
                             c->perslab);
@@ -366,21 +344,21 @@ name_page(const struct slab_class *c, char *page)
 
 /* Cut a page into free chunks of tier class tc.  In the memory file every
  * prefix of the new cut is zero and durable before the page table says
- * how the page is cut.  The page has a number already (name_page()):
+ * how the page is cut.  The page has a number already (slabs_name_page()):
  * it keeps it. */
 void
 slabs_cut(unsigned tc, char *page)
 {
     struct slab_class *c = &sl.cls[tc];
 
-    name_page(c, page);
+    slabs_name_page(c, page);
     for (unsigned i = 0; i < c->perslab; i++) {
         struct slabs_chunk *ch = slabs_chunk_at(c, page, i);
 
         memset((char *)ch - sl.prefix, 0, sl.prefix);
         ch->clsid = (uint8_t)SLABS_TC_ID(tc);
         ch->tier = (uint8_t)SLABS_TC_TIER(tc);
-        push_free(c, ch);
+        slabs_push_free(c, ch);
     }
     if (SLABS_TC_TIER(tc) == TIER_PMEM) {
         tier_persist(slabs_tier_of(tc), page, sl.page_size);
@@ -411,7 +389,7 @@ grow(unsigned tc)
             return false;
         }
     }
-    if (name_page(&sl.cls[tc], page) != 0 ||
+    if (slabs_name_page(&sl.cls[tc], page) != 0 ||
         slabs_add_page(&sl.cls[tc], page) != 0) {
         sl.st.malloc_fails++;
         if (pooled) {
@@ -443,7 +421,7 @@ alloc(size_t size, unsigned tc, bool may_grow)
     struct slab_class *c = &sl.cls[tc];
     struct slabs_chunk *ch = NULL;
 
-    if (!tc_valid(tc)) {
+    if (!slabs_tc_valid(tc)) {
         return NULL;
     }
     pthread_mutex_lock(&sl.lock);
@@ -472,7 +450,7 @@ free_locked(struct slab_class *c, struct slabs_chunk *ch, unsigned tc)
         set_chunk_flags(ch, SLABS_FREE);
         ch->refcount = 0;
     } else {
-        push_free(c, ch);
+        slabs_push_free(c, ch);
     }
 }
 
@@ -584,7 +562,7 @@ slabs_alloc(size_t size, unsigned tc)
     struct tcache *t = mine;
     struct slabs_chunk *ch = NULL;
 
-    if (t == NULL || !tc_valid(tc) || !cacheable(tc)) {
+    if (t == NULL || !slabs_tc_valid(tc) || !cacheable(tc)) {
         return alloc(size, tc, true);
     }
     pthread_mutex_lock(&t->lock);
@@ -680,176 +658,3 @@ slabs_tcache_purge(unsigned tc, const char *start, const char *end)
         pthread_mutex_unlock(&t->lock);
     }
 }
-
-/* ---- recovery --------------------------------------------------------- */
-
-unsigned
-slabs_perslab(unsigned id)
-{
-    id = SLABS_TC_ID(id);
-    return id >= 1 && id <= sl.largest ? sl.cls[id].perslab : 0;
-}
-
-void *
-slabs_chunk(unsigned id, void *page, unsigned i)
-{
-    return slabs_chunk_at(&sl.cls[SLABS_TC_ID(id)], page, i);
-}
-
-int
-slabs_recover_name(unsigned id, void *page)
-{
-    int rc;
-
-    pthread_mutex_lock(&sl.lock);
-    rc = name_page(&sl.cls[SLABS_TC_ID(id)], page);
-    pthread_mutex_unlock(&sl.lock);
-    return rc;
-}
-
-int
-slabs_recover_page(unsigned id, void *page,
-                   size_t (*keep)(void *chunk, void *ctx), void *ctx)
-{
-    unsigned tc = SLABS_TC(TIER_PMEM, id);
-    struct slab_class *c = &sl.cls[tc];
-    int rc = -1;
-
-    pthread_mutex_lock(&sl.lock);
-    if (id <= sl.largest && tc_valid(tc) && name_page(c, page) == 0 &&
-        slabs_add_page(c, page) == 0) {
-        for (unsigned i = 0; i < c->perslab; i++) {
-            struct slabs_chunk *ch = slabs_chunk_at(c, page, i);
-            size_t used = keep(ch, ctx);
-
-            if (used != 0) {
-                c->requested += used;
-            } else {
-                ch->clsid = (uint8_t)id;
-                ch->tier = TIER_PMEM;
-                push_free(c, ch);
-            }
-        }
-        rc = 0;
-    }
-    pthread_mutex_unlock(&sl.lock);
-    return rc;
-}
-
-/* ---- figures and limits ----------------------------------------------- */
-
-bool
-slabs_class_stats(unsigned tc, struct cache_slab_stats *out)
-{
-    struct slab_class *c = &sl.cls[tc];
-
-    memset(out, 0, sizeof(*out));
-    if (!tc_valid(tc)) {
-        return false;
-    }
-    pthread_mutex_lock(&sl.lock);
-    out->chunk_size = c->size;
-    out->chunks_per_page = c->perslab;
-    out->total_pages = c->npages;
-    out->total_chunks = (uint64_t)c->npages * c->perslab;
-    out->free_chunks = c->sl_curr;
-    for (struct tcache *t = atomic_load(&sl.caches); t != NULL;
-         t = t->next) {
-        out->free_chunks += __atomic_load_n(&t->n[tc], __ATOMIC_RELAXED);
-    }
-    out->used_chunks = out->total_chunks - out->free_chunks;
-    out->free_chunks_end = 0;
-    pthread_mutex_unlock(&sl.lock);
-    return out->total_pages > 0;
-}
-
-unsigned
-slabs_npages(unsigned tc)
-{
-    return __atomic_load_n(&sl.cls[tc].npages, __ATOMIC_RELAXED);
-}
-
-uint64_t
-slabs_requested(unsigned tc)
-{
-    uint64_t r;
-
-    pthread_mutex_lock(&sl.lock);
-    r = sl.cls[tc].requested;
-    pthread_mutex_unlock(&sl.lock);
-    for (struct tcache *t = atomic_load(&sl.caches); t != NULL;
-         t = t->next) {
-        r += (uint64_t)__atomic_load_n(&t->requested[tc], __ATOMIC_RELAXED);
-    }
-    return r;
-}
-
-void
-slabs_totals(struct cache_stats *out)
-{
-    pthread_mutex_lock(&sl.lock);
-    out->limit_maxbytes = sl.tiers[sl.mtier]->limit;
-    for (unsigned t = 0; t < SLABS_NTIERS; t++) {
-        if (sl.tiers[t] != NULL) {
-            out->total_malloced += sl.tiers[t]->used;
-            out->slab_global_page_pool += sl.cls[SLABS_TC(t, 0)].npages;
-        }
-    }
-    out->malloc_fails += sl.st.malloc_fails;
-    out->slabs_moved += sl.st.slabs_moved;
-    pthread_mutex_unlock(&sl.lock);
-}
-
-void
-slabs_stats_reset(void)
-{
-    pthread_mutex_lock(&sl.lock);
-    cache_stats_reset_counters(&sl.st);
-    pthread_mutex_unlock(&sl.lock);
-}
-
-void
-slabs_tier_usage(unsigned tier_id, uint64_t *limit, uint64_t *used)
-{
-    struct tier *t = slabs_tier(tier_id);
-
-    pthread_mutex_lock(&sl.lock);
-    *limit = t != NULL ? t->limit : 0;
-    *used = t != NULL ? t->used : 0;
-    pthread_mutex_unlock(&sl.lock);
-}
-
-int
-slabs_set_memlimit(size_t bytes)
-{
-    struct tier *t = sl.tiers[sl.mtier];
-    struct slab_class *pool = &sl.cls[SLABS_TC(sl.mtier, 0)];
-    int rc = 0;
-
-    pthread_mutex_lock(&sl.lock);
-    if (!tier_set_limit(t, bytes)) {
-        rc = -1;
-    }
-    /* Pool pages over the new limit go back to the tier at once; pages
-     * in classes come back through the mover (automove). */
-    while (rc == 0 && t->used > bytes && pool->npages > 0) {
-        slabs_give_back(t, slabs_pop_page(pool));
-    }
-    sl.shrinking = rc == 0 && t->used > bytes;
-    pthread_mutex_unlock(&sl.lock);
-    return rc;
-}
-
-bool
-slabs_shrinking(unsigned tier_id)
-{
-    struct tier *t = slabs_tier(tier_id);
-    bool over;
-
-    pthread_mutex_lock(&sl.lock);
-    over = sl.shrinking && tier_id == sl.mtier && t->used > t->limit;
-    sl.shrinking = over;
-    pthread_mutex_unlock(&sl.lock);
-    return over;
-}
-

@@ -1,7 +1,7 @@
 /*
  * cas.c: the CAS counter (cas.h).
  */
-#include "storage/cas.h"
+#include "storage/slab/cas.h"
 #include "storage/tier/sblock.h"
 
 /* Uniques a thread takes from the shared counter at once. */

@@ -1,6 +1,7 @@
 /*
  * slabs_priv.h: the slab allocator's state, shared by slabs.c (classes,
- * pages, chunks) and slabs_move.c (page moves) only.
+ * pages, chunks), slabs_move.c (page moves), slabs_image.c (a file's
+ * classes taken back) and slabs_stats.c (figures and limits) only.
  *
  * Locking: everything under sl.lock (the slabs lock), except the npages
  * counts, stored with relaxed atomics for racy readers.
@@ -12,7 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "storage/slabs.h"
+#include "storage/slab/slabs.h"
+#include "storage/tier/tier.h"
 
 struct slab_class {
     size_t       size;          /* chunk size */
@@ -25,8 +27,18 @@ struct slab_class {
     uint64_t     requested;     /* bytes asked for by live items */
 };
 
-/* A thread's cache of free chunks (slabs_thread_cache(), in slabs.c). */
-struct tcache;
+/* A thread's cache of free chunks (slabs_thread_cache(), in slabs.c),
+ * made once per thread and never freed; sl.caches lists them all. */
+struct tcache {
+    pthread_mutex_t      lock;      /* the owner's; the mover's to purge */
+    struct tcache       *next;
+    struct slabs_chunk  *head[SLABS_TC_MAX];    /* through ->next */
+    uint16_t             n[SLABS_TC_MAX];
+    /* bytes the owner's allocs asked for, less its frees; written by the
+     * owner only (relaxed atomics), read racily by slabs_requested() */
+    int64_t              requested[SLABS_TC_MAX];
+};
+
 
 /* The page move in progress or queued; tier classes. */
 struct move {
@@ -62,6 +74,16 @@ extern struct slabs_state sl;
 /* The tier a tier class's pages come from (NULL if not in use). */
 struct tier *slabs_tier_of(unsigned tc);
 
+/* A class of a tier in use (not a pool). */
+static inline bool
+slabs_tc_valid(unsigned tc)
+{
+    unsigned id = SLABS_TC_ID(tc);
+
+    return tc < SLABS_TC_MAX && id >= 1 && id <= sl.largest &&
+           slabs_tier_of(tc) != NULL;
+}
+
 /* The header of chunk i of a page of class c (past the prefix), and its
  * flags as other threads read them. */
 struct slabs_chunk *slabs_chunk_at(const struct slab_class *c, char *page,
@@ -76,6 +98,12 @@ char *slabs_pop_page(struct slab_class *c);
 void  slabs_unlink_free(struct slab_class *c, struct slabs_chunk *ch);
 void  slabs_cut(unsigned tc, char *page);
 void  slabs_give_back(struct tier *t, char *page);
+
+/* With the slabs lock held: name the page's chunks as class c cuts them
+ * (chunkid.h), -1 when no page number is left; a chunk onto c's free
+ * list. */
+int   slabs_name_page(const struct slab_class *c, char *page);
+void  slabs_push_free(struct slab_class *c, struct slabs_chunk *ch);
 
 /* The page being moved is [start, end): take its chunks out of every
  * thread's cache (the slabs lock not held).  They stay free. */

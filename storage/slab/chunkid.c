@@ -7,7 +7,7 @@
  * of 2^16 numbers allocated the first time a page in their range is
  * named (a leaf covers 64 GiB of 1 MiB pages).
  */
-#include "storage/chunkid.h"
+#include "storage/slab/chunkid.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/item.h"
+#include "storage/slab/item.h"
 #include "storage/tier/tier.h"
 
 #define PERSIST_PREFIX 16       /* bytes in front of an item in PMEM */

@@ -23,10 +23,9 @@
  * memory file are recorded in its page table (pagetab.h) when they change
  * hands.
  *
- * Page moves: a move of one page from a class to another (or to the pool)
- * is requested here (slabs_reassign(), slabs_steal_page()) and carried out
- * by the page mover thread (mover.c), which empties the page of its items
- * through the calls at the end of this header.
+ * Page moves (slabs_move.h), the figures (slabs_stats.h) and the classes
+ * taken back from the memory file (slabs_image.h) have headers of their
+ * own; the state they share is slabs_priv.h's.
  *
  * Locking: one mutex, the "slabs lock", the innermost lock of storage/:
  * nothing else is taken while it is held.
@@ -137,125 +136,5 @@ void slabs_thread_cache(bool on);
 
 /* Give a chunk back (its refcount is 0). */
 void  slabs_free(void *ptr, size_t size, unsigned tc);
-
-/* ---- figures -----------------------------------------------------------
- * Racy reads where said, good for stats and heuristics. */
-
-/* "stats slabs" for one tier class: false when it has no pages. */
-bool  slabs_class_stats(unsigned tc, struct cache_slab_stats *out);
-
-/* Pages a tier class holds now (racy). */
-unsigned slabs_npages(unsigned tc);
-
-/* Bytes requested by the items living in a tier class (mem_requested). */
-uint64_t slabs_requested(unsigned tc);
-
-/* Into "stats": limit_maxbytes (the tier -m sizes), total_malloced and
- * slab_global_page_pool (every tier), malloc_fails, slabs_moved. */
-void  slabs_totals(struct cache_stats *out);
-
-/* One tier's limit and the bytes of pages it handed out. */
-void  slabs_tier_usage(unsigned tier_id, uint64_t *limit, uint64_t *used);
-
-/* "stats reset": malloc_fails and slabs_moved. */
-void  slabs_stats_reset(void);
-
-/* New limit for the tier -m sizes: 0, or -1 if the tier cannot follow.
- * Pages of the pool over it go back at once; automove returns the rest. */
-int   slabs_set_memlimit(size_t bytes);
-
-/* Is tier tier_id over a limit lowered by slabs_set_memlimit()?  (Over
- * the limit otherwise, by the first pages of classes, it stays.) */
-bool  slabs_shrinking(unsigned tier_id);
-
-/* ---- recovery ----------------------------------------------------------
- *
- * Before serving.  slabs_perslab() and slabs_chunk() name chunk i of a
- * page of class id (the item address, past the prefix).
- * slabs_recover_page() gives a page the PMEM tier holds (tier_pmem_claim)
- * to class id as it is, without cutting it again: each chunk is offered
- * to keep(), whose answer is the bytes its item asks for (counted as
- * requested; the chunk stays in use) or 0 (the chunk goes on the free
- * list).  keep() runs under the slabs lock and takes no lock.  -1 if id is
- * not a class or memory for the page list runs out.
- */
-unsigned slabs_perslab(unsigned id);
-void    *slabs_chunk(unsigned id, void *page, unsigned i);
-
-/*
- * The memory file's classes as they stand (their pages, free lists and
- * bytes in use, the page pool's), for a successor that maps the file at
- * the same address (cache_image.c): written to dst (NULL: the bytes
- * needed only), the bytes.  slabs_image_load() takes them into classes
- * that hold nothing yet, claiming each page in the tier: 0, or -1 when
- * they do not fit (other classes, a page outside the file or claimed
- * twice, memory).  Without a DRAM tier; before serving.
- */
-size_t   slabs_image(void *dst);
-int      slabs_image_load(const void *src, size_t len);
-/* Name the chunks of a page cut for class id (chunkid.h) before its items
- * are linked; -1 when every page number is taken. */
-int      slabs_recover_name(unsigned id, void *page);
-int      slabs_recover_page(unsigned id, void *page,
-                            size_t (*keep)(void *chunk, void *ctx),
-                            void *ctx);
-
-/* ---- page moves: requests -------------------------------------------- */
-
-/*
- * Move one page of tier `tier` from class src (-1: any class with pages
- * to spare) to dst (0: the pool).  Returns at once: CACHE_OK when the move
- * was queued (behind the one under way, if any: one may wait), else
- * CACHE_BUSY (one waits already), CACHE_BADCLASS, CACHE_NOSPARE,
- * CACHE_SAME or CACHE_DISABLED (no mover is attached).
- */
-enum cache_status slabs_reassign(unsigned tier, int src, int dst);
-
-/*
- * Tier class tc is out of memory and has nothing to evict (typically it
- * has no page while others hold the whole tier): have the mover bring it
- * a page from any class of its tier with one to spare, waiting up to ms
- * milliseconds.  True if a page arrived.  No slabs lock held; item locks
- * may be (the mover only trylocks them).
- */
-bool  slabs_steal_page(unsigned tc, unsigned ms);
-
-/* Wait until no move is queued or running (tests). */
-void  slabs_mover_wait(void);
-
-/* ---- page moves: the mover's side (mover.c) --------------------------- */
-
-/* A mover thread takes requests from now on (on), or no longer: queued
- * requests are dropped and slabs_move_next() returns false. */
-void  slabs_mover_attach(bool on);
-
-/* Wait for a request: its source and destination tier classes, or false
- * when the mover is detached. */
-bool  slabs_move_next(unsigned *src, unsigned *dst);
-
-/*
- * Start the move: take the source's first page out of service (its free
- * chunks leave the free list, and chunks freed while it drains are not
- * listed again) and return it.  NULL when there is nothing to drain: the
- * class has no page, or the source is a pool, whose page moved at once.
- */
-char *slabs_move_begin(unsigned src, unsigned dst);
-
-/*
- * Chunk i of the page being moved: -1 if it is free; else fn(chunk, room,
- * ctx) runs under the slabs lock (so the chunk cannot be freed meanwhile;
- * fn may take a reference but no lock) and its result is returned.  room:
- * the bytes of the chunk past the prefix.
- */
-int   slabs_move_visit(char *page, unsigned i,
-                       int (*fn)(void *chunk, size_t room, void *ctx),
-                       void *ctx);
-
-/* The page is empty: give it to the destination (cut for its class, or
- * into the pool, or back to the tier when the tier is over its limit). */
-void  slabs_move_end(char *page);
-
-/* The request is done (moved or not): the next may be queued. */
-void  slabs_move_done(void);
 
 #endif

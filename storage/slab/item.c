@@ -17,8 +17,8 @@
  * reference (item.h); references are atomic; memory comes from the
  * caller's item_mem_fn and goes back to slabs, which lock themselves.
  */
-#include "storage/item.h"
-#include "storage/slabs.h"
+#include "storage/slab/item.h"
+#include "storage/slab/slabs.h"
 
 #include <assert.h>
 #include <stddef.h>
