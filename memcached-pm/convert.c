@@ -22,7 +22,7 @@
 #include "storage/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 
 /* What the import did, for its line on stderr. */
 struct import {

@@ -3,7 +3,7 @@
  * (lookahead.h).
  *
  * Locking: none; a worker's look-ahead is touched by its thread only, and
- * the walk it starts takes no lock (storage/prefetch.h).
+ * the walk it starts takes no lock (storage/index/prefetch.h).
  */
 #include "config.h"
 

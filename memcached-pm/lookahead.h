@@ -1,5 +1,5 @@
 /*
- * lookahead.h: batched lookups on the request path (storage/prefetch.h).
+ * lookahead.h: batched lookups on the request path (storage/index/prefetch.h).
  *
  * Two kinds of batch, walked side by side before they run:
  *
@@ -31,7 +31,7 @@
 #include "proto/text.h"
 #include "proto/token.h"
 #include "storage/base/hash.h"
-#include "storage/prefetch.h"
+#include "storage/index/prefetch.h"
 
 #define NO_KEY PREFETCH_BATCH_MAX
 

@@ -48,7 +48,7 @@
 
 #include "memcached-pm/placement.h"
 #include "storage/base/options.h"
-#include "storage/prefetch.h"
+#include "storage/index/prefetch.h"
 
 #define MCPM_VERSION "1.6.45-pm-" PACKAGE_VERSION
 

@@ -20,7 +20,7 @@
 #include "storage/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
-#include "storage/item.h"
+#include "storage/slab/item.h"
 
 #define QUEUE_KEYS  8192            /* keys waiting for their fetch */
 #define DEPTH       64              /* fetches in flight */

@@ -15,7 +15,7 @@
  * (link.h); new items' memory and hits go through place.h.
  */
 #include "storage/cache.h"
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 #include "storage/cache_priv.h"
 #include "storage/slab/cas.h"
 #include "storage/base/hash.h"

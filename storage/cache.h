@@ -27,7 +27,7 @@
 #include "storage/base/metrics.h"
 #include "storage/base/observe.h"
 #include "storage/base/options.h"
-#include "storage/prefetch.h"
+#include "storage/index/prefetch.h"
 #include "storage/base/status.h"
 
 enum cache_op {

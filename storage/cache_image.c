@@ -25,7 +25,7 @@
  * read by the successor before it serves.  No locks.
  */
 #include "storage/cache.h"
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 #include "storage/cache_priv.h"
 #include "storage/slab/chunkid.h"
 #include "storage/base/crc.h"

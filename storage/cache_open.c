@@ -10,7 +10,7 @@
  * down top down.
  */
 #include "storage/cache.h"
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 #include "storage/cache_priv.h"
 #include "storage/slab/cas.h"
 #include "storage/crawler.h"

@@ -29,7 +29,7 @@
  * moving an item between tiers, chunked values, watch's fetch log.
  */
 #include "storage/cache.h"
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 #include "storage/base/clock.h"
 #include "storage/slab/item.h"
 #include "storage/link.h"

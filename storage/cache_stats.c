@@ -7,7 +7,7 @@
  * at a time, so a "stats" reply never stops the cache.
  */
 #include "storage/cache.h"
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 #include "storage/cache_priv.h"
 #include "storage/crawler.h"
 #include "storage/link.h"

@@ -2,7 +2,7 @@
  * link.c: linking, unlinking, liveness and flush_all (link.h).
  */
 #include "storage/link.h"
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 #include "storage/base/hash.h"
 #include "storage/base/locks.h"
 #include "storage/lru.h"

@@ -3,7 +3,7 @@
  * chunks (place.h).
  */
 #include "storage/place.h"
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 #include "storage/evict.h"
 #include "storage/link.h"
 #include "storage/base/locks.h"

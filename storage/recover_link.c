@@ -9,7 +9,7 @@
  * recovery's unlink mutex.
  */
 #include "storage/recover_priv.h"
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 #include "storage/link.h"
 #include "storage/lru.h"
 #include "storage/slab/slabs.h"

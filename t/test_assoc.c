@@ -1,7 +1,7 @@
 /*
  * test_assoc.c: the hash table: init limits, insert/find/delete, forced
  * collision chains of many lengths, the walk, the prefetch hint, the
- * batched prefetch walk (storage/prefetch.h) against plain lookups over
+ * batched prefetch walk (storage/index/prefetch.h) against plain lookups over
  * chains of every length up to past its depth limit, growth paused in the
  * middle of a level (find, insert, delete, walk and prefetch over split
  * and unsplit buckets, then resume), and growth from 2^12 while one
@@ -12,13 +12,13 @@
  * as slabs names them (chunkid.h), since buckets hold chunk ids; the
  * item's `time` field carries its index so that walks can count visits.
  */
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 
 #include "storage/slab/chunkid.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
 #include "storage/base/locks.h"
-#include "storage/prefetch.h"
+#include "storage/index/prefetch.h"
 #include "storage/base/quiesce.h"
 
 #include <pthread.h>

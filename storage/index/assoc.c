@@ -42,7 +42,7 @@
  * assoc_walk() holds it throughout, so that a walk sees one shape.
  * Lock order: maint_lock, then item locks.
  */
-#include "storage/assoc.h"
+#include "storage/index/assoc.h"
 
 #include "storage/base/affinity.h"
 #include "storage/slab/chunkid.h"

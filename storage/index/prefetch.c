@@ -4,8 +4,8 @@
  * A walk is a lock-free read section (quiesce.h): the hash table and the
  * slab pages wait for it before they free memory it may be reading.
  */
-#include "storage/prefetch.h"
-#include "storage/assoc.h"
+#include "storage/index/prefetch.h"
+#include "storage/index/assoc.h"
 #include "storage/slab/item.h"
 #include "storage/base/locks.h"
 #include "storage/base/quiesce.h"
