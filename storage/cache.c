@@ -19,11 +19,11 @@
 #include "storage/cache_priv.h"
 #include "storage/slab/cas.h"
 #include "storage/base/hash.h"
-#include "storage/link.h"
+#include "storage/lru/link.h"
 #include "storage/base/locks.h"
 #include "storage/slab/persist.h"
-#include "storage/place.h"
-#include "storage/policy.h"
+#include "storage/lru/place.h"
+#include "storage/lru/policy.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -29,7 +29,7 @@
 #include "storage/cache_priv.h"
 #include "storage/slab/chunkid.h"
 #include "storage/base/crc.h"
-#include "storage/lru.h"
+#include "storage/lru/lru.h"
 #include "storage/tier/sblock.h"
 #include "storage/slab/slabs.h"
 #include "storage/slab/slabs_image.h"

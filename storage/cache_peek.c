@@ -32,11 +32,11 @@
 #include "storage/index/assoc.h"
 #include "storage/base/clock.h"
 #include "storage/slab/item.h"
-#include "storage/link.h"
+#include "storage/lru/link.h"
 #include "storage/base/locks.h"
-#include "storage/lru.h"
+#include "storage/lru/lru.h"
 #include "storage/base/observe.h"
-#include "storage/policy.h"
+#include "storage/lru/policy.h"
 #include "storage/base/quiesce.h"
 
 #include <string.h>

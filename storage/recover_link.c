@@ -10,8 +10,8 @@
  */
 #include "storage/recover_priv.h"
 #include "storage/index/assoc.h"
-#include "storage/link.h"
-#include "storage/lru.h"
+#include "storage/lru/link.h"
+#include "storage/lru/lru.h"
 #include "storage/slab/slabs.h"
 
 #include <stdlib.h>

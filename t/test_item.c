@@ -5,8 +5,8 @@
 #include "storage/cache.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
-#include "storage/lru.h"
-#include "storage/maint.h"
+#include "storage/lru/lru.h"
+#include "storage/lru/maint.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

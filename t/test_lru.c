@@ -3,11 +3,11 @@
  * moves, COLD hits, eviction from the COLD tail and -M.
  */
 #include "storage/cache.h"
-#include "storage/crawler.h"
+#include "storage/lru/crawler.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
-#include "storage/lru.h"
-#include "storage/maint.h"
+#include "storage/lru/lru.h"
+#include "storage/lru/maint.h"
 #include "storage/slab/slabs.h"
 #include "t/cache_test.h"
 #include "t/tap.h"

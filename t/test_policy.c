@@ -1,10 +1,10 @@
 /*
- * test_policy.c: the tier policy's answers (storage/policy.h), one
+ * test_policy.c: the tier policy's answers (storage/lru/policy.h), one
  * policy at a time, on items made by hand (the policy reads only their
  * tier and copy mark).
  */
 #include "storage/slab/item.h"
-#include "storage/policy.h"
+#include "storage/lru/policy.h"
 #include "storage/slab/slabs.h"
 #include "t/tap.h"
 

@@ -2,14 +2,14 @@
  * place.c: placement, room by demotion, and moves between tiers and
  * chunks (place.h).
  */
-#include "storage/place.h"
+#include "storage/lru/place.h"
 #include "storage/index/assoc.h"
-#include "storage/evict.h"
-#include "storage/link.h"
+#include "storage/lru/evict.h"
+#include "storage/lru/link.h"
 #include "storage/base/locks.h"
-#include "storage/lru.h"
+#include "storage/lru/lru.h"
 #include "storage/base/hash.h"
-#include "storage/policy.h"
+#include "storage/lru/policy.h"
 #include "storage/slab/slabs.h"
 
 #include <string.h>

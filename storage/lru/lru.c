@@ -7,7 +7,7 @@
  * the maintainer's shares), hence the relaxed atomic stores.  The
  * counters are bumped with relaxed atomic adds by any thread.
  */
-#include "storage/lru.h"
+#include "storage/lru/lru.h"
 #include "storage/base/locks.h"
 #include "storage/base/tslot.h"
 #include "storage/slab/slabs_stats.h"

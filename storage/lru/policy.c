@@ -3,7 +3,7 @@
  *
  * Locking: none; set by policy_init() before serving, read-only after.
  */
-#include "storage/policy.h"
+#include "storage/lru/policy.h"
 #include "storage/slab/slabs.h"
 
 struct policy_state policy_state;

@@ -9,10 +9,10 @@
  * Locking: the thread's state and requests are under cr.lock; a crawl
  * runs without it.
  */
-#include "storage/crawler.h"
-#include "storage/link.h"
+#include "storage/lru/crawler.h"
+#include "storage/lru/link.h"
 #include "storage/base/locks.h"
-#include "storage/lru.h"
+#include "storage/lru/lru.h"
 #include "storage/slab/slabs.h"
 #include "storage/base/affinity.h"
 

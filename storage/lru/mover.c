@@ -5,9 +5,9 @@
  * its callback under the slabs lock, place_evacuate() takes item locks.
  * The counters are written by the mover thread only and read racily.
  */
-#include "storage/mover.h"
-#include "storage/lru.h"
-#include "storage/place.h"
+#include "storage/lru/mover.h"
+#include "storage/lru/lru.h"
+#include "storage/lru/place.h"
 #include "storage/slab/slabs.h"
 #include "storage/base/affinity.h"
 #include "storage/slab/slabs_image.h"

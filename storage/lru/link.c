@@ -1,13 +1,13 @@
 /*
  * link.c: linking, unlinking, liveness and flush_all (link.h).
  */
-#include "storage/link.h"
+#include "storage/lru/link.h"
 #include "storage/index/assoc.h"
 #include "storage/base/hash.h"
 #include "storage/base/locks.h"
-#include "storage/lru.h"
+#include "storage/lru/lru.h"
 #include "storage/slab/persist.h"
-#include "storage/policy.h"
+#include "storage/lru/policy.h"
 
 #include <assert.h>
 #include <stdlib.h>

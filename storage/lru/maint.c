@@ -5,9 +5,9 @@
  * item locks.  The thread's own state (stop flag, condition) is under
  * wait_lock.
  */
-#include "storage/maint.h"
-#include "storage/evict.h"
-#include "storage/lru.h"
+#include "storage/lru/maint.h"
+#include "storage/lru/evict.h"
+#include "storage/lru/lru.h"
 #include "storage/slab/slabs.h"
 #include "storage/base/affinity.h"
 
