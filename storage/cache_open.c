@@ -24,7 +24,7 @@
 #include "storage/tier/pagetab.h"
 #include "storage/slab/persist.h"
 #include "storage/lru/policy.h"
-#include "storage/recover.h"
+#include "storage/recover/recover.h"
 #include "storage/tier/sblock.h"
 #include "storage/slab/slabs.h"
 #include "storage/slab/slabs_stats.h"

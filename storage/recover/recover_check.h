@@ -1,12 +1,14 @@
 /*
- * recover_priv.h: the state of one recovery, shared by its two files and
- * nothing else: recover.c runs the phases (claim, scan, pieces, chains,
- * free) and recover_link.c puts the heads into the hash table and the LRU
- * runs, in the scan and after it.  Every function here runs during
- * recover_run(), before any other storage thread.
+ * recover_check.h: the state of one recovery, shared by its three files
+ * and nothing else, and the checks a head must pass to come back.
+ * recover.c runs the phases (claim, scan, pieces, link, free, lru),
+ * recover_link.c puts the heads into the hash table and the LRU runs, in
+ * the scan and after it, and recover_check.c (here) decides which heads
+ * may come back.  Every function here runs during recover_run(), before
+ * any other storage thread.
  */
-#ifndef MCPM_STORAGE_RECOVER_PRIV_H
-#define MCPM_STORAGE_RECOVER_PRIV_H
+#ifndef MCPM_STORAGE_RECOVER_CHECK_H
+#define MCPM_STORAGE_RECOVER_CHECK_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -15,7 +17,9 @@
 
 #include "storage/base/clock.h"
 #include "storage/slab/item.h"
-#include "storage/recover.h"
+
+struct recover_params;
+struct tier;
 
 #define MAX_THREADS     16
 
@@ -65,7 +69,11 @@ struct worker {
 };
 
 struct recovery {
-    const struct recover_params *p;
+    const struct recover_params *p;     /* recover.c's; what the checks
+                                           and links read of it: */
+    bool                check_crc;
+    rel_time_t          now;
+    rel_time_t          flush_time;
     struct tier        *tier;
     struct page_ref    *pages;
     size_t              npages;
@@ -84,7 +92,7 @@ struct recovery {
     size_t              noted;      /* pages the last line said */
 };
 
-/* ---- recover.c -------------------------------------------------------- */
+/* ---- recover_check.c -------------------------------------------------- */
 
 /* Append elem; false when out of memory. */
 bool     recover_vec_push(struct vec *a, const void *elem);
@@ -96,27 +104,5 @@ void     recover_release_chain(struct item *it);
  * chunked): checksum after a crash, the value's \r\n, expiry, flush.
  * False (and counted) drops it. */
 bool     recover_head_ok(struct worker *w, struct item *it, unsigned head_id);
-
-/* ---- recover_link.c --------------------------------------------------- */
-
-/* The hash table presized for n heads, and after a crash the bitmap of
- * hashes seen; -1 when out of memory. */
-int      recover_link_presize(struct recovery *rc, uint64_t n);
-/* After a crash: set hv's bit in the bitmap; true if it was set already
- * (a twin may be live).  After a clean stop always false. */
-bool     recover_link_seen(const struct recovery *rc, uint32_t hv);
-/* The scan's unchunked head that passed its checks: linked RING heads
- * later, or kept if it may have a twin; drain at the end of the scan. */
-void     recover_link_push(struct worker *w, const struct head *h);
-void     recover_link_drain(struct worker *w);
-/* The link phase, one per worker thread: the kept heads of its range of
- * buckets into the table. */
-void    *recover_link_thread(void *arg);
-/* Each worker's LRU runs; the kept heads that were linked into them and
- * every worker's runs into the lists (-1 when out of memory); freed, and
- * joined, after a failure. */
-int      recover_link_runs_new(struct recovery *rc);
-int      recover_link_lrus(struct recovery *rc);
-void     recover_link_runs_free(struct recovery *rc);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * recover_link.c: recovery's links (recover_priv.h): each head into the
+ * recover_link.c: recovery's links (recover_link.h): each head into the
  * hash table and into its class's LRU runs, in the scan for a head that
  * cannot have a twin, and in the link phase for the heads kept back.
  *
@@ -8,7 +8,7 @@
  * worker has its own set of runs; a twin leaving the runs takes the
  * recovery's unlink mutex.
  */
-#include "storage/recover_priv.h"
+#include "storage/recover/recover_link.h"
 #include "storage/index/assoc.h"
 #include "storage/lru/link.h"
 #include "storage/lru/lru.h"
@@ -229,7 +229,7 @@ recover_link_presize(struct recovery *rc, uint64_t n)
     assoc_presize(n);
     assoc_stats(&power, &bytes, &expanding);
     rc->bucket_power = (unsigned)power;
-    if (rc->p->check_crc) {
+    if (rc->check_crc) {
         unsigned want = rc->bucket_power + 1;
         unsigned bits = want + 4 > 32 ? 32 : want + 4 < 6 ? 6 : want + 4;
 
@@ -260,7 +260,7 @@ recover_link_presize(struct recovery *rc, uint64_t n)
 static unsigned
 age_rank(const struct recovery *rc, rel_time_t time)
 {
-    uint32_t age = time < rc->p->now ? rc->p->now - time : 0;
+    uint32_t age = time < rc->now ? rc->now - time : 0;
     unsigned b, e;
 
     if (age < 256) {
