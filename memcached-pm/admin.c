@@ -22,6 +22,8 @@
 #include "proto/meta.h"
 #include "proto/response.h"
 #include "proto/token.h"
+#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_stats.h"
 
 #define MB (1024 * 1024)
 

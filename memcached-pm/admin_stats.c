@@ -32,6 +32,7 @@
 #include "proto/compose.h"
 #include "proto/response.h"
 #include "proto/token.h"
+#include "storage/cache/cache_stats.h"
 
 #define STAT_LINE_MAX 1200
 

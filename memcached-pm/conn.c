@@ -21,6 +21,7 @@
 #include "memcached-pm/transport.h"
 #include "proto/binary.h"
 #include "proto/response.h"
+#include "storage/cache/cache_peek.h"
 
 #define RBUF_SIZE      16384          /* memcached's READ_BUFFER_SIZE */
 #define RBUF_MAX       (2 * 1024 * 1024)  /* longest multiget line */

@@ -36,8 +36,9 @@
 #include "memcached-pm/tls.h"
 #include "proto/request.h"
 #include "proto/response.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 
+struct cache_view;
 struct obuf;
 struct lookahead;
 struct ring;

@@ -19,10 +19,11 @@
 
 #include "memcached-pm/mcfile.h"
 #include "memcached-pm/settings.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
+#include "storage/cache/cache_open.h"
 
 /* What the import did, for its line on stderr. */
 struct import {

@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 #include "memcached-pm/logger.h"
+#include "storage/cache/cache_peek.h"
+#include "storage/cache/cache_delta.h"
 
 /* ---- reads ------------------------------------------------------------ */
 

@@ -3,7 +3,7 @@
  *
  * A front end (process.c for text, process_meta.c for meta, and binary
  * after them) turns its syntax into these calls and their results into
- * its replies.  Each call makes the storage call (storage/cache.h holds
+ * its replies.  Each call makes the storage call (storage/cache/cache.h holds
  * the rules themselves: CAS, incr and decr, touch, sizes) and counts what
  * memcached counts for it in the calling worker's block (ts), so that a
  * rule or a counter exists once whatever the protocol.
@@ -19,7 +19,9 @@
 #include <stdint.h>
 
 #include "memcached-pm/stats.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
+#include "storage/cache/cache_delta.h"
+#include "storage/cache/cache_peek.h"
 
 /* ---- reads ------------------------------------------------------------ */
 

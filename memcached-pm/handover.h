@@ -32,7 +32,7 @@
  * HANDOVER_VERSION_MIN.
  *   1  the state file, the sockets
  *   2  and, in a takeover, the DRAM index of the memory file (IMAGE,
- *      storage/cache.h cache_image_write())
+ *      storage/cache/cache.h cache_image_write())
  *   3  and the successor makes room for the index (OFFER says its size)
  *      before the node stops (GO)
  */

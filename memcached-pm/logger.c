@@ -33,6 +33,7 @@
 #include "memcached-pm/tls.h"
 #include "proto/compose.h"
 #include "storage/base/affinity.h"
+#include "storage/base/observe.h"
 
 #define WATCHER_MAX    20              /* memcached's WATCHER_LIMIT */
 #define TEXT_MAX       512             /* key, or a raw command line */

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 
 struct tls;
 

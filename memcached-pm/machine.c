@@ -25,7 +25,8 @@
 #include "memcached-pm/transport.h"
 #include "proto/binary.h"
 #include "proto/text.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
+#include "storage/cache/cache_open.h"
 
 #define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
 

@@ -49,7 +49,7 @@ void machine_adopt(struct conn *c);
 void machine_leave(struct conn *c);
 
 /*
- * Group commit (storage/cache.h cache_group_join()): a connection whose
+ * Group commit (storage/cache/cache.h cache_group_join()): a connection whose
  * replies acknowledge changes not yet durable waits, parked, in WRITE.
  * After each pass of its event loop the worker calls this: one sync makes
  * the pass's changes durable, then the parked connections send their

@@ -43,8 +43,10 @@
 #include "memcached-pm/restart.h"
 #include "memcached-pm/sdaemon.h"
 #include "memcached-pm/succession.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
+#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_image.h"
 
 static struct event_base *main_base;
 

@@ -7,7 +7,7 @@
  * feed "stats detail" (meta commands do not, as in memcached).
  *
  * Locking: runs on the connection's worker thread; storage takes the key's
- * item lock inside each call (storage/cache.h).
+ * item lock inside each call (storage/cache/cache.h).
  */
 #include "config.h"
 

@@ -15,7 +15,7 @@
  *     initial value, unless the expiration is 0xffffffff.
  *
  * Locking: runs on the connection's worker thread; storage takes the key's
- * item lock inside each call (storage/cache.h).
+ * item lock inside each call (storage/cache/cache.h).
  */
 #include "config.h"
 

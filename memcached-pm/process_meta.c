@@ -21,6 +21,8 @@
 #include "proto/compose.h"
 #include "proto/meta.h"
 #include "proto/response.h"
+#include "storage/cache/cache_peek.h"
+#include "storage/cache/cache_delta.h"
 
 #define META_LINE_MAX 1024      /* memcached's reply line limit */
 

@@ -18,8 +18,9 @@
 
 #include "memcached-pm/convert.h"
 #include "memcached-pm/settings.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
+#include "storage/cache/cache_open.h"
 
 #define META_TAG    "main"
 #define LINE_MAX_   512

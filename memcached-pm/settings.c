@@ -20,8 +20,9 @@
 #include <sysexits.h>
 
 #include "memcached-pm/stats.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/locks.h"
+#include "storage/cache/cache_open.h"
 
 #define MB (1024 * 1024)
 

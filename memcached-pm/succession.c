@@ -25,7 +25,9 @@
 #include "memcached-pm/takeover.h"
 #include "memcached-pm/udp.h"
 #include "memcached-pm/worker.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
+#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_image.h"
 
 #define DRAIN_MS     1000       /* a connection in a request when the node
                                    hands over has this long to finish */

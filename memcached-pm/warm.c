@@ -17,10 +17,11 @@
 #include "memcached-pm/link.h"
 #include "memcached-pm/settings.h"
 #include "proto/meta.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
+#include "storage/cache/cache_stats.h"
 
 #define QUEUE_KEYS  8192            /* keys waiting for their fetch */
 #define DEPTH       64              /* fetches in flight */

@@ -25,9 +25,10 @@
 #include "memcached-pm/stats.h"
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/affinity.h"
+#include "storage/cache/cache_open.h"
 
 /* An accepted fd waiting for its worker, or one taken over with its
  * state (hc, owned). */

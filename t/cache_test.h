@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/hash.h"
 
 static inline void

@@ -2,7 +2,7 @@
  * test_cache.c: the facade's request semantics (store table, cas, delete,
  * incr/decr, expiry, flush, metadump, concurrency, stats).
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/lru/crawler.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
@@ -10,6 +10,9 @@
 #include "storage/lru/lru.h"
 #include "storage/lru/maint.h"
 #include "storage/slab/slabs.h"
+#include "storage/cache/cache_delta.h"
+#include "storage/cache/cache_stats.h"
+#include "storage/cache/cache_open.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -2,9 +2,11 @@
  * test_cache_meta.c: the meta protocol's storage operations (cache_mget,
  * cache_mstore, cache_mdelete, cache_mdelta) with each of their knobs.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
+#include "storage/cache/cache_delta.h"
+#include "storage/cache/cache_open.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -9,10 +9,13 @@
  * of the file, or of a cache with items in DRAM, is not taken: the file
  * is scanned.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
+#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_image.h"
+#include "storage/cache/cache_stats.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

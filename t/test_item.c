@@ -2,11 +2,12 @@
  * test_item.c: item size math, the -I limit, chunked values and
  * references.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/maint.h"
+#include "storage/cache/cache_open.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -2,13 +2,14 @@
  * test_lru.c: the segmented LRU: where items enter, the maintainer's
  * moves, COLD hits, eviction from the COLD tail and -M.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/lru/crawler.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/maint.h"
 #include "storage/slab/slabs.h"
+#include "storage/cache/cache_open.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -11,8 +11,12 @@
  * that the peek may take the walk's answer: the writer has had time to
  * change the key between the two, which the answer must not hide.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
+#include "storage/cache/cache_delta.h"
+#include "storage/index/prefetch.h"
+#include "storage/cache/cache_peek.h"
+#include "storage/cache/cache_open.h"
 
 #include "t/cache_test.h"
 #include "t/tap.h"

@@ -5,7 +5,7 @@
  * words, checksums and page table doc/PERSISTENCE.md prescribes, and a
  * simulated power cut must lose exactly what was never persisted.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
 #include "storage/tier/pagetab.h"
@@ -13,6 +13,8 @@
 #include "storage/slab/slabs.h"
 #include "storage/tier/tier.h"
 #include "storage/slab/slabs_move.h"
+#include "storage/cache/cache_delta.h"
+#include "storage/cache/cache_open.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -12,7 +12,7 @@
  * (by writing its bytes directly) stay dropped, and so do chains with a
  * missing piece.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
@@ -20,6 +20,8 @@
 #include "storage/tier/sblock.h"
 #include "storage/slab/slabs.h"
 #include "storage/tier/tier.h"
+#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_stats.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

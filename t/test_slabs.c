@@ -2,7 +2,8 @@
  * test_slabs.c: the class table, the exact memory limit and the page
  * mover.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
+#include "storage/cache/cache_stats.h"
 #include "storage/base/hash.h"
 #include "storage/slab/item.h"
 #include "storage/lru/lru.h"
@@ -12,6 +13,7 @@
 #include "storage/slab/slabs_image.h"
 #include "storage/slab/slabs_stats.h"
 #include "storage/slab/slabs_move.h"
+#include "storage/cache/cache_open.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

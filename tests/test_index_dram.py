@@ -2,7 +2,7 @@
 
 The bound: at most 4 bytes of anonymous memory (RssAnon: everything the
 process holds beyond the file's pages) per item, at every point of the
-table's growth.  The table grows a bucket at a time (storage/assoc.c), so
+table's growth.  The table grows a bucket at a time (storage/index/assoc.c), so
 samples taken while a load runs land before, inside and after splits of
 every level; the server is then killed and recovers into a presized table,
 with every chunk accounted for (the workers cached free ones at the kill).

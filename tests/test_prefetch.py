@@ -2,7 +2,7 @@
 
 A multiget is taken in windows of prefetch_batch keys, and the requests of
 a pipeline found in one read are looked at ahead; either way the keys are
-walked side by side before the requests run (storage/prefetch.h).  The
+walked side by side before the requests run (storage/index/prefetch.h).  The
 same requests must get byte-identical replies with prefetch_batch 0, 1, 16
 and 128, and `stats` counts the batches walked.
 """

@@ -24,9 +24,9 @@
  * Written by the node that hands over once its threads have stopped;
  * read by the successor before it serves.  No locks.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache_image.h"
 #include "storage/index/assoc.h"
-#include "storage/cache_priv.h"
+#include "storage/cache/cache_priv.h"
 #include "storage/slab/chunkid.h"
 #include "storage/base/crc.h"
 #include "storage/lru/lru.h"

@@ -28,7 +28,7 @@
  * move between lists (flat LRU), unlinking an expired or flushed item,
  * moving an item between tiers, chunked values, watch's fetch log.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache_peek.h"
 #include "storage/index/assoc.h"
 #include "storage/base/clock.h"
 #include "storage/slab/item.h"

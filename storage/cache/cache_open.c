@@ -9,9 +9,10 @@
  * threads.  Shutdown stops the threads, marks the file clean, and tears
  * down top down.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_image.h"
 #include "storage/index/assoc.h"
-#include "storage/cache_priv.h"
+#include "storage/cache/cache_priv.h"
 #include "storage/slab/cas.h"
 #include "storage/lru/crawler.h"
 #include "storage/base/hash.h"
@@ -36,8 +37,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-struct cache_priv cache_priv;
 
 static struct cache_priv *const ca = &cache_priv;
 

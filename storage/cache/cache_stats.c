@@ -6,9 +6,9 @@
  * relaxed atomic loads, list and slab figures under their own locks one
  * at a time, so a "stats" reply never stops the cache.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache_stats.h"
 #include "storage/index/assoc.h"
-#include "storage/cache_priv.h"
+#include "storage/cache/cache_priv.h"
 #include "storage/lru/crawler.h"
 #include "storage/lru/link.h"
 #include "storage/lru/lru.h"

@@ -6,17 +6,19 @@
  * consistent item.  The list and slabs locks are only taken below, in that
  * order.  The GET hit path touches only the item lock and the item.
  *
- * The meta operations (cache_mstore, cache_mdelete, cache_mdelta) are the
- * general forms; the classic store, delete and incr/decr fill in their
- * knobs and call them, so both protocols share one set of rules.
+ * The meta operations (cache_mstore, cache_mdelete, and cache_mdelta in
+ * cache_delta.c) are the general forms; the classic store, delete and
+ * incr/decr fill in their knobs and call them, so both protocols share
+ * one set of rules.  The steps they are made of (a live item found, a
+ * new one linked) are declared in cache_priv.h for cache_delta.c.
  *
  * What a change to an item in the memory file must reach before the reply
  * is the policy's answer (policy_durable()); linking commits new items
  * (link.h); new items' memory and hits go through place.h.
  */
-#include "storage/cache.h"
+#include "storage/cache/cache.h"
 #include "storage/index/assoc.h"
-#include "storage/cache_priv.h"
+#include "storage/cache/cache_priv.h"
 #include "storage/slab/cas.h"
 #include "storage/base/hash.h"
 #include "storage/lru/link.h"
@@ -24,6 +26,7 @@
 #include "storage/slab/persist.h"
 #include "storage/lru/place.h"
 #include "storage/lru/policy.h"
+#include "storage/base/observe.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -31,8 +34,9 @@
 #include <string.h>
 
 #define UPDATE_INTERVAL 60
-#define INCR_MAX_LEN    24
 #define REFCOUNT_LIMIT  60000   /* refuse a fetch before the 16 bits wrap */
+
+struct cache_priv cache_priv;
 
 static struct cache_priv *const ca = &cache_priv;
 
@@ -54,8 +58,8 @@ observe_fetch(const char *key, size_t nkey, enum cache_status st,
 
 /* Find a live item under lock(hv); a dead one is unlinked on the way and
  * *st says why. */
-static struct item *
-find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
+struct item *
+cache_find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
 {
     struct item *it = assoc_find(key, nkey, hv);
     bool flushed;
@@ -76,8 +80,8 @@ find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
 
 /* A new TTL for a live item: one aligned 4-byte store, durable before the
  * reply when the item is in the memory file (exptime is outside the CRC). */
-static void
-set_exptime(struct item *it, rel_time_t exptime)
+void
+cache_set_exptime(struct item *it, rel_time_t exptime)
 {
     struct item *f = policy_durable(it);
 
@@ -101,11 +105,11 @@ ref_for_reader(struct item *it, enum cache_status *st)
     return true;
 }
 
-/* find_live() plus the reader's reference; lock(hv) held. */
+/* cache_find_live() plus the reader's reference; lock(hv) held. */
 static struct item *
 fetch_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
 {
-    struct item *it = find_live(key, nkey, hv, st);
+    struct item *it = cache_find_live(key, nkey, hv, st);
 
     if (it != NULL && !ref_for_reader(it, st)) {
         return NULL;
@@ -136,7 +140,7 @@ cache_touch(const char *key, size_t nkey, uint32_t hv, rel_time_t exptime,
     locks_lock(hv);
     it = fetch_live(key, nkey, hv, st);
     if (it != NULL) {
-        set_exptime(it, exptime);
+        cache_set_exptime(it, exptime);
         it = place_hit(it, hv);
     }
     locks_unlock(hv);
@@ -173,28 +177,28 @@ cache_release(struct item *it)
 /* The cas unique a new value of a key gets: the client's (meta E) or the
  * next above the one of the value it replaces (`old`, or NULL); 0 with
  * CAS off. */
-static uint64_t
-cas_for(uint64_t wanted, const struct item *old)
+uint64_t
+cache_cas_for(uint64_t wanted, const struct item *old)
 {
     return ca->opts->use_cas
            ? cas_take(wanted, old != NULL ? item_cas(old) : 0) : 0;
 }
 
-/* Link `it` in place of `old` (may be NULL) with cas_for(wanted), stored
+/* Link `it` in place of `old` (may be NULL) with cache_cas_for(wanted), stored
  * now, at the head of the list a new item enters (link_replace(): in the
  * memory file the new item is committed before the old one dies). */
-static void
-link_new(struct item *old, struct item *it, uint32_t hv, uint64_t wanted)
+void
+cache_link_new(struct item *old, struct item *it, uint32_t hv, uint64_t wanted)
 {
-    item_set_cas(it, cas_for(wanted, old));
+    item_set_cas(it, cache_cas_for(wanted, old));
     item_time_store(it, clock_now());
     link_replace(old, it, hv, link_first_list(it));
     cache_count_stored();
 }
 
 /* A new unlinked item holding `len` bytes of `val` (no "\r\n" in val). */
-static struct item *
-small_item(const char *key, size_t nkey, uint32_t client_flags,
+struct item *
+cache_small_item(const char *key, size_t nkey, uint32_t client_flags,
            rel_time_t exptime, const char *val, size_t len)
 {
     struct item *n = place_new(key, nkey, client_flags, exptime,
@@ -228,7 +232,7 @@ static struct item *
 mget_apply(struct item *it, uint32_t hv, struct cache_mget *a)
 {
     if (a->touch) {
-        set_exptime(it, a->exptime);
+        cache_set_exptime(it, a->exptime);
     }
     if (a->created) {
         a->win = true;
@@ -258,12 +262,12 @@ mget_apply(struct item *it, uint32_t hv, struct cache_mget *a)
 static struct item *
 mget_vivify(const char *key, size_t nkey, uint32_t hv, struct cache_mget *a)
 {
-    struct item *it = small_item(key, nkey, 0, a->vivify_exptime, "", 0);
+    struct item *it = cache_small_item(key, nkey, 0, a->vivify_exptime, "", 0);
 
     if (it == NULL) {
         return NULL;
     }
-    link_new(NULL, it, hv, a->vivify_cas);
+    cache_link_new(NULL, it, hv, a->vivify_cas);
     a->created = true;
     return it;
 }
@@ -277,7 +281,7 @@ cache_mget(const char *key, size_t nkey, uint32_t hv, struct cache_mget *a,
     a->fetched = a->created = a->win = a->stale = a->token_sent = false;
     a->atime = a->exptime_before = 0;
     locks_lock(hv);
-    it = find_live(key, nkey, hv, st);
+    it = cache_find_live(key, nkey, hv, st);
     if (it == NULL && a->vivify) {
         it = mget_vivify(key, nkey, hv, a);
         if (it == NULL) {
@@ -354,7 +358,7 @@ store_concat(struct item *old, struct item *it, struct cache_mstore *a,
         item_value_move(n, 0, it, 0, nv);
         item_value_move(n, nv, old, 0, (size_t)ov + 2);
     }
-    link_new(old, n, hv, a->new_cas);
+    cache_link_new(old, n, hv, a->new_cas);
     item_set_cas(it, item_cas(n));
     store_done(n, a);
     item_release(n);
@@ -394,7 +398,7 @@ store_over(struct item *old, struct item *it, struct cache_mstore *a,
     } else if (cas_mode && r != CAS_MATCH) {
         return CACHE_EXISTS;
     }
-    link_new(old, it, hv, a->new_cas);
+    cache_link_new(old, it, hv, a->new_cas);
     return store_done(it, a);
 }
 
@@ -419,7 +423,7 @@ store_miss(struct item *it, struct cache_mstore *a, bool cas_mode,
     default:
         break;
     }
-    link_new(NULL, it, hv, a->new_cas);
+    cache_link_new(NULL, it, hv, a->new_cas);
     return store_done(it, a);
 }
 
@@ -437,7 +441,7 @@ cache_mstore(struct item *it, struct cache_mstore *a)
     a->vlen = 0;
     a->exptime = 0;
     locks_lock(hv);
-    old = find_live(item_key(it), item_nkey(it), hv, &dummy);
+    old = cache_find_live(item_key(it), item_nkey(it), hv, &dummy);
     if (old != NULL) {
         st = store_over(old, it, a, cas_mode, hv);
     } else {
@@ -485,7 +489,7 @@ stale_copy(struct item *it, const struct cache_mdelete *a)
 static struct item *
 tombstone(struct item *it, const struct cache_mdelete *a)
 {
-    struct item *n = small_item(item_key(it), item_nkey(it),
+    struct item *n = cache_small_item(item_key(it), item_nkey(it),
                                 a->client_flags, a->exptime, "", 0);
 
     if (n != NULL && a->invalidate) {
@@ -511,7 +515,7 @@ mdelete_replace(struct item *it, const struct cache_mdelete *a, uint32_t hv,
     if (n != NULL) {
         rel_time_t t = item_time(n);
 
-        link_new(it, n, hv, cas);
+        cache_link_new(it, n, hv, cas);
         item_time_store(n, t);
         item_release(n);
     }
@@ -528,7 +532,7 @@ mdelete_stale(struct item *it, const struct cache_mdelete *a)
     }
     item_flags_set(it, ITEM_STALE);
     item_flags_clear(it, ITEM_TOKEN_SENT);
-    item_set_cas(it, cas_for(a->new_cas, it));
+    item_set_cas(it, cache_cas_for(a->new_cas, it));
 }
 
 enum cache_status
@@ -541,7 +545,7 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
     a->clsid = 0;
     a->vlen = 0;
     locks_lock(hv);
-    it = find_live(key, nkey, hv, &st);
+    it = cache_find_live(key, nkey, hv, &st);
     if (it == NULL) {
         st = CACHE_NOT_FOUND;
     } else if (a->compare && item_cas(it) != a->compare_cas) {
@@ -577,202 +581,6 @@ cache_delete(const char *key, size_t nkey, uint32_t hv, uint64_t cas,
 
     if (st == CACHE_DELETED && clsid != NULL) {
         *clsid = a.clsid;
-    }
-    return st;
-}
-
-/* ---- incr / decr ------------------------------------------------------ */
-
-/* memcached's safe_strtoull on the value (which ends in "\r\n"). */
-static bool
-parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v;
-
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno == ERANGE) {
-        return false;
-    }
-    if (*end == ' ' || *end == '\r' || *end == '\n' || *end == '\t' ||
-        (*end == '\0' && end != s)) {
-        /* strtoull takes "-1" as a huge number; memcached refuses it. */
-        if ((long long)v < 0 && strchr(s, '-') != NULL) {
-            return false;
-        }
-        *out = v;
-        return true;
-    }
-    return false;
-}
-
-static bool
-read_number(struct item *it, uint64_t *v)
-{
-    char buf[INCR_MAX_LEN + 3];
-    size_t n;
-
-    if (it->nbytes <= 2 || (item_flags(it) & ITEM_CHUNKED)) {
-        return false;
-    }
-    if (it->nbytes <= INCR_MAX_LEN + 2) {
-        n = item_value_copy(it, buf, sizeof(buf) - 1);
-        buf[n] = '\0';
-        return parse_u64(buf, v);
-    }
-    /* Longer values: parse in place; the "\r\n" stops strtoull. */
-    return parse_u64(item_value(it), v);
-}
-
-/* The meta knobs on the item now holding the number, and what ma
- * reports of it. */
-static void
-delta_finish(struct item *it, struct cache_mdelta *a)
-{
-    /* As memcached, E overrides the unique already taken for the value. */
-    if (a->new_cas != 0 && ca->opts->use_cas) {
-        item_set_cas(it, a->new_cas);
-    }
-    /* T updates the TTL of a counter that existed; one that N created
-     * keeps N's TTL, as memcached. */
-    if (a->touch && !a->created) {
-        set_exptime(it, a->exptime);
-    }
-    a->cas = item_cas(it);
-    a->exptime_after = it->exptime;
-    a->clsid = item_clsid(it);
-}
-
-/* A new item holding `num` padded with spaces to `vlen` bytes. */
-static struct item *
-number_item(const struct item *it, const char *num, size_t len, size_t vlen)
-{
-    struct item *n = place_new(item_key(it), item_nkey(it),
-                               item_client_flags(it), item_exptime(it),
-                               (uint32_t)vlen, ca->opts->use_cas);
-
-    if (n != NULL) {
-        memset(item_value(n), ' ', vlen);
-        memcpy(item_value(n), num, len);
-        memcpy(item_value(n) + vlen, "\r\n", 2);
-    }
-    return n;
-}
-
-/* Write the new number: in place (padded with spaces) when it fits and
- * nobody else holds the item, else as a new item.  In the memory file it
- * is never changed in place (a torn number would be live), nor in a DRAM
- * copy of an item there: a new item padded as the in-place write would
- * be replaces it, so replies stay the same. */
-static enum cache_status
-write_number(struct item *it, uint64_t v, uint32_t hv, struct cache_mdelta *a)
-{
-    char num[INCR_MAX_LEN];
-    int len = snprintf(num, sizeof(num), "%llu", (unsigned long long)v);
-    bool fits = (uint32_t)len + 2 <= it->nbytes &&
-                __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 2;
-    struct item *n;
-
-    if (fits && policy_durable(it) == NULL) {
-        memset(item_value(it) + len, ' ', it->nbytes - 2 - (size_t)len);
-        memcpy(item_value(it), num, (size_t)len);
-        item_set_cas(it, cas_for(0, it));
-        delta_finish(it, a);
-        return CACHE_OK;
-    }
-    n = number_item(it, num, (size_t)len,
-                    fits ? it->nbytes - 2 : (size_t)len);
-    if (n == NULL) {
-        return CACHE_NO_MEMORY;
-    }
-    /* E is the new item's cas from the start, so the commit covers it. */
-    link_new(it, n, hv, a->new_cas);
-    delta_finish(n, a);
-    item_release(n);
-    return CACHE_OK;
-}
-
-/* The key exists and passed the cas test; lock(hv) held. */
-static enum cache_status
-delta_apply(struct item *it, uint32_t hv, struct cache_mdelta *a)
-{
-    enum cache_status st;
-    uint64_t v;
-
-    item_ref_incr(it);
-    a->clsid = item_clsid(it);
-    if (!read_number(it, &v)) {
-        st = CACHE_NON_NUMERIC;
-    } else {
-        v = a->incr ? v + a->delta : (a->delta > v ? 0 : v - a->delta);
-        a->value = v;
-        st = write_number(it, v, hv, a);
-    }
-    item_release(it);
-    return st;
-}
-
-/* ma N on a miss: the key holding the decimal text of `initial`. */
-static enum cache_status
-delta_vivify(const char *key, size_t nkey, uint32_t hv,
-             struct cache_mdelta *a)
-{
-    char num[INCR_MAX_LEN];
-    int len = snprintf(num, sizeof(num), "%llu",
-                       (unsigned long long)a->initial);
-    struct item *n = small_item(key, nkey, 0, a->vivify_exptime, num,
-                                (size_t)len);
-
-    if (n == NULL) {
-        return CACHE_NO_MEMORY;
-    }
-    link_new(NULL, n, hv, a->new_cas);
-    a->value = a->initial;
-    a->created = true;
-    delta_finish(n, a);
-    item_release(n);
-    return CACHE_OK;
-}
-
-enum cache_status
-cache_mdelta(const char *key, size_t nkey, uint32_t hv,
-             struct cache_mdelta *a)
-{
-    enum cache_status st;
-    struct item *it;
-
-    a->value = a->cas = 0;
-    a->exptime_after = 0;
-    a->clsid = 0;
-    a->created = false;
-    locks_lock(hv);
-    it = find_live(key, nkey, hv, &st);
-    if (it == NULL) {
-        st = a->vivify ? delta_vivify(key, nkey, hv, a) : CACHE_NOT_FOUND;
-    } else if (a->compare && a->compare_cas != 0 &&
-               item_cas(it) != a->compare_cas) {
-        a->clsid = item_clsid(it);
-        st = CACHE_EXISTS;
-    } else {
-        st = delta_apply(it, hv, a);
-    }
-    locks_unlock(hv);
-    return st;
-}
-
-enum cache_status
-cache_delta(const char *key, size_t nkey, uint32_t hv, bool incr,
-            uint64_t delta, uint64_t *value, unsigned *clsid)
-{
-    struct cache_mdelta a = { .incr = incr, .delta = delta };
-    enum cache_status st = cache_mdelta(key, nkey, hv, &a);
-
-    if (st != CACHE_NOT_FOUND) {
-        *clsid = a.clsid;
-    }
-    if (st == CACHE_OK) {
-        *value = a.value;
     }
     return st;
 }
