@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "memcached-pm/logger.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 #include "memcached-pm/tls.h"
 #include "proto/compose.h"
 #include "proto/meta.h"

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "memcached-pm/log.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
 
 #define AUTH_FILE_MAX (1 << 20)     /* a password file, not a database */
 

@@ -14,10 +14,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "memcached-pm/log.h"
+#include "memcached-pm/base/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/sasl_cyrus.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 #include "memcached-pm/transport.h"
 #include "proto/binary.h"
 #include "proto/response.h"

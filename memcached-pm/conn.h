@@ -31,8 +31,8 @@
 
 #include "memcached-pm/evloop.h"
 #include "memcached-pm/handover.h"
-#include "memcached-pm/settings.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "memcached-pm/tls.h"
 #include "proto/request.h"
 #include "proto/response.h"

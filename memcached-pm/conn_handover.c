@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "memcached-pm/log.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/log.h"
+#include "memcached-pm/base/stats.h"
 
 bool
 conn_can_move(const struct conn *c)

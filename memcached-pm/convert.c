@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/mcfile.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"

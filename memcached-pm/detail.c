@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 #include "proto/binary.h"
 #include "proto/response.h"
 #include "proto/token.h"

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/stats.h"
 #include "storage/cache/cache.h"
 #include "storage/cache/cache_delta.h"
 #include "storage/cache/cache_peek.h"

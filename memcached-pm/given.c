@@ -11,7 +11,7 @@
 #include <sys/un.h>
 
 #include "memcached-pm/conn.h"
-#include "memcached-pm/log.h"
+#include "memcached-pm/base/log.h"
 
 int
 sock_info(int fd, struct sock_info *si)

@@ -27,9 +27,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "memcached-pm/log.h"
-#include "memcached-pm/settings.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "memcached-pm/tls.h"
 #include "proto/compose.h"
 #include "storage/base/affinity.h"

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/settings.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "proto/binary.h"
 #include "proto/text.h"
 #include "storage/base/hash.h"

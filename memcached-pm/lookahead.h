@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "memcached-pm/conn.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/stats.h"
 #include "proto/binary.h"
 #include "proto/request.h"
 #include "proto/text.h"

@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "memcached-pm/auth.h"
-#include "memcached-pm/log.h"
+#include "memcached-pm/base/log.h"
 #include "memcached-pm/sasl_cyrus.h"
-#include "memcached-pm/settings.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "proto/response.h"
 #include "proto/token.h"
 

@@ -27,10 +27,10 @@
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
 #include "memcached-pm/logger.h"
-#include "memcached-pm/log.h"
+#include "memcached-pm/base/log.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process_auth.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 
 #define COUNTER_EXPTIME_NONE 0xffffffffu  /* incr/decr: do not create */
 #define VALUE_HEAD_MAX (BIN_HEADER_LEN + 4 + PROTO_KEY_MAX)

@@ -17,7 +17,7 @@
 
 #include "memcached-pm/exec.h"
 #include "memcached-pm/lookahead.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/stats.h"
 #include "proto/compose.h"
 #include "proto/meta.h"
 #include "proto/response.h"

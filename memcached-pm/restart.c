@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/convert.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/cache/cache_open.h"

@@ -30,7 +30,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/stats.h"
 
 struct ring;
 struct ring_io;

@@ -17,8 +17,8 @@
 
 #include <sasl/sasl.h>
 
-#include "memcached-pm/log.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
 
 static bool in_use;
 

@@ -18,10 +18,10 @@
 
 #include "memcached-pm/foreign.h"
 #include "memcached-pm/handover.h"
-#include "memcached-pm/log.h"
+#include "memcached-pm/base/log.h"
 #include "memcached-pm/restart.h"
 #include "memcached-pm/sdaemon.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 #include "memcached-pm/takeover.h"
 #include "memcached-pm/udp.h"
 #include "memcached-pm/worker.h"

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "memcached-pm/fdpass.h"
-#include "memcached-pm/log.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
 
 #define MAGIC       "MCPM-TO"
 #define FDS_PER_MSG 250         /* of FDPASS_MAX */

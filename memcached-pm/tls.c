@@ -28,9 +28,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "memcached-pm/log.h"
-#include "memcached-pm/settings.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "storage/base/clock.h"
 
 #define SESSION_CONTEXT "memcached"

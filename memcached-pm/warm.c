@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "memcached-pm/link.h"
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 #include "proto/meta.h"
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"

@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "memcached-pm/evloop.h"
-#include "memcached-pm/log.h"
+#include "memcached-pm/base/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/machine.h"
 #include "memcached-pm/ring.h"
-#include "memcached-pm/settings.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "memcached-pm/tls.h"
 #include "memcached-pm/udp.h"
 #include "storage/cache/cache.h"

@@ -19,7 +19,7 @@
 #include "memcached-pm/evloop.h"
 #include "memcached-pm/handover.h"
 #include "memcached-pm/lookahead.h"
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/stats.h"
 
 struct pending;
 struct ring;

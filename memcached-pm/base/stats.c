@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/stats.h"
+#include "memcached-pm/base/stats.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/cmdline.h"
+#include "memcached-pm/base/cmdline.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sysexits.h>
 
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 #include "storage/base/hash.h"
 
 #define MB (1024 * 1024)

@@ -1,7 +1,7 @@
 /*
  * placement.c: CPU and NUMA placement options (placement.h).
  */
-#include "memcached-pm/placement.h"
+#include "memcached-pm/base/placement.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sysexits.h>
 
-#include "memcached-pm/settings.h"
 #include "storage/base/affinity.h"
 
 #define NODE_FILE -2            /* numa_node=file: the memory file's node */

@@ -10,7 +10,7 @@
 #ifndef MCPM_LOG_H
 #define MCPM_LOG_H
 
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 
 void log_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

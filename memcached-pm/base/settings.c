@@ -10,7 +10,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/settings.h"
+#include "memcached-pm/base/settings.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,8 +19,7 @@
 #include <string.h>
 #include <sysexits.h>
 
-#include "memcached-pm/stats.h"
-#include "storage/cache/cache.h"
+#include "memcached-pm/base/stats.h"
 #include "storage/base/locks.h"
 #include "storage/cache/cache_open.h"
 

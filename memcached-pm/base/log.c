@@ -12,7 +12,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/log.h"
+#include "memcached-pm/base/log.h"
 #include "storage/base/affinity.h"
 
 #include <pthread.h>

@@ -46,7 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "memcached-pm/placement.h"
+#include "memcached-pm/base/placement.h"
 #include "storage/base/options.h"
 #include "storage/index/prefetch.h"
 
