@@ -17,7 +17,7 @@
 
 #include "memcached-pm/logger.h"
 #include "memcached-pm/base/settings.h"
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 #include "proto/compose.h"
 #include "proto/meta.h"
 #include "proto/response.h"

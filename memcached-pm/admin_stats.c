@@ -26,7 +26,7 @@
 #include "memcached-pm/logger.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 #include "memcached-pm/warm.h"
 #include "proto/binary.h"
 #include "proto/compose.h"

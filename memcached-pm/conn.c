@@ -16,7 +16,7 @@
 
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/logger.h"
-#include "memcached-pm/sasl_cyrus.h"
+#include "memcached-pm/security/sasl_cyrus.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/transport.h"
 #include "proto/binary.h"

@@ -33,7 +33,7 @@
 #include "memcached-pm/handover.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 #include "proto/request.h"
 #include "proto/response.h"
 #include "storage/cache/cache.h"

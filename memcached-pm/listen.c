@@ -34,7 +34,7 @@
 #include "memcached-pm/portfile.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 #include "memcached-pm/udp.h"
 #include "memcached-pm/warm.h"
 #include "memcached-pm/worker.h"

@@ -30,7 +30,7 @@
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 #include "proto/compose.h"
 #include "storage/base/affinity.h"
 #include "storage/base/observe.h"

@@ -27,15 +27,15 @@
 #include <event2/event.h>
 
 #include "memcached-pm/admin_stats.h"
-#include "memcached-pm/auth.h"
+#include "memcached-pm/security/auth.h"
 #include "memcached-pm/base/cmdline.h"
 #include "memcached-pm/listen.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/base/settings.h"
-#include "memcached-pm/sasl_cyrus.h"
+#include "memcached-pm/security/sasl_cyrus.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 #include "memcached-pm/udp.h"
 #include "memcached-pm/warm.h"
 #include "memcached-pm/worker.h"

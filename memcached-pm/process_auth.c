@@ -8,9 +8,9 @@
 
 #include <string.h>
 
-#include "memcached-pm/auth.h"
+#include "memcached-pm/security/auth.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/sasl_cyrus.h"
+#include "memcached-pm/security/sasl_cyrus.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "proto/response.h"

@@ -24,7 +24,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/ring.h"
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 
 /*
  * The system calls themselves.  glibc's read(), readv() and sendmsg() are

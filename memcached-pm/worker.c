@@ -23,7 +23,7 @@
 #include "memcached-pm/ring.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 #include "memcached-pm/udp.h"
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"

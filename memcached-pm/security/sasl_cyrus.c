@@ -8,7 +8,7 @@
 
 #ifdef ENABLE_CYRUS_SASL
 
-#include "memcached-pm/sasl_cyrus.h"
+#include "memcached-pm/security/sasl_cyrus.h"
 
 #include <stdio.h>
 #include <stdlib.h>

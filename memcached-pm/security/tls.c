@@ -15,7 +15,7 @@
 
 #ifdef ENABLE_TLS
 
-#include "memcached-pm/tls.h"
+#include "memcached-pm/security/tls.h"
 
 #include <errno.h>
 #include <pthread.h>

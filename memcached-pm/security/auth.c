@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/auth.h"
+#include "memcached-pm/security/auth.h"
 
 #include <errno.h>
 #include <pthread.h>
