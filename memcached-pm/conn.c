@@ -18,10 +18,11 @@
 #include "memcached-pm/logger.h"
 #include "memcached-pm/security/sasl_cyrus.h"
 #include "memcached-pm/base/settings.h"
-#include "memcached-pm/transport.h"
+#include "memcached-pm/net/transport.h"
 #include "proto/binary.h"
 #include "proto/response.h"
 #include "storage/cache/cache_peek.h"
+#include "memcached-pm/net/given.h"
 
 #define RBUF_SIZE      16384          /* memcached's READ_BUFFER_SIZE */
 #define RBUF_MAX       (2 * 1024 * 1024)  /* longest multiget line */
@@ -148,8 +149,8 @@ peer_name(struct conn *c)
         c->peer_len = len;
     }
     if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
-        conn_sockaddr_name((struct sockaddr *)&ss, "tcp", c->addr,
-                           sizeof(c->addr));
+        sock_addr_name((struct sockaddr *)&ss, "tcp", c->addr,
+                       sizeof(c->addr));
     }
 }
 

@@ -29,7 +29,7 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/evloop.h"
+#include "memcached-pm/net/evloop.h"
 #include "memcached-pm/handover.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
@@ -533,11 +533,6 @@ void conn_out_sent(struct conn *c);
  * listening socket; without CAP_NET_ADMIN, memcached's "setsockopt"
  * line and the socket serves unmarked.  Nothing when the id is 0. */
 void conn_sock_cookie(int fd);
-
-/* An IPv4 or IPv6 address as "stats conns" names it: "<transport>:ip:port"
- * or "<transport>6:[ip]:port" ("tcp", "udp"). */
-void conn_sockaddr_name(const struct sockaddr *sa, const char *transport,
-                        char *out, size_t len);
 
 /* Name of a connection's state for "stats conns", and of a state
  * (memcached's conn_* names). */

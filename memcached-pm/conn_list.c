@@ -107,26 +107,6 @@ conn_gauges(struct buffer_gauges *out)
     }
 }
 
-void
-conn_sockaddr_name(const struct sockaddr *sa, const char *transport,
-                   char *out, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const void *)sa;
-
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        snprintf(out, len, "%s6:[%s]:%d", transport, host,
-                 ntohs(s6->sin6_port));
-    } else {
-        const struct sockaddr_in *s4 = (const void *)sa;
-
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        snprintf(out, len, "%s:%s:%d", transport, host, ntohs(s4->sin_port));
-    }
-}
-
 const char *
 conn_state_name(const struct conn *c)
 {

@@ -22,7 +22,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "memcached-pm/given.h"
+#include "memcached-pm/net/given.h"
 
 /* Does /proc/<pid>/maps map the file (dev, ino)? */
 static bool

@@ -29,9 +29,9 @@
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/conn.h"
 #include "memcached-pm/foreign.h"
-#include "memcached-pm/given.h"
+#include "memcached-pm/net/given.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/portfile.h"
+#include "memcached-pm/net/portfile.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"
@@ -268,9 +268,9 @@ bound_name(int fd, const struct addrinfo *ai, char *name, size_t len)
     socklen_t sl = sizeof(ss);
 
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        conn_sockaddr_name((struct sockaddr *)&ss, "tcp", name, len);
+        sock_addr_name((struct sockaddr *)&ss, "tcp", name, len);
     } else {
-        conn_sockaddr_name(ai->ai_addr, "tcp", name, len);
+        sock_addr_name(ai->ai_addr, "tcp", name, len);
     }
 }
 
@@ -318,7 +318,7 @@ given_one(struct given *g, size_t n, const struct addrinfo *ai)
     char want[64];
     int fd;
 
-    conn_sockaddr_name(ai->ai_addr, "tcp", want, sizeof(want));
+    sock_addr_name(ai->ai_addr, "tcp", want, sizeof(want));
     fd = given_take(g, n, SOCK_STREAM, ai->ai_addr, settings.port == -1,
                     want);
     if (fd >= 0) {
@@ -401,7 +401,7 @@ defer_one(const struct addrinfo *ai, enum tls_mode tls)
         ndeferred == MAX_DEFERRED || ai->ai_addrlen > sizeof(d->addr)) {
         return false;
     }
-    conn_sockaddr_name(ai->ai_addr, "tcp", name, sizeof(name));
+    sock_addr_name(ai->ai_addr, "tcp", name, sizeof(name));
     log_error("%s is in use: listening there as soon as it is free "
               "(warm_from)", name);
     if (share_one(ai, tls, name)) {

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <event2/event.h>
 
-#include "memcached-pm/given.h"
+#include "memcached-pm/net/given.h"
 
 /*
  * Listen on what -l, -p and -s ask for, taking the given sockets that

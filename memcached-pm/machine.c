@@ -12,17 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/evloop.h"
+#include "memcached-pm/net/evloop.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process.h"
 #include "memcached-pm/process_auth.h"
 #include "memcached-pm/process_bin.h"
-#include "memcached-pm/ring.h"
+#include "memcached-pm/net/ring.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/transport.h"
+#include "memcached-pm/net/transport.h"
 #include "proto/binary.h"
 #include "proto/text.h"
 #include "storage/cache/cache.h"

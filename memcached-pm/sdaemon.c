@@ -16,7 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "memcached-pm/fdpass.h"
+#include "memcached-pm/net/fdpass.h"
 
 
 /* A decimal environment variable's value, or -1 when unset or not a

@@ -16,7 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "memcached-pm/fdpass.h"
+#include "memcached-pm/net/fdpass.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/base/settings.h"
 

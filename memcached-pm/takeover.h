@@ -47,7 +47,7 @@
 #include <sys/types.h>
 
 #include "memcached-pm/handover.h"
-#include "memcached-pm/given.h"
+#include "memcached-pm/net/given.h"
 
 enum takeover_msg {
     TAKEOVER_HELLO = 1,

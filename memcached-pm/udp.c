@@ -20,14 +20,14 @@
 #include <unistd.h>
 
 #include "memcached-pm/conn.h"
-#include "memcached-pm/evloop.h"
-#include "memcached-pm/given.h"
+#include "memcached-pm/net/evloop.h"
+#include "memcached-pm/net/given.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/machine.h"
-#include "memcached-pm/portfile.h"
-#include "memcached-pm/ring.h"
+#include "memcached-pm/net/portfile.h"
+#include "memcached-pm/net/ring.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "proto/binary.h"
@@ -389,7 +389,7 @@ open_address(const struct addrinfo *ai, unsigned n_workers,
     int fd, one = 0;
     socklen_t len;
 
-    conn_sockaddr_name(ai->ai_addr, "udp", what, sizeof(what));
+    sock_addr_name(ai->ai_addr, "udp", what, sizeof(what));
     while (*ntmp < cap &&
            (fd = given_take(g, ng, SOCK_DGRAM, ai->ai_addr,
                             settings.udpport == -1, what)) >= 0) {
@@ -446,8 +446,8 @@ keep(int *tmp, size_t ntmp)
         socklen_t sl = sizeof(ss);
 
         getsockname(fds[i], (struct sockaddr *)&ss, &sl);
-        conn_sockaddr_name((struct sockaddr *)&ss, "udp", names[i],
-                           sizeof(names[i]));
+        sock_addr_name((struct sockaddr *)&ss, "udp", names[i],
+                       sizeof(names[i]));
     }
     return 0;
 }

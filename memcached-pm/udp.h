@@ -25,7 +25,7 @@
 #include <stddef.h>
 
 #include "memcached-pm/conn.h"
-#include "memcached-pm/given.h"
+#include "memcached-pm/net/given.h"
 
 /* The sockets on each -l address at -U's port: those of the given ones
  * bound there (listen.h; marked used), and new ones up to one per worker

@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcached-pm/evloop.h"
+#include "memcached-pm/net/evloop.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/logger.h"
 #include "memcached-pm/machine.h"
-#include "memcached-pm/ring.h"
+#include "memcached-pm/net/ring.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"

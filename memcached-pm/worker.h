@@ -16,7 +16,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/conn.h"
-#include "memcached-pm/evloop.h"
+#include "memcached-pm/net/evloop.h"
 #include "memcached-pm/handover.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/base/stats.h"

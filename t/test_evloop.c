@@ -1,5 +1,5 @@
 /*
- * test_evloop.c: the epoll engine's loop (memcached-pm/evloop.h) on
+ * test_evloop.c: the epoll engine's loop (memcached-pm/net/evloop.h) on
  * socket pairs: readiness, changes of what a source waits for, runs by
  * hand in the next pass, sources forgotten from another's callback (and
  * one whose file lives on in a duplicate), the tick and the break.
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcached-pm/evloop.h"
+#include "memcached-pm/net/evloop.h"
 #include "t/tap.h"
 
 /* What a source's callback saw, and what it does when it runs. */

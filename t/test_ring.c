@@ -1,5 +1,5 @@
 /*
- * test_ring.c: the io_uring engine (memcached-pm/ring.h) on socket pairs:
+ * test_ring.c: the io_uring engine (memcached-pm/net/ring.h) on socket pairs:
  * receives into the inbox, sends, level-triggered polls, and its faults:
  * buffers running out, a source that does not read, short sends, a peer
  * gone while a send is in the ring, a source removed with a send in the
@@ -16,7 +16,7 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/ring.h"
+#include "memcached-pm/net/ring.h"
 #include "t/tap.h"
 
 static struct thread_stats counters;

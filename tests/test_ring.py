@@ -1,4 +1,4 @@
-"""The io_uring event engine (-o event_engine=io_uring, memcached-pm/ring.h):
+"""The io_uring event engine (-o event_engine=io_uring, memcached-pm/net/ring.h):
 how it is chosen and refused, its fall-back to epoll, and its faults
 provoked on the wire: receive buffers running out, a reader that lags,
 short sends, a peer that resets mid-reply, a completion queue overflow,

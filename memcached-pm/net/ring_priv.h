@@ -11,7 +11,7 @@
 
 #include <liburing.h>
 
-#include "memcached-pm/ring.h"
+#include "memcached-pm/net/ring.h"
 
 enum op { OP_NONE, OP_RECV, OP_SEND, OP_POLL, OP_TIMER };
 #define OP_MASK 7u
@@ -135,10 +135,5 @@ void ring_cancel(struct ring *r, uint64_t what);
 
 /* Poll a readiness source for what it wants. */
 void ring_arm_poll(struct ring *r, struct ring_io *io);
-
-
-/* Free the removed sources nothing in the ring points at any more,
- * running their done(). */
-void ring_free_removed(struct ring *r);
 
 #endif

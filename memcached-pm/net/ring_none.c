@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/ring.h"
+#include "memcached-pm/net/ring.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/evloop.h"
+#include "memcached-pm/net/evloop.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /*
  * portfile.c: see portfile.h.
  */
-#include "memcached-pm/portfile.h"
+#include "memcached-pm/net/portfile.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

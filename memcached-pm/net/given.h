@@ -42,6 +42,11 @@ int sock_info(int fd, struct sock_info *si);
  * socket /path", as stats conns names them. */
 void sock_info_name(const struct sock_info *si, char *out, size_t len);
 
+/* An IPv4 or IPv6 address as "stats conns" names it: "<transport>:ip:port"
+ * or "<transport>6:[ip]:port" ("tcp", "udp"). */
+void sock_addr_name(const struct sockaddr *sa, const char *transport,
+                    char *out, size_t len);
+
 /* The address one of the options asks for: does the socket have it?
  * any_port: the option's port is -1 (whatever the kernel picked). */
 bool sock_info_is(const struct sock_info *si, int type,

@@ -4,13 +4,14 @@
  */
 #include "config.h"
 
-#include "memcached-pm/given.h"
+#include "memcached-pm/net/given.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
-#include "memcached-pm/conn.h"
 #include "memcached-pm/base/log.h"
 
 int
@@ -76,8 +77,8 @@ sock_info_name(const struct sock_info *si, char *out, size_t len)
                  ? "takeover socket " : "unix:",
                  ((const struct sockaddr_un *)sa)->sun_path);
     } else if (si->family == AF_INET || si->family == AF_INET6) {
-        conn_sockaddr_name(sa, si->type == SOCK_DGRAM ? "udp" : "tcp", out,
-                           len);
+        sock_addr_name(sa, si->type == SOCK_DGRAM ? "udp" : "tcp", out,
+                       len);
     } else {
         snprintf(out, len, "a socket of family %d", si->family);
     }
@@ -112,3 +113,22 @@ given_take(struct given *g, size_t n, int type, const struct sockaddr *want,
     return -1;
 }
 
+void
+sock_addr_name(const struct sockaddr *sa, const char *transport,
+               char *out, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+
+        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+        snprintf(out, len, "%s6:[%s]:%d", transport, host,
+                 ntohs(s6->sin6_port));
+    } else {
+        const struct sockaddr_in *s4 = (const void *)sa;
+
+        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        snprintf(out, len, "%s:%s:%d", transport, host, ntohs(s4->sin_port));
+    }
+}

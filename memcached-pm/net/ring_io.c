@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/ring_priv.h"
+#include "memcached-pm/net/ring_priv.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -121,40 +121,6 @@ ring_detach(struct ring_io *io, void (*done)(void *arg), void *arg)
 {
     io->keep_inbox = true;
     ring_remove(io, done, arg);
-}
-
-/* Free the removed sources nothing in the ring points at any more. */
-void
-ring_free_removed(struct ring *r)
-{
-    struct ring_io **p = &r->removed;
-    struct ring_io *io;
-
-    while ((io = *p) != NULL) {
-        if (io->inflight > 0 || io->queued || io->starved) {
-            p = &io->removed_next;
-            continue;
-        }
-        *p = io->removed_next;
-        if (io->slot >= 0) {
-            /* the table holds the socket open: let go of it first */
-            int none = -1;
-
-            io_uring_register_files_update(&r->uring, (unsigned)io->slot,
-                                           &none, 1);
-            r->slots[r->nslots++] = io->slot;
-        }
-        if (io->done != NULL) {
-            io->done(io->done_arg);     /* may take the inbox (detach) */
-        }
-        while (io->in_head != NO_BUF) {
-            int bid = io->in_head;
-
-            io->in_head = r->buf_next[bid];
-            ring_buf_return(r, bid);
-        }
-        free(io);
-    }
 }
 
 /* ---- the transport ---------------------------------------------------- */

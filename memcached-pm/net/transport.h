@@ -23,7 +23,7 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/ring.h"
+#include "memcached-pm/net/ring.h"
 #include "memcached-pm/security/tls.h"
 
 /*
