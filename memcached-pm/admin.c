@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/security/tls.h"
 #include "proto/compose.h"

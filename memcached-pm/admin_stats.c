@@ -23,7 +23,7 @@
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
 #include "storage/base/hash.h"
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"

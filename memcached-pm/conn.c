@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/security/sasl_cyrus.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/net/transport.h"

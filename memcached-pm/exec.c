@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "storage/cache/cache_peek.h"
 #include "storage/cache/cache_delta.h"
 

@@ -14,7 +14,7 @@
 
 #include "memcached-pm/net/evloop.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process.h"
 #include "memcached-pm/process_auth.h"

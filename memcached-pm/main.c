@@ -31,7 +31,7 @@
 #include "memcached-pm/base/cmdline.h"
 #include "memcached-pm/listen.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/security/sasl_cyrus.h"
 #include "memcached-pm/base/stats.h"

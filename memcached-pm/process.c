@@ -23,7 +23,7 @@
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process_meta.h"
 #include "memcached-pm/base/settings.h"

@@ -26,7 +26,7 @@
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/detail.h"
 #include "memcached-pm/exec.h"
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process_auth.h"

@@ -18,7 +18,7 @@
 
 #include "memcached-pm/net/evloop.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/machine.h"
 #include "memcached-pm/net/ring.h"
 #include "memcached-pm/base/settings.h"

@@ -14,7 +14,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/logger.h"
+#include "memcached-pm/watch/logger.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
