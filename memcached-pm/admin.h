@@ -6,7 +6,7 @@
 #ifndef MCPM_ADMIN_H
 #define MCPM_ADMIN_H
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "proto/request.h"
 
 enum process_result admin_memlimit(struct conn *c, struct request *req);

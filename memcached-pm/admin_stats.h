@@ -5,7 +5,7 @@
 #ifndef MCPM_ADMIN_STATS_H
 #define MCPM_ADMIN_STATS_H
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "proto/request.h"
 
 enum process_result admin_stats(struct conn *c, struct request *req);

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "proto/request.h"
 
 enum detail_op { DETAIL_GET, DETAIL_SET, DETAIL_DELETE };

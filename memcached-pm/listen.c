@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/admin_stats.h"
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "memcached-pm/foreign.h"
 #include "memcached-pm/net/given.h"
 #include "memcached-pm/base/log.h"

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "memcached-pm/base/stats.h"
 #include "proto/binary.h"
 #include "proto/request.h"

@@ -27,7 +27,7 @@
 #ifndef MCPM_MACHINE_H
 #define MCPM_MACHINE_H
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 
 /* Start reading a new connection (conn_new()) on its worker's base. */
 void machine_start(struct conn *c);

@@ -10,7 +10,7 @@
 #ifndef MCPM_PROCESS_H
 #define MCPM_PROCESS_H
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "proto/request.h"
 
 /* Execute one request.  req's strings point into c's read buffer and stay

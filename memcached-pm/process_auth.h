@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "proto/binary.h"
 
 /* SASL data longer than this is refused without being read into the

@@ -11,7 +11,7 @@
 #ifndef MCPM_PROCESS_BIN_H
 #define MCPM_PROCESS_BIN_H
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "proto/binary.h"
 
 /* Execute one request.  r's key points into c's read buffer and stays

@@ -4,7 +4,7 @@
 #ifndef MCPM_PROCESS_META_H
 #define MCPM_PROCESS_META_H
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "proto/request.h"
 
 /* mn mg ms md ma me: check the flags, run the command, queue the reply. */

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "memcached-pm/foreign.h"
-#include "memcached-pm/handover.h"
+#include "memcached-pm/conn/handover.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/restart.h"
 #include "memcached-pm/sdaemon.h"

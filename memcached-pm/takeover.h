@@ -46,7 +46,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "memcached-pm/handover.h"
+#include "memcached-pm/conn/handover.h"
 #include "memcached-pm/net/given.h"
 
 enum takeover_msg {

@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "memcached-pm/net/evloop.h"
 #include "memcached-pm/net/given.h"
 #include "memcached-pm/base/log.h"

@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "memcached-pm/net/given.h"
 
 /* The sockets on each -l address at -U's port: those of the given ones

@@ -15,9 +15,9 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 #include "memcached-pm/net/evloop.h"
-#include "memcached-pm/handover.h"
+#include "memcached-pm/conn/handover.h"
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/base/stats.h"
 

@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/handover.h"
+#include "memcached-pm/conn/handover.h"
 
 #include <errno.h>
 #include <stdio.h>

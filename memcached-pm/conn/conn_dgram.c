@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 
 #include <stdio.h>
 #include <stdlib.h>

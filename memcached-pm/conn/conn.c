@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/conn.h"
+#include "memcached-pm/conn/conn.h"
 
 #include <errno.h>
 #include <limits.h>

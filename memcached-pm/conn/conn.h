@@ -30,7 +30,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/net/evloop.h"
-#include "memcached-pm/handover.h"
+#include "memcached-pm/conn/handover.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"
