@@ -24,6 +24,7 @@
 #include "proto/token.h"
 #include "storage/cache/cache_open.h"
 #include "storage/cache/cache_stats.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define MB (1024 * 1024)
 

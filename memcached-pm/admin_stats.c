@@ -33,6 +33,7 @@
 #include "proto/response.h"
 #include "proto/token.h"
 #include "storage/cache/cache_stats.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define STAT_LINE_MAX 1200
 

@@ -15,6 +15,7 @@
 #include "proto/binary.h"
 #include "proto/response.h"
 #include "proto/token.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define LINE_MAX_LEN 1200
 

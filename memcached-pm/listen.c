@@ -285,7 +285,7 @@ bind_one(const struct addrinfo *ai)
     if (fd < 0) {
         return -1;
     }
-    conn_sock_cookie(fd);
+    sock_cookie(fd);
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (settings.num_napi_ids > 0) {
         int id;

@@ -27,6 +27,9 @@
 #include "proto/text.h"
 #include "storage/cache/cache.h"
 #include "storage/cache/cache_open.h"
+#include "memcached-pm/conn/conn_handover.h"
+#include "memcached-pm/conn/conn_in.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
 

@@ -31,6 +31,7 @@
 #include "proto/response.h"
 #include "proto/text.h"
 #include "proto/token.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define VALUE_LINE_MAX (PROTO_KEY_MAX + 64)
 

@@ -15,6 +15,7 @@
 #include "memcached-pm/base/stats.h"
 #include "proto/response.h"
 #include "proto/token.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define AUTH_LINE_MAX  2048         /* no newline by then: junk, close */
 #define AUTH_LINE_MIN  6            /* shorter cannot be "set a 0 0 1" */

@@ -31,6 +31,7 @@
 #include "memcached-pm/lookahead.h"
 #include "memcached-pm/process_auth.h"
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define COUNTER_EXPTIME_NONE 0xffffffffu  /* incr/decr: do not create */
 #define VALUE_HEAD_MAX (BIN_HEADER_LEN + 4 + PROTO_KEY_MAX)

@@ -23,6 +23,7 @@
 #include "proto/response.h"
 #include "storage/cache/cache_peek.h"
 #include "storage/cache/cache_delta.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define META_LINE_MAX 1024      /* memcached's reply line limit */
 

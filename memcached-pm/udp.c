@@ -34,6 +34,7 @@
 #include "proto/udp.h"
 #include "storage/cache/cache.h"
 #include "storage/cache/cache_open.h"
+#include "memcached-pm/conn/conn_out.h"
 
 #define UDP_READ_MAX   65536    /* a request datagram, frame included */
 #define UDP_RECV_BATCH 8        /* datagrams a recvmmsg takes */
@@ -305,7 +306,7 @@ open_one(const struct addrinfo *ai, bool shared)
     if (fd < 0) {
         return -1;
     }
-    conn_sock_cookie(fd);
+    sock_cookie(fd);
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (shared) {
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));

@@ -29,6 +29,7 @@
 #include "storage/base/clock.h"
 #include "storage/base/affinity.h"
 #include "storage/cache/cache_open.h"
+#include "memcached-pm/conn/conn_handover.h"
 
 /* An accepted fd waiting for its worker, or one taken over with its
  * state (hc, owned). */

@@ -1,13 +1,17 @@
 /*
- * conn.c: the connection object: buffers, the reply queue, socket I/O
- * (conn.h); the workers' lists of them are conn_list.c's.
+ * conn.c: the connection object (conn.h): made, listed on its worker,
+ * counted against the worker's share of -o read_buf_mem_limit, and
+ * freed; the workers' lists and what "stats conns" and "stats" read of
+ * them.  Reading is conn_in.c's, the reply queue conn_out.c's.
+ *
+ * Locking: a connection is its worker's alone; a list's lock guards its
+ * links, which its worker alone changes and "stats conns" walks under
+ * the lock.
  */
 #include "config.h"
 
 #include "memcached-pm/conn/conn.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,28 +19,21 @@
 #include <unistd.h>
 
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/watch/logger.h"
-#include "memcached-pm/security/sasl_cyrus.h"
-#include "memcached-pm/base/settings.h"
-#include "memcached-pm/net/transport.h"
-#include "proto/binary.h"
-#include "proto/response.h"
-#include "storage/cache/cache_peek.h"
 #include "memcached-pm/net/given.h"
+#include "memcached-pm/net/transport.h"
+#include "memcached-pm/security/sasl_cyrus.h"
+#include "memcached-pm/watch/logger.h"
 
-#define RBUF_SIZE      16384          /* memcached's READ_BUFFER_SIZE */
-#define RBUF_MAX       (2 * 1024 * 1024)  /* longest multiget line */
-#define OBUF_KEEP      4              /* arena blocks kept when idle */
 #define RESP_PER_RBUF  13             /* memcached's responses per buffer */
-#define IOV_KEEP       1024           /* iovec entries kept when idle */
-#define IOV_BATCH      (IOV_MAX < 1024 ? IOV_MAX : 1024)
+
+/* ---- the worker's share ---------------------------------------------- */
 
 /* Buffer gauges of the owning worker: single writer, so a relaxed load
  * and store (STAT_ADD) is enough; a negative delta wraps as intended.  A
  * UDP socket's buffer is its own, outside -o read_buf_mem_limit (as
  * memcached's UDP connections read into theirs): not counted. */
-static void
-gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
+void
+conn_gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
 {
     struct buffer_gauges *g = &c->list->gauges;
 
@@ -55,7 +52,7 @@ worker_share(void)
     uint64_t share = settings.read_buf_mem_limit /
                      (unsigned)settings.num_threads;
 
-    return share < RBUF_SIZE ? RBUF_SIZE : share;   /* memcached's least */
+    return share < CONN_RBUF_SIZE ? CONN_RBUF_SIZE : share;   /* memcached's least */
 }
 
 static uint64_t
@@ -66,7 +63,7 @@ slot_bytes(const struct buffer_gauges *g, uint64_t slots)
     if (n == 0 && g->resp_buffer_kept) {
         n = 1;
     }
-    return n * RBUF_SIZE;
+    return n * CONN_RBUF_SIZE;
 }
 
 /* Does the worker's share hold its read buffers grown by `add` bytes
@@ -80,8 +77,8 @@ share_holds(const struct buffer_gauges *g, size_t add, uint64_t more)
 
 /* May this worker's read buffers grow by add bytes?  A refusal counts as
  * read_buf_oom, and the connection closes, as memcached's does. */
-static bool
-rbuf_may_grow(struct conn *c, size_t add)
+bool
+conn_rbuf_may_grow(struct conn *c, size_t add)
 {
     if (settings.read_buf_mem_limit == 0 || c->is_udp ||
         share_holds(&c->list->gauges, add, 0)) {
@@ -109,8 +106,8 @@ conn_resp_take(struct conn *c)
     return true;
 }
 
-static void
-resp_give_back(struct conn *c)
+void
+conn_resp_give_back(struct conn *c)
 {
     if (c->resp_slots > 0) {
         STAT_ADD(c->list->gauges.resp_slots, -(uint64_t)c->resp_slots);
@@ -118,13 +115,135 @@ resp_give_back(struct conn *c)
     }
 }
 
-static void
-gauge_obuf(struct conn *c, int64_t count)
+void
+conn_gauge_obuf(struct conn *c, int64_t count)
 {
     struct buffer_gauges *g = &c->list->gauges;
 
     STAT_ADD(g->response_obj_count, (uint64_t)count);
     STAT_ADD(g->response_obj_bytes, (uint64_t)(count * (int64_t)OBUF_SIZE));
+}
+
+/* ---- the workers' lists ---------------------------------------------- */
+
+static struct conn_list *lists;
+static unsigned nlists;
+
+struct conn_list *
+conn_lists_new(unsigned n)
+{
+    lists = calloc(n, sizeof(*lists));
+    if (lists == NULL) {
+        return NULL;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        pthread_mutex_init(&lists[i].lock, NULL);
+    }
+    nlists = n;
+    return lists;
+}
+
+void
+conn_lists_free(void)
+{
+    for (unsigned i = 0; i < nlists; i++) {
+        pthread_mutex_destroy(&lists[i].lock);
+    }
+    free(lists);
+    lists = NULL;
+    nlists = 0;
+}
+
+static void
+list_add(struct conn_list *l, struct conn *c)
+{
+    pthread_mutex_lock(&l->lock);
+    c->prev = NULL;
+    c->next = l->head;
+    if (l->head != NULL) {
+        l->head->prev = c;
+    }
+    l->head = c;
+    l->n++;
+    pthread_mutex_unlock(&l->lock);
+}
+
+static void
+list_del(struct conn_list *l, struct conn *c)
+{
+    bool empty;
+
+    pthread_mutex_lock(&l->lock);
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        l->head = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    l->n--;
+    empty = l->n == 0;
+    pthread_mutex_unlock(&l->lock);
+    if (empty && l->leaving && l->on_empty != NULL) {
+        l->on_empty(l->empty_arg);
+    }
+}
+
+void
+conn_each(void (*fn)(struct conn *c, void *ctx), void *ctx)
+{
+    for (unsigned i = 0; i < nlists; i++) {
+        pthread_mutex_lock(&lists[i].lock);
+        for (struct conn *c = lists[i].head; c != NULL; c = c->next) {
+            fn(c, ctx);
+        }
+        pthread_mutex_unlock(&lists[i].lock);
+    }
+}
+
+#define GLOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+
+void
+conn_gauges(struct buffer_gauges *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < nlists; i++) {
+        const struct buffer_gauges *g = &lists[i].gauges;
+
+        out->read_buf_count += GLOAD(g->read_buf_count);
+        out->read_buf_bytes += GLOAD(g->read_buf_bytes);
+        out->response_obj_count += GLOAD(g->response_obj_count);
+        out->response_obj_bytes += GLOAD(g->response_obj_bytes);
+    }
+}
+
+const char *
+conn_state_name(const struct conn *c)
+{
+    enum conn_state s = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
+
+    /* memcached's name for a UDP socket, and for a connection waiting
+     * for its next request (it passes conn_waiting on its way there). */
+    if (c->is_udp || s == CONN_READ) {
+        return "conn_read";
+    }
+    return conn_state_label(s);
+}
+
+const char *
+conn_state_label(enum conn_state s)
+{
+    switch (s) {
+    case CONN_READ: return "conn_waiting";
+    case CONN_PARSE: return "conn_parse_cmd";
+    case CONN_NREAD: return "conn_nread";
+    case CONN_SWALLOW: return "conn_swallow";
+    case CONN_WRITE: return "conn_mwrite";
+    case CONN_HANDOFF: return "conn_watch";
+    case CONN_LEAVE: return "conn_closing";
+    case CONN_CLOSING: default: return "conn_closing";
+    }
 }
 
 /* ---- life ------------------------------------------------------------- */
@@ -206,10 +325,10 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size, bool udp)
     c->last_cmd = clock_now();
     conn_set_state(c, CONN_READ);
     if (rbuf_size > 0) {
-        gauge_rbuf(c, 1, (int64_t)rbuf_size);
+        conn_gauge_rbuf(c, 1, (int64_t)rbuf_size);
     }
-    gauge_obuf(c, 1);
-    conn_list_add(c->list, c);
+    conn_gauge_obuf(c, 1);
+    list_add(c->list, c);
     return c;
 }
 
@@ -220,7 +339,7 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix, enum tls_mode tls,
     /* Under read_buf_mem_limit a buffer is held only while reading: the
      * first read takes one (rbuf_room()). */
     struct conn *c = conn_make(o, fd, settings.read_buf_mem_limit > 0
-                                      ? 0 : RBUF_SIZE, false);
+                                      ? 0 : CONN_RBUF_SIZE, false);
 
     if (c == NULL) {
         return NULL;
@@ -276,8 +395,8 @@ conn_new_udp(const struct conn_owner *o, int fd, const char *name,
     return c;
 }
 
-static void
-release_refs(struct conn *c)
+void
+conn_release_refs(struct conn *c)
 {
     for (size_t i = 0; i < c->nrefs; i++) {
         cache_release(c->refs[i]);
@@ -294,19 +413,19 @@ conn_release(struct conn *c)
     if (c->loop != NULL) {
         evloop_forget(c->loop, &c->ev);
     }
-    conn_list_del(c->list, c);
-    release_refs(c);
-    resp_give_back(c);
+    list_del(c->list, c);
+    conn_release_refs(c);
+    conn_resp_give_back(c);
     if (c->nitem != NULL) {
         cache_release(c->nitem);
     }
     for (b = c->obuf_head; b != NULL; b = next) {
         next = b->next;
         free(b);
-        gauge_obuf(c, -1);
+        conn_gauge_obuf(c, -1);
     }
     if (c->rbuf != NULL) {      /* none while idle under the limit */
-        gauge_rbuf(c, -1, -(int64_t)c->rsize);
+        conn_gauge_rbuf(c, -1, -(int64_t)c->rsize);
     }
     cyrus_session_free(&c->sasl);
     free(c->nmeta);
@@ -351,186 +470,11 @@ conn_detach(struct conn **cp)
     *cp = NULL;
 }
 
-/* ---- output queue ----------------------------------------------------- */
-
-static int
-iov_push(struct conn *c, void *base, size_t len)
-{
-    if (c->iov_len == c->iov_cap) {
-        size_t cap = c->iov_cap ? c->iov_cap * 2 : 64;
-        struct iovec *iov = realloc(c->iov, cap * sizeof(*iov));
-
-        if (iov == NULL) {
-            return -1;
-        }
-        c->iov = iov;
-        c->iov_cap = cap;
-    }
-    c->iov[c->iov_len].iov_base = base;
-    c->iov[c->iov_len].iov_len = len;
-    c->iov_len++;
-    c->out_bytes += len;
-    return 0;
-}
-
-/* Point the queue at bytes just written into the current arena block,
- * growing the last iovec when it ends exactly there. */
-static int
-iov_push_arena(struct conn *c, char *p, size_t n)
-{
-    if (c->iov_len > c->iov_sent) {
-        struct iovec *last = &c->iov[c->iov_len - 1];
-
-        if ((char *)last->iov_base + last->iov_len == p) {
-            last->iov_len += n;
-            c->out_bytes += n;
-            return 0;
-        }
-    }
-    return iov_push(c, p, n);
-}
-
-/* A block with room for n bytes (n <= OBUF_SIZE), or NULL. */
-static struct obuf *
-arena_room(struct conn *c, size_t n)
-{
-    struct obuf *b = c->obuf_cur;
-
-    if (OBUF_SIZE - b->used >= n) {
-        return b;
-    }
-    if (b->next == NULL) {
-        b->next = malloc(sizeof(*b));
-        if (b->next == NULL) {
-            return NULL;
-        }
-        b->next->next = NULL;
-        gauge_obuf(c, 1);
-    }
-    b = b->next;
-    b->used = 0;
-    c->obuf_cur = b;
-    return b;
-}
-
-char *
-conn_out_reserve(struct conn *c, size_t n)
-{
-    struct obuf *b;
-
-    if (n > OBUF_SIZE || (b = arena_room(c, n)) == NULL) {
-        return NULL;
-    }
-    return b->data + b->used;
-}
-
-void
-conn_out_commit_push(struct conn *c, size_t used)
-{
-    struct obuf *b = c->obuf_cur;
-    char *p = b->data + b->used;
-
-    if (c->noreply || used == 0) {
-        return;
-    }
-    b->used += used;
-    if (iov_push_arena(c, p, used) != 0) {
-        b->used -= used;
-        c->close_after_write = true;
-    }
-}
-
-int
-conn_out_any(struct conn *c, const char *s, size_t n)
-{
-    if (c->noreply) {
-        return 0;
-    }
-    while (n > 0) {
-        size_t part = n < OBUF_SIZE ? n : OBUF_SIZE;
-        char *p = conn_out_reserve(c, part);
-
-        if (p == NULL) {
-            c->close_after_write = true;
-            return -1;
-        }
-        memcpy(p, s, part);
-        conn_out_commit(c, part);
-        s += part;
-        n -= part;
-    }
-    return 0;
-}
-
-void
-conn_log_reply_line(const struct conn *c, const char *line, size_t n)
-{
-    if (n >= 2 && line[n - 2] == '\r') {
-        n -= 2;
-    }
-    log_write(">%d %.*s", c->fd, (int)n, line);
-}
-
-int
-conn_out_bin(struct conn *c, uint16_t status, uint64_t cas,
-             const char *ext, uint8_t extlen, const char *key,
-             uint16_t nkey, const char *val, uint32_t nval)
-{
-    char h[BIN_HEADER_LEN];
-
-    bin_compose_header(h, c->bin_opcode, status, c->bin_opaque, cas, extlen,
-                       nkey, (uint32_t)extlen + nkey + nval);
-    if (settings.verbose > 1) {
-        if (status != BIN_SUCCESS && status != BIN_AUTH_CONTINUE) {
-            log_write(">%d Writing an error: %s", c->fd,
-                      bin_status_text(status));
-        }
-        log_bin_header(c->fd, '>', "Writing bin response:",
-                       (const unsigned char *)h);
-    }
-    return conn_out(c, h, sizeof(h)) || conn_out(c, ext, extlen) ||
-           conn_out(c, key, nkey) || conn_out(c, val, nval) ? -1 : 0;
-}
-
-enum process_result
-conn_swallow(struct conn *c, int rsp, uint64_t bytes)
-{
-    conn_out_rsp(c, rsp);
-    c->swallow = bytes;
-    return PROCESS_SWALLOW;
-}
-
-static int
-refs_push(struct conn *c, struct item *it)
-{
-    if (c->nrefs == c->refs_cap) {
-        size_t cap = c->refs_cap ? c->refs_cap * 2 : 32;
-        struct item **refs = realloc(c->refs, cap * sizeof(*refs));
-
-        if (refs == NULL) {
-            return -1;
-        }
-        c->refs = refs;
-        c->refs_cap = cap;
-    }
-    c->refs[c->nrefs++] = it;
-    return 0;
-}
-
-/* A short value is copied after the bytes queued before it, and its item
- * let go at once: the reply stays one run of bytes (one iovec for the
- * kernel to walk, not three) and no reference waits for the write. */
-static bool
-value_copied(const struct conn *c, struct item *it)
-{
-    return conn_value_len(c, it) <= CONN_VALUE_COPY_MAX && !c->noreply &&
-           !(item_flags(it) & ITEM_CHUNKED);
-}
 
 /* item_value_iov() cut to the value's bytes on c's wire: up to max
  * pieces of it from `off`, and how many. */
-static size_t
-value_iov(const struct conn *c, const struct item *it, size_t off,
+size_t
+conn_value_iov(const struct conn *c, const struct item *it, size_t off,
           struct iovec *iov, size_t max)
 {
     size_t end = conn_value_len(c, it), n, i;
@@ -546,321 +490,4 @@ value_iov(const struct conn *c, const struct item *it, size_t off,
         off += iov[i].iov_len;
     }
     return i;
-}
-
-/* Commit `used` bytes written at the reserved position with the value
- * copied after them, and let the item go. */
-static int
-commit_with_value(struct conn *c, size_t used, struct item *it)
-{
-    struct obuf *b = c->obuf_cur;
-    size_t n = conn_value_len(c, it);
-
-    memcpy(b->data + b->used + used, item_value(it), n);
-    conn_out_commit(c, used + n);
-    cache_release(it);
-    return 0;
-}
-
-int
-conn_out_view(struct conn *c, const struct cache_view *v, size_t line_max,
-              bool with_value,
-              size_t (*line)(char *p, const struct cache_view *v, void *arg),
-              void *arg)
-{
-    size_t vlen = !with_value ? 0
-                  : v->vlen + (c->proto == CONN_BINARY ? 0 : 2);
-    char *p = conn_out_reserve(c, line_max + vlen);
-    size_t n = 0;
-
-    if (p != NULL && (n = line(p, v, arg)) != 0) {
-        memcpy(p + n, v->value, vlen);
-    }
-    if (!cache_peek_end(v) || n == 0) {
-        return -1;
-    }
-    conn_out_commit(c, n + vlen);
-    return 0;
-}
-
-char *
-conn_out_reserve_value(struct conn *c, size_t line_max, struct item *it)
-{
-    return conn_out_reserve(c, line_max + (value_copied(c, it)
-                                           ? conn_value_len(c, it) : 0));
-}
-
-int
-conn_out_line_value(struct conn *c, size_t used, struct item *it)
-{
-    if (value_copied(c, it)) {
-        return commit_with_value(c, used, it);
-    }
-    conn_out_commit(c, used);
-    return conn_out_value(c, it);
-}
-
-int
-conn_out_value(struct conn *c, struct item *it)
-{
-    struct iovec iov[16];
-    size_t off = 0, n;
-
-    if (value_copied(c, it) && conn_out_reserve(c, conn_value_len(c, it))) {
-        return commit_with_value(c, 0, it);
-    }
-    if (refs_push(c, it) != 0) {
-        cache_release(it);
-        c->close_after_write = true;
-        return -1;
-    }
-    while ((n = value_iov(c, it, off, iov, 16)) > 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (iov_push(c, iov[i].iov_base, iov[i].iov_len) != 0) {
-                c->close_after_write = true;
-                return -1;
-            }
-            off += iov[i].iov_len;
-        }
-    }
-    return 0;
-}
-
-/* Everything sent: give references back and rewind the arena. */
-static void
-out_reset(struct conn *c)
-{
-    struct obuf *b = c->obuf_head;
-    unsigned kept = 1;
-
-    release_refs(c);
-    resp_give_back(c);
-    c->iov_len = c->iov_sent = 0;
-    c->out_bytes = 0;
-    while (b->next != NULL && kept < OBUF_KEEP) {
-        b = b->next;
-        kept++;
-    }
-    while (b->next != NULL) {
-        struct obuf *extra = b->next;
-        b->next = extra->next;
-        free(extra);
-        gauge_obuf(c, -1);
-    }
-    c->obuf_head->used = 0;
-    c->obuf_cur = c->obuf_head;
-    if (c->iov_cap > IOV_KEEP) {
-        free(c->iov);
-        c->iov = NULL;
-        c->iov_cap = 0;
-    }
-    if (c->refs_cap > IOV_KEEP) {
-        free(c->refs);
-        c->refs = NULL;
-        c->refs_cap = 0;
-    }
-}
-
-void
-conn_out_discard(struct conn *c)
-{
-    out_reset(c);
-}
-
-int
-conn_flush(struct conn *c)
-{
-    while (c->iov_sent < c->iov_len) {
-        size_t left = c->iov_len - c->iov_sent;
-        ssize_t n = io_writev(c->fd, c->tls, c->rio, &c->iov[c->iov_sent],
-                              left < IOV_BATCH ? left : IOV_BATCH);
-
-        if (n < 0) {
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
-        }
-        STAT_ADD(c->stats->bytes_written, (uint64_t)n);
-        c->out_bytes -= (size_t)n;
-        while (n > 0) {
-            struct iovec *v = &c->iov[c->iov_sent];
-
-            if ((size_t)n >= v->iov_len) {
-                n -= (ssize_t)v->iov_len;
-                c->iov_sent++;
-            } else {
-                v->iov_base = (char *)v->iov_base + n;
-                v->iov_len -= (size_t)n;
-                n = 0;
-            }
-        }
-    }
-    out_reset(c);
-    return 1;
-}
-
-/* ---- input ------------------------------------------------------------ */
-
-/* Make room at the end of the read buffer: slide unparsed bytes to the
- * front, grow for a long multiget line, shrink an idle big buffer. */
-static int
-rbuf_room(struct conn *c)
-{
-    size_t have = c->rend - c->rstart;
-
-    if (c->rbuf == NULL) {      /* given back while idle (conn_idle()) */
-        if (!rbuf_may_grow(c, RBUF_SIZE) ||
-            (c->rbuf = malloc(RBUF_SIZE)) == NULL) {
-            return -1;
-        }
-        c->rsize = RBUF_SIZE;
-        gauge_rbuf(c, 1, RBUF_SIZE);
-    }
-    if (have == 0 && c->rsize > RBUF_SIZE) {
-        char *small = malloc(RBUF_SIZE);
-        if (small != NULL) {
-            gauge_rbuf(c, 0, RBUF_SIZE - (int64_t)c->rsize);
-            free(c->rbuf);
-            c->rbuf = small;
-            c->rsize = RBUF_SIZE;
-        }
-    }
-    if (c->rstart > 0) {
-        memmove(c->rbuf, c->rbuf + c->rstart, have);
-        c->pf_end = c->pf_end > c->rstart ? c->pf_end - c->rstart : 0;
-        c->rstart = 0;
-        c->rend = have;
-    }
-    if (c->rend == c->rsize) {
-        char *big;
-
-        if (c->rsize >= RBUF_MAX || !rbuf_may_grow(c, c->rsize)) {
-            return -1;
-        }
-        big = realloc(c->rbuf, c->rsize * 2);
-        if (big == NULL) {
-            return -1;
-        }
-        gauge_rbuf(c, 0, (int64_t)c->rsize);
-        c->rbuf = big;
-        c->rsize *= 2;
-    }
-    return 0;
-}
-
-/* A read's result as the callers take it: the bytes (counted), 0 when
- * the socket had none, -1 when it is closed or failed. */
-static inline ssize_t
-got_bytes(struct conn *c, ssize_t n)
-{
-    if (n > 0) {
-        STAT_ADD(c->stats->bytes_read, (uint64_t)n);
-        return n;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        return 0;
-    }
-    if (n == 0) {
-        c->close_reason = LOG_CLOSE_NORMAL;     /* the client hung up */
-    }
-    return -1;
-}
-
-ssize_t
-conn_read(struct conn *c)
-{
-    ssize_t n;
-
-    if (rbuf_room(c) != 0) {
-        return -1;
-    }
-    n = io_read(c->fd, c->tls, c->rio, c->rbuf + c->rend, c->rsize - c->rend);
-#ifdef ENABLE_TLS
-    if (n > 0 && c->tls != NULL && !c->tls_named) {
-        /* The handshake is done: keep the client's name where stats
-         * conns can read it without the session. */
-        tls_peer_cn(c->tls, c->peer_cn, sizeof(c->peer_cn));
-        __atomic_store_n(&c->tls_named, true, __ATOMIC_RELEASE);
-    }
-#endif
-    if (n > 0) {
-        c->read_short = (size_t)n < c->rsize - c->rend && !io_pending(c->tls, c->rio);
-        c->rend += (size_t)n;
-    }
-    return got_bytes(c, n);
-}
-
-int
-conn_fill_input(struct conn *c, const char *p, size_t n)
-{
-    size_t size = c->rsize > RBUF_SIZE ? c->rsize : RBUF_SIZE;
-
-    while (size < n) {
-        size *= 2;
-    }
-    if (size != c->rsize) {
-        char *b = realloc(c->rbuf, size);
-
-        if (b == NULL) {
-            return -1;
-        }
-        gauge_rbuf(c, c->rbuf == NULL ? 1 : 0,
-                   (int64_t)size - (int64_t)c->rsize);
-        c->rbuf = b;
-        c->rsize = size;
-    }
-    memcpy(c->rbuf, p, n);
-    c->rstart = c->pf_end = 0;
-    c->rend = n;
-    return 0;
-}
-
-void
-conn_give_back_rbuf(struct conn *c)
-{
-    if (c->rbuf == NULL || c->rstart != c->rend || c->is_udp) {
-        return;
-    }
-    gauge_rbuf(c, -1, -(int64_t)c->rsize);
-    free(c->rbuf);
-    c->rbuf = NULL;
-    c->rsize = 0;
-    c->rstart = c->rend = c->pf_end = 0;
-}
-
-void
-conn_nread_buffered(struct conn *c)
-{
-    size_t want = conn_value_len(c, c->nitem) - c->nread_off;
-    size_t have = c->rend - c->rstart;
-    size_t take = want < have ? want : have;
-    struct iovec iov[16];
-    size_t n, done = 0;
-
-    while (done < take &&
-           (n = value_iov(c, c->nitem, c->nread_off, iov, 16)) > 0) {
-        for (size_t i = 0; i < n && done < take; i++) {
-            size_t part = iov[i].iov_len < take - done ? iov[i].iov_len
-                          : take - done;
-
-            memcpy(iov[i].iov_base, c->rbuf + c->rstart + done, part);
-            done += part;
-            c->nread_off += part;
-        }
-    }
-    c->rstart += done;
-}
-
-ssize_t
-conn_nread_direct(struct conn *c)
-{
-    struct iovec iov[64];
-    size_t n = value_iov(c, c->nitem, c->nread_off, iov, 64);
-    ssize_t got = io_readv(c->fd, c->tls, c->rio, iov, (int)n);
-
-    if (got > 0) {
-        c->nread_off += (size_t)got;
-        if (io_pending(c->tls, c->rio)) {
-            c->read_short = false;  /* what follows the value is in TLS */
-        }
-    }
-    return got_bytes(c, got);
 }

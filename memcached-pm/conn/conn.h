@@ -1,6 +1,8 @@
 /*
  * conn.h: one client connection: its socket, its read buffer, its reply
- * queue, and the list of connections of its worker.
+ * queue, and the list of connections of its worker (conn.c); reading is
+ * conn_in.h's, the reply queue conn_out.h's, leaving for a successor
+ * conn_handover.h's.
  *
  * This is the object the request layer works on (process.h, exec.h,
  * admin.h write replies into its queue); the state machine that drives
@@ -8,11 +10,6 @@
  * A connection belongs to one worker for its whole life and is touched
  * only by that worker's thread, but for the few fields "stats conns"
  * reads (see conn_each()).
- *
- * Replies are queued as iovecs: small lines are copied into an output
- * arena, values are pointed at in item memory while the connection holds
- * a reference; conn_flush() sends the queue with sendmsg() and only then
- * gives the references back.
  */
 #ifndef MCPM_CONN_H
 #define MCPM_CONN_H
@@ -29,17 +26,13 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/net/evloop.h"
-#include "memcached-pm/conn/handover.h"
-#include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
+#include "memcached-pm/conn/handover.h"
+#include "memcached-pm/net/evloop.h"
 #include "memcached-pm/security/tls.h"
 #include "proto/request.h"
-#include "proto/response.h"
-#include "storage/cache/cache.h"
+#include "storage/slab/item.h"
 
-struct cache_view;
-struct obuf;
 struct lookahead;
 struct ring;
 struct ring_io;
@@ -214,6 +207,15 @@ struct conn_owner {
     struct lookahead    *la;
 };
 
+/* The output arena: blocks of OBUF_SIZE bytes, filled in turn. */
+#define OBUF_SIZE (16384 - 2 * sizeof(size_t))
+
+struct obuf {
+    struct obuf *next;
+    size_t       used;
+    char         data[OBUF_SIZE];
+};
+
 /* ---- lists ----------------------------------------------------------- */
 
 /* The lists of n workers, zeroed, owned here; NULL on allocation
@@ -232,10 +234,6 @@ void conn_each(void (*fn)(struct conn *c, void *ctx), void *ctx);
 /* Every worker's buffer gauges summed (relaxed reads). */
 void conn_gauges(struct buffer_gauges *out);
 
-/* Link c into (unlink it from) its worker's list: conn.c's, as it makes
- * and frees a connection. */
-void conn_list_add(struct conn_list *l, struct conn *c);
-void conn_list_del(struct conn_list *l, struct conn *c);
 
 /* ---- life ------------------------------------------------------------ */
 
@@ -263,28 +261,6 @@ void conn_free(struct conn **c);
  * in curr_connections for its new owner to uncount. */
 void conn_detach(struct conn **c);
 
-/* ---- handover (conn_handover.c) --------------------------------------- */
-
-/* May c move to another process?  Not a TLS session (its keys live
- * here), nor one half through a SASL exchange. */
-bool conn_can_move(const struct conn *c);
-
-/* c is at a request boundary, its replies all written: let go of its
- * socket into its list's handover records, with what it has read and not
- * parsed, then `more` (bytes its event engine received after), and free
- * it.  A UDP socket goes as it is.  Out of memory, it is closed. */
-void conn_leave(struct conn **c, const char *more, size_t nmore);
-
-/* A connection made for a socket taken over (conn_new()) takes on the
- * state it had: its protocol, authentication, idle time, and the input
- * read and not yet parsed, which is in its read buffer after.  0, or -1
- * when out of memory (the caller closes it). */
-int conn_adopt(struct conn *c, const struct handover_conn *h);
-
-/* Put n bytes at the start of an empty read buffer, making room.  0 or
- * -1. */
-int conn_fill_input(struct conn *c, const char *p, size_t n);
-
 /* Set the state, for stats conns' racy readers. */
 static inline void
 conn_set_state(struct conn *c, enum conn_state s)
@@ -300,33 +276,10 @@ conn_value_len(const struct conn *c, const struct item *it)
     return item_vlen(it) + (c->proto == CONN_BINARY ? 0 : 2);
 }
 
-/* ---- input ----------------------------------------------------------- */
-
-/* Read what the socket has into the read buffer, making room first (the
- * buffer may move: drop the look-ahead before).  >0 bytes, 0: would
- * block, -1: closed, an error, or a line longer than 2 MB. */
-ssize_t conn_read(struct conn *c);
-
-/* The connection waits for bytes with none buffered: under -o
- * read_buf_mem_limit its read buffer goes back (the next read takes one,
- * if the worker's share allows), as memcached's buffers do. */
-void conn_give_back_rbuf(struct conn *c);
-
-static inline void
-conn_idle(struct conn *c)
-{
-    if (settings.read_buf_mem_limit > 0) {
-        conn_give_back_rbuf(c);
-    }
-}
-
-/* Copy buffered bytes into c->nitem's value (NREAD), then read the rest
- * of a large value straight into item memory: >0 bytes read, 0: would
- * block, -1: closed or an error.  They read conn_value_len() bytes. */
-void    conn_nread_buffered(struct conn *c);
-ssize_t conn_nread_direct(struct conn *c);
-
-/* ---- output ---------------------------------------------------------- */
+/* Name of a connection's state for "stats conns", and of a state
+ * (memcached's conn_* names). */
+const char *conn_state_name(const struct conn *c);
+const char *conn_state_label(enum conn_state s);
 
 /*
  * Under -o read_buf_mem_limit a reply is built in memory the limit
@@ -341,202 +294,29 @@ ssize_t conn_nread_direct(struct conn *c);
  */
 bool conn_resp_take(struct conn *c);
 
-static inline bool
-conn_resp_start(struct conn *c)
-{
-    return settings.read_buf_mem_limit == 0 || conn_resp_take(c);
-}
+/* ---- what conn_in.c and conn_out.c share of the object ---------------- */
 
-/* Drop the replies queued and not yet sent (none of the queue is, while
- * requests run), their slots with them. */
-void conn_out_discard(struct conn *c);
+/* A read buffer's size, as memcached's READ_BUFFER_SIZE. */
+#define CONN_RBUF_SIZE 16384
 
-/* The output arena: blocks of OBUF_SIZE bytes, filled in turn. */
-#define OBUF_SIZE (16384 - 2 * sizeof(size_t))
+/* The worker's buffer gauges moved by count buffers of bytes (read
+ * buffers), or count arena blocks (replies); a UDP socket's read buffer
+ * is its own, outside -o read_buf_mem_limit, and not counted. */
+void conn_gauge_rbuf(struct conn *c, int64_t count, int64_t bytes);
+void conn_gauge_obuf(struct conn *c, int64_t count);
 
-struct obuf {
-    struct obuf *next;
-    size_t       used;
-    char         data[OBUF_SIZE];
-};
+/* May this worker's read buffers grow by add bytes?  A refusal counts as
+ * read_buf_oom, and the connection closes, as memcached's does. */
+bool conn_rbuf_may_grow(struct conn *c, size_t add);
 
-/* The queue's last entry when it ends where the current block's free
- * room begins, so that bytes written there extend it; else NULL. */
-static inline struct iovec *
-conn_out_tail(const struct conn *c)
-{
-    const struct obuf *b = c->obuf_cur;
-    struct iovec *last;
+/* The reply slots c holds, and the items its queue points into, given
+ * back (its queue was sent or dropped). */
+void conn_resp_give_back(struct conn *c);
+void conn_release_refs(struct conn *c);
 
-    if (c->iov_len == c->iov_sent) {
-        return NULL;
-    }
-    last = &c->iov[c->iov_len - 1];
-    return (const char *)last->iov_base + last->iov_len == b->data + b->used
-           ? last : NULL;
-}
-
-/* Reserve room for one line of at most n bytes in the arena; the caller
- * writes it and commits the length it used.  The commit is inline for
- * the two common cases (it extends the queue's last entry, or takes a
- * free one); conn_out_commit_push() does the rest. */
-char *conn_out_reserve(struct conn *c, size_t n);
-void conn_out_commit_push(struct conn *c, size_t used);
-
-static inline void
-conn_out_commit(struct conn *c, size_t used)
-{
-    struct obuf *b = c->obuf_cur;
-    struct iovec *last;
-
-    if (c->noreply || used == 0) {
-        return;
-    }
-    if ((last = conn_out_tail(c)) != NULL) {
-        last->iov_len += used;
-    } else if (c->iov_len < c->iov_cap) {
-        c->iov[c->iov_len].iov_base = b->data + b->used;
-        c->iov[c->iov_len].iov_len = used;
-        c->iov_len++;
-    } else {
-        conn_out_commit_push(c, used);
-        return;
-    }
-    b->used += used;
-    c->out_bytes += used;
-}
-
-/* Queue reply bytes (copied) or a fixed reply.  They return 0, or -1 when
- * the arena cannot grow (the connection is then closed after writing what
- * it has).  A line that fits the current block is copied inline;
- * conn_out_any() takes any length. */
-int conn_out_any(struct conn *c, const char *s, size_t n);
-
-static inline int
-conn_out(struct conn *c, const char *s, size_t n)
-{
-    struct obuf *b = c->obuf_cur;
-
-    if (!c->noreply && n > 0 && n <= OBUF_SIZE - b->used) {
-        memcpy(b->data + b->used, s, n);
-        conn_out_commit(c, n);
-        return 0;
-    }
-    return conn_out_any(c, s, n);
-}
-
-/* -vv: a text reply line as memcached logs the ones it sends with
- * out_string(): ">fd STORED" (the line's "\r\n" dropped).  Replies that
- * memcached writes otherwise (stats, meta results, values) are not. */
-void conn_log_reply_line(const struct conn *c, const char *line, size_t n);
-
-static inline void
-conn_log_reply(const struct conn *c, const char *line, size_t n)
-{
-    if (settings.verbose > 1 && c->proto != CONN_BINARY) {
-        conn_log_reply_line(c, line, n);
-    }
-}
-
-static inline int
-conn_out_rsp(struct conn *c, int rsp)           /* enum rsp_type */
-{
-    conn_log_reply(c, rsp_str[rsp], rsp_len[rsp]);
-    return conn_out(c, rsp_str[rsp], rsp_len[rsp]);
-}
-
-/* The longest value (with its "\r\n") copied into the arena rather
- * than sent from the item by reference. */
-#define CONN_VALUE_COPY_MAX 1024
-
-/* Queue an item's value bytes (conn_value_len() of them: "<data>\r\n" on
- * text, "<data>" on binary); takes over the caller's reference.  Values
- * up to 1 KB are copied and the reference released at once; longer ones
- * are sent by reference, released once written. */
-int conn_out_value(struct conn *c, struct item *it);
-
-/* A line followed by an item's value, with one reservation: reserve room
- * for a line of at most line_max bytes (and the value, when it is short
- * enough to be copied), write the line, then queue both; the value goes
- * as conn_out_value() sends it. */
-char *conn_out_reserve_value(struct conn *c, size_t line_max,
-                             struct item *it);
-int conn_out_line_value(struct conn *c, size_t used, struct item *it);
-
-/*
- * A hit from cache_peek(): reserve line_max bytes and the value, let
- * line() write what goes before the value (its length back; 0: it cannot,
- * nothing is queued), copy the value behind it when with_value
- * ("<data>\r\n" on text, "<data>" on binary), and keep it all only if
- * cache_peek_end() says the item did not change.  0, or -1 with nothing
- * queued (then answer through the lock path).
- */
-int conn_out_view(struct conn *c, const struct cache_view *v,
-                  size_t line_max, bool with_value,
-                  size_t (*line)(char *p, const struct cache_view *v,
-                                 void *arg),
-                  void *arg);
-
-/* Queue one binary reply packet to the request being answered
- * (c->bin_opcode, c->bin_opaque): its header, then the extras, key and
- * value given, copied.  0, or -1 as conn_out(). */
-int conn_out_bin(struct conn *c, uint16_t status, uint64_t cas,
-                 const char *ext, uint8_t extlen, const char *key,
-                 uint16_t nkey, const char *val, uint32_t nval);
-
-/* Queue reply rsp and drop the next `bytes` bytes of input (the data
- * block of a refused request).  Returns PROCESS_SWALLOW. */
-enum process_result conn_swallow(struct conn *c, int rsp, uint64_t bytes);
-
-/* Send what is queued.  1: all sent (references given back, arena
- * rewound); 0: the socket is full; -1: an error. */
-int conn_flush(struct conn *c);
-
-/* UDP: the request (or multiget key) being answered is done; its reply
- * is a message of its own.  end_message() leaves no message for a
- * request that queued nothing (noreply); next_key() makes one even when
- * the key queued nothing, as memcached answers a multiget over UDP.
- * No-ops on a stream. */
-void conn_msg_end(struct conn *c, bool keep_empty);
-
-static inline void
-conn_out_end_message(struct conn *c)
-{
-    if (c->msgs != NULL) {
-        conn_msg_end(c, false);
-    }
-}
-
-static inline void
-conn_out_next_key(struct conn *c)
-{
-    if (c->msgs != NULL) {
-        conn_msg_end(c, true);
-    }
-}
-
-/* Copy the reply queue's bytes out in order (UDP's datagrams): up to n
- * bytes from where *pos says, which moves on; the bytes copied (dst NULL:
- * skipped). */
-struct conn_out_pos {
-    size_t iov;
-    size_t off;
-};
-size_t conn_out_copy(struct conn *c, struct conn_out_pos *pos, char *dst,
-                     size_t n);
-
-/* The queue was sent by conn_out_copy()'s caller: give the references
- * back, rewind the arena, forget the messages. */
-void conn_out_sent(struct conn *c);
-
-/* -o sock_cookie_id: the mark a firewall can match (SO_MARK) on a
- * listening socket; without CAP_NET_ADMIN, memcached's "setsockopt"
- * line and the socket serves unmarked.  Nothing when the id is 0. */
-void conn_sock_cookie(int fd);
-
-/* Name of a connection's state for "stats conns", and of a state
- * (memcached's conn_* names). */
-const char *conn_state_name(const struct conn *c);
-const char *conn_state_label(enum conn_state s);
+/* item_value_iov() cut to the value's bytes on c's wire (conn_value_len()
+ * of them): up to max pieces of it from `off`, and how many. */
+size_t conn_value_iov(const struct conn *c, const struct item *it,
+                      size_t off, struct iovec *iov, size_t max);
 
 #endif

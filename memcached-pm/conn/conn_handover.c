@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/conn/conn.h"
+#include "memcached-pm/conn/conn_handover.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/base/stats.h"
+#include "memcached-pm/conn/conn_in.h"
 
 bool
 conn_can_move(const struct conn *c)

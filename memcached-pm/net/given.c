@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 
 #include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
 
 int
 sock_info(int fd, struct sock_info *si)
@@ -130,5 +131,16 @@ sock_addr_name(const struct sockaddr *sa, const char *transport,
 
         inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
         snprintf(out, len, "%s:%s:%d", transport, host, ntohs(s4->sin_port));
+    }
+}
+
+void
+sock_cookie(int fd)
+{
+    unsigned id = settings.sock_cookie_id;
+
+    if (id != 0 &&
+        setsockopt(fd, SOL_SOCKET, SO_MARK, &id, sizeof(id)) != 0) {
+        perror("setsockopt");
     }
 }

@@ -47,6 +47,11 @@ void sock_info_name(const struct sock_info *si, char *out, size_t len);
 void sock_addr_name(const struct sockaddr *sa, const char *transport,
                     char *out, size_t len);
 
+/* -o sock_cookie_id: the mark a firewall can match (SO_MARK) on a
+ * listening socket; without CAP_NET_ADMIN, memcached's "setsockopt"
+ * line and the socket serves unmarked.  Nothing when the id is 0. */
+void sock_cookie(int fd);
+
 /* The address one of the options asks for: does the socket have it?
  * any_port: the option's port is -1 (whatever the kernel picked). */
 bool sock_info_is(const struct sock_info *si, int type,
