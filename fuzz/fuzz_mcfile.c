@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/mcfile.h"
+#include "memcached-pm/migrate/mcfile.h"
 
 #define PS    4096
 #define PAGES 4

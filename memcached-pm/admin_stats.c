@@ -27,7 +27,7 @@
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"
-#include "memcached-pm/warm.h"
+#include "memcached-pm/migrate/warm.h"
 #include "proto/binary.h"
 #include "proto/compose.h"
 #include "proto/response.h"

@@ -28,7 +28,7 @@
 
 #include "memcached-pm/admin_stats.h"
 #include "memcached-pm/conn/conn.h"
-#include "memcached-pm/foreign.h"
+#include "memcached-pm/migrate/foreign.h"
 #include "memcached-pm/net/given.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/net/portfile.h"
@@ -36,7 +36,7 @@
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"
 #include "memcached-pm/udp.h"
-#include "memcached-pm/warm.h"
+#include "memcached-pm/migrate/warm.h"
 #include "memcached-pm/worker.h"
 #include "proto/response.h"
 

@@ -37,7 +37,7 @@
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"
 #include "memcached-pm/udp.h"
-#include "memcached-pm/warm.h"
+#include "memcached-pm/migrate/warm.h"
 #include "memcached-pm/worker.h"
 #include "memcached-pm/base/placement.h"
 #include "memcached-pm/restart.h"

@@ -16,7 +16,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "memcached-pm/convert.h"
+#include "memcached-pm/migrate/convert.h"
 #include "memcached-pm/base/settings.h"
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"

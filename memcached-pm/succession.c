@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcached-pm/foreign.h"
+#include "memcached-pm/migrate/foreign.h"
 #include "memcached-pm/conn/handover.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/restart.h"

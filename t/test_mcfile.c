@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "memcached-pm/mcfile.h"
+#include "memcached-pm/migrate/mcfile.h"
 #include "t/tap.h"
 
 #define PS      65536                   /* slab_page_size */

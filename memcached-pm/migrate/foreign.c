@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/foreign.h"
+#include "memcached-pm/migrate/foreign.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/link.h"
+#include "memcached-pm/migrate/link.h"
 
 #include <errno.h>
 #include <fcntl.h>

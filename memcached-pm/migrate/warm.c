@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/warm.h"
+#include "memcached-pm/migrate/warm.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/link.h"
+#include "memcached-pm/migrate/link.h"
 #include "memcached-pm/base/settings.h"
 #include "proto/meta.h"
 #include "storage/cache/cache.h"

@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/convert.h"
+#include "memcached-pm/migrate/convert.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcached-pm/mcfile.h"
+#include "memcached-pm/migrate/mcfile.h"
 #include "memcached-pm/base/settings.h"
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"

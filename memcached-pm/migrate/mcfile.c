@@ -24,7 +24,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/mcfile.h"
+#include "memcached-pm/migrate/mcfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
