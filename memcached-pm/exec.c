@@ -10,6 +10,7 @@
 #include "memcached-pm/watch/logger.h"
 #include "storage/cache/cache_peek.h"
 #include "storage/cache/cache_delta.h"
+#include "memcached-pm/base/settings.h"
 
 /* ---- reads ------------------------------------------------------------ */
 
@@ -229,8 +230,6 @@ exec_delta(struct thread_stats *ts, const char *key, size_t nkey,
     return st;
 }
 
-static rel_time_t oldest_live;
-
 void
 exec_flush(struct thread_stats *ts, int64_t delay)
 {
@@ -238,12 +237,6 @@ exec_flush(struct thread_stats *ts, int64_t delay)
                                 : clock_now() - 1;
 
     STAT_INCR(ts->cmd_flush);
-    __atomic_store_n(&oldest_live, when, __ATOMIC_RELAXED);
+    settings_set_oldest(when);
     cache_flush(when);
-}
-
-rel_time_t
-exec_oldest(void)
-{
-    return __atomic_load_n(&oldest_live, __ATOMIC_RELAXED);
 }

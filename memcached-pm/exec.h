@@ -130,7 +130,5 @@ enum cache_status exec_delta(struct thread_stats *ts, const char *key,
  * now (0: now) read as missing from then on; cmd_flush. */
 void exec_flush(struct thread_stats *ts, int64_t delay);
 
-/* The cut-off of the last flush_all ("oldest" in stats settings). */
-rel_time_t exec_oldest(void);
 
 #endif

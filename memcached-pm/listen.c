@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcached-pm/admin_stats.h"
+#include "memcached-pm/admin/admin_stats.h"
 #include "memcached-pm/conn/conn.h"
 #include "memcached-pm/migrate/foreign.h"
 #include "memcached-pm/net/given.h"

@@ -26,7 +26,7 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/admin_stats.h"
+#include "memcached-pm/admin/admin_stats.h"
 #include "memcached-pm/security/auth.h"
 #include "memcached-pm/base/cmdline.h"
 #include "memcached-pm/listen.h"

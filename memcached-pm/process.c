@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "memcached-pm/admin.h"
-#include "memcached-pm/admin_stats.h"
-#include "memcached-pm/detail.h"
+#include "memcached-pm/admin/admin.h"
+#include "memcached-pm/admin/admin_stats.h"
+#include "memcached-pm/admin/detail.h"
 #include "memcached-pm/exec.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/watch/logger.h"

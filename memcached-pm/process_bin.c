@@ -23,8 +23,8 @@
 
 #include <string.h>
 
-#include "memcached-pm/admin_stats.h"
-#include "memcached-pm/detail.h"
+#include "memcached-pm/admin/admin_stats.h"
+#include "memcached-pm/admin/detail.h"
 #include "memcached-pm/exec.h"
 #include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/log.h"

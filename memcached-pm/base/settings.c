@@ -432,3 +432,17 @@ settings_engine_name(void)
 {
     return settings.event_engine == ENGINE_IO_URING ? "io_uring" : "epoll";
 }
+
+static rel_time_t oldest_live;
+
+void
+settings_set_oldest(rel_time_t when)
+{
+    __atomic_store_n(&oldest_live, when, __ATOMIC_RELAXED);
+}
+
+rel_time_t
+settings_oldest(void)
+{
+    return __atomic_load_n(&oldest_live, __ATOMIC_RELAXED);
+}

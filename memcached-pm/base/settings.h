@@ -75,7 +75,7 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       "btls: asks no client certificate, mtls: requires one")               \
     X(verbosity, I, D(int, verbose, 0), 'v', "verbose", NULL, COUNT,        \
       "verbose (-vv: also print client commands)")                          \
-    X(oldest, U, V(exec_oldest()), 0, NULL, NULL, NONE, NULL)               \
+    X(oldest, U, V(settings_oldest()), 0, NULL, NULL, NONE, NULL)           \
     X(evictions, ONOFF, C(evict), 'M', "disable-evictions", NULL, OFF,      \
       "return an error when memory is full")                                \
     X(domain_socket, STR_NULL, D(const char *, socketpath, NULL), 's',      \
@@ -412,6 +412,11 @@ int settings_ssl_version(const char *name);
  * without a memory file, before it is open). */
 const char *settings_durability_name(void);
 const char *settings_flush_name(void);
+
+/* flush_all's cut-off, "stats settings" oldest: set by the command,
+ * read by stats (relaxed atomics). */
+void settings_set_oldest(rel_time_t when);
+rel_time_t settings_oldest(void);
 
 /* Every field to its default (the D() rows, storage's own). */
 void settings_defaults(void);

@@ -9,7 +9,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/admin.h"
+#include "memcached-pm/admin/admin.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/admin_stats.h"
+#include "memcached-pm/admin/admin_stats.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
@@ -20,8 +20,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "memcached-pm/detail.h"
-#include "memcached-pm/exec.h"
+#include "memcached-pm/admin/detail.h"
 #include "storage/base/hash.h"
 #include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/settings.h"

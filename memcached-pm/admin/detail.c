@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/detail.h"
+#include "memcached-pm/admin/detail.h"
 
 #include <pthread.h>
 #include <stdio.h>

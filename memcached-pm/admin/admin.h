@@ -1,7 +1,7 @@
 /*
  * admin.h: the operator's commands besides "stats" (admin_stats.h):
- * cache_memlimit, slabs, lru, lru_crawler, watch and refresh_certs.  On the connection's
- * worker thread; storage locks for itself.
+ * cache_memlimit, slabs, lru, lru_crawler, watch and refresh_certs.  On
+ * the connection's worker thread; storage locks for itself.
  */
 #ifndef MCPM_ADMIN_H
 #define MCPM_ADMIN_H
