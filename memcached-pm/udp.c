@@ -24,7 +24,7 @@
 #include "memcached-pm/net/given.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/watch/logger.h"
-#include "memcached-pm/lookahead.h"
+#include "memcached-pm/cmd/lookahead.h"
 #include "memcached-pm/machine.h"
 #include "memcached-pm/net/portfile.h"
 #include "memcached-pm/net/ring.h"

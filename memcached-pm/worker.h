@@ -18,7 +18,7 @@
 #include "memcached-pm/conn/conn.h"
 #include "memcached-pm/net/evloop.h"
 #include "memcached-pm/conn/handover.h"
-#include "memcached-pm/lookahead.h"
+#include "memcached-pm/cmd/lookahead.h"
 #include "memcached-pm/base/stats.h"
 
 struct pending;

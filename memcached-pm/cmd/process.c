@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/process.h"
+#include "memcached-pm/cmd/process.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -21,11 +21,11 @@
 #include "memcached-pm/admin/admin.h"
 #include "memcached-pm/admin/admin_stats.h"
 #include "memcached-pm/admin/detail.h"
-#include "memcached-pm/exec.h"
+#include "memcached-pm/cmd/exec.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/watch/logger.h"
-#include "memcached-pm/lookahead.h"
-#include "memcached-pm/process_meta.h"
+#include "memcached-pm/cmd/lookahead.h"
+#include "memcached-pm/cmd/process_meta.h"
 #include "memcached-pm/base/settings.h"
 #include "proto/compose.h"
 #include "proto/response.h"

@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/exec.h"
+#include "memcached-pm/cmd/exec.h"
 
 #include <stdio.h>
 

@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/lookahead.h"
+#include "memcached-pm/cmd/lookahead.h"
 
 #include <stdlib.h>
 #include <string.h>

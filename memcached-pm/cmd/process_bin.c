@@ -19,17 +19,17 @@
  */
 #include "config.h"
 
-#include "memcached-pm/process_bin.h"
+#include "memcached-pm/cmd/process_bin.h"
 
 #include <string.h>
 
 #include "memcached-pm/admin/admin_stats.h"
 #include "memcached-pm/admin/detail.h"
-#include "memcached-pm/exec.h"
+#include "memcached-pm/cmd/exec.h"
 #include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/lookahead.h"
-#include "memcached-pm/process_auth.h"
+#include "memcached-pm/cmd/lookahead.h"
+#include "memcached-pm/cmd/process_auth.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/conn/conn_out.h"
 

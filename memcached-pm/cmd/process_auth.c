@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/process_auth.h"
+#include "memcached-pm/cmd/process_auth.h"
 
 #include <string.h>
 

@@ -10,13 +10,13 @@
  */
 #include "config.h"
 
-#include "memcached-pm/process_meta.h"
+#include "memcached-pm/cmd/process_meta.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/exec.h"
-#include "memcached-pm/lookahead.h"
+#include "memcached-pm/cmd/exec.h"
+#include "memcached-pm/cmd/lookahead.h"
 #include "memcached-pm/base/stats.h"
 #include "proto/compose.h"
 #include "proto/meta.h"
