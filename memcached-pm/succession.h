@@ -27,7 +27,7 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/listen.h"
+#include "memcached-pm/serve/listen.h"
 
 /*
  * Take what this start is given, before the memory file opens: systemd's

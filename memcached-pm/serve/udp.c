@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/udp.h"
+#include "memcached-pm/serve/udp.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -25,7 +25,7 @@
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/watch/logger.h"
 #include "memcached-pm/cmd/lookahead.h"
-#include "memcached-pm/machine.h"
+#include "memcached-pm/serve/machine.h"
 #include "memcached-pm/net/portfile.h"
 #include "memcached-pm/net/ring.h"
 #include "memcached-pm/base/settings.h"

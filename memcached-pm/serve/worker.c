@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/worker.h"
+#include "memcached-pm/serve/worker.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -19,12 +19,12 @@
 #include "memcached-pm/net/evloop.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/watch/logger.h"
-#include "memcached-pm/machine.h"
+#include "memcached-pm/serve/machine.h"
 #include "memcached-pm/net/ring.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"
-#include "memcached-pm/udp.h"
+#include "memcached-pm/serve/udp.h"
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/affinity.h"

@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/machine.h"
+#include "memcached-pm/serve/machine.h"
 
 #include <errno.h>
 #include <stdlib.h>

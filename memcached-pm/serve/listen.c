@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/listen.h"
+#include "memcached-pm/serve/listen.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -35,9 +35,9 @@
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/security/tls.h"
-#include "memcached-pm/udp.h"
+#include "memcached-pm/serve/udp.h"
 #include "memcached-pm/migrate/warm.h"
-#include "memcached-pm/worker.h"
+#include "memcached-pm/serve/worker.h"
 #include "proto/response.h"
 
 #define MAX_LISTENERS 32
