@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/sdaemon.h"
+#include "memcached-pm/life/sdaemon.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/succession.h"
+#include "memcached-pm/life/succession.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,10 +19,10 @@
 #include "memcached-pm/migrate/foreign.h"
 #include "memcached-pm/conn/handover.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/restart.h"
-#include "memcached-pm/sdaemon.h"
+#include "memcached-pm/life/restart.h"
+#include "memcached-pm/life/sdaemon.h"
 #include "memcached-pm/base/settings.h"
-#include "memcached-pm/takeover.h"
+#include "memcached-pm/life/takeover.h"
 #include "memcached-pm/serve/udp.h"
 #include "memcached-pm/serve/worker.h"
 #include "storage/cache/cache.h"

@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/restart.h"
+#include "memcached-pm/life/restart.h"
 
 #include <errno.h>
 #include <stdio.h>

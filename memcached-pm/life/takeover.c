@@ -3,7 +3,7 @@
  */
 #include "config.h"
 
-#include "memcached-pm/takeover.h"
+#include "memcached-pm/life/takeover.h"
 
 #include <errno.h>
 #include <poll.h>
