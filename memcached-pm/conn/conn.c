@@ -52,7 +52,8 @@ worker_share(void)
     uint64_t share = settings.read_buf_mem_limit /
                      (unsigned)settings.num_threads;
 
-    return share < CONN_RBUF_SIZE ? CONN_RBUF_SIZE : share;   /* memcached's least */
+    /* memcached's least */
+    return share < CONN_RBUF_SIZE ? CONN_RBUF_SIZE : share;
 }
 
 static uint64_t
@@ -475,7 +476,7 @@ conn_detach(struct conn **cp)
  * pieces of it from `off`, and how many. */
 size_t
 conn_value_iov(const struct conn *c, const struct item *it, size_t off,
-          struct iovec *iov, size_t max)
+               struct iovec *iov, size_t max)
 {
     size_t end = conn_value_len(c, it), n, i;
 

@@ -1,6 +1,6 @@
 /*
- * conn_handover.h: a connection leaves for the node's successor, and a connection
- * taken over takes up where it was (conn_handover.c).
+ * conn_handover.h: a connection leaves for the node's successor, and a
+ * connection taken over takes up where it was (conn_handover.c).
  */
 #ifndef MCPM_CONN_HANDOVER_H
 #define MCPM_CONN_HANDOVER_H

@@ -102,7 +102,8 @@ conn_read(struct conn *c)
     }
 #endif
     if (n > 0) {
-        c->read_short = (size_t)n < c->rsize - c->rend && !io_pending(c->tls, c->rio);
+        c->read_short = (size_t)n < c->rsize - c->rend &&
+                        !io_pending(c->tls, c->rio);
         c->rend += (size_t)n;
     }
     return got_bytes(c, n);
@@ -123,7 +124,7 @@ conn_fill_input(struct conn *c, const char *p, size_t n)
             return -1;
         }
         conn_gauge_rbuf(c, c->rbuf == NULL ? 1 : 0,
-                   (int64_t)size - (int64_t)c->rsize);
+                        (int64_t)size - (int64_t)c->rsize);
         c->rbuf = b;
         c->rsize = size;
     }

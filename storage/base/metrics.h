@@ -4,8 +4,8 @@
  * Each table lists its figures in the order memcached prints them.  From
  * the tables come the structs that carry the figures to the daemon, the
  * sums, and what "stats reset" zeroes; the daemon prints a table by
- * walking it (memcached-pm/admin/admin_stats.c).  A new figure is one line here
- * plus the code that counts it.
+ * walking it (memcached-pm/admin/admin_stats.c).  A new figure is one
+ * line here plus the code that counts it.
  *
  * Kinds:
  *   COUNTER  counts events; "stats reset" zeroes it

@@ -4,7 +4,8 @@
  * CACHE_OPTIONS(X) lists X(type, field, default).  From it come struct
  * cache_options and cache_options_defaults() (memcached 1.6's defaults);
  * how an operator spells each option (-m, -o hot_lru_pct=, "stats
- * settings" names) is the daemon's business, in memcached-pm/options.c.
+ * settings" names) is the daemon's business, in its settings table
+ * (memcached-pm/base/settings.h).
  *
  * The fields marked "runtime" may be changed by the daemon while storage
  * runs (lru tune, slabs automove, lru_crawler sleep, ...); storage's

@@ -59,7 +59,8 @@ observe_fetch(const char *key, size_t nkey, enum cache_status st,
 /* Find a live item under lock(hv); a dead one is unlinked on the way and
  * *st says why. */
 struct item *
-cache_find_live(const char *key, size_t nkey, uint32_t hv, enum cache_status *st)
+cache_find_live(const char *key, size_t nkey, uint32_t hv,
+                enum cache_status *st)
 {
     struct item *it = assoc_find(key, nkey, hv);
     bool flushed;
@@ -199,7 +200,7 @@ cache_link_new(struct item *old, struct item *it, uint32_t hv, uint64_t wanted)
 /* A new unlinked item holding `len` bytes of `val` (no "\r\n" in val). */
 struct item *
 cache_small_item(const char *key, size_t nkey, uint32_t client_flags,
-           rel_time_t exptime, const char *val, size_t len)
+                 rel_time_t exptime, const char *val, size_t len)
 {
     struct item *n = place_new(key, nkey, client_flags, exptime,
                                (uint32_t)len, ca->opts->use_cas);
@@ -490,7 +491,7 @@ static struct item *
 tombstone(struct item *it, const struct cache_mdelete *a)
 {
     struct item *n = cache_small_item(item_key(it), item_nkey(it),
-                                a->client_flags, a->exptime, "", 0);
+                                      a->client_flags, a->exptime, "", 0);
 
     if (n != NULL && a->invalidate) {
         item_flags_set(n, ITEM_STALE);

@@ -158,7 +158,7 @@ delta_vivify(const char *key, size_t nkey, uint32_t hv,
     int len = snprintf(num, sizeof(num), "%llu",
                        (unsigned long long)a->initial);
     struct item *n = cache_small_item(key, nkey, 0, a->vivify_exptime, num,
-                                (size_t)len);
+                                      (size_t)len);
 
     if (n == NULL) {
         return CACHE_NO_MEMORY;

@@ -115,7 +115,7 @@ slabs_image_load(const void *src, size_t len)
     return off == len ? 0 : -1;
 }
 
-/* ---- recovery: a file's pages taken as they are ----------------------------------------------------- */
+/* ---- recovery: a file's pages taken as they are ------------------------ */
 
 unsigned
 slabs_perslab(unsigned id)
@@ -150,8 +150,8 @@ slabs_recover_page(unsigned id, void *page,
     int rc = -1;
 
     pthread_mutex_lock(&sl.lock);
-    if (id <= sl.largest && slabs_tc_valid(tc) && slabs_name_page(c, page) == 0 &&
-        slabs_add_page(c, page) == 0) {
+    if (id <= sl.largest && slabs_tc_valid(tc) &&
+        slabs_name_page(c, page) == 0 && slabs_add_page(c, page) == 0) {
         for (unsigned i = 0; i < c->perslab; i++) {
             struct slabs_chunk *ch = slabs_chunk_at(c, page, i);
             size_t used = keep(ch, ctx);
