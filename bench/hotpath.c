@@ -41,11 +41,11 @@
 #include <unistd.h>
 
 #include "storage/base/affinity.h"
-#include "storage/cache/cache.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
-#include "storage/cache/cache_peek.h"
+#include "storage/cache/cache.h"
 #include "storage/cache/cache_open.h"
+#include "storage/cache/cache_peek.h"
+#include "storage/slab/item.h"
 
 #define MAX_THREADS 64
 #define VALUE_LEN 32

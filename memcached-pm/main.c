@@ -1,12 +1,30 @@
 /*
- * main.c: options, storage, listeners, workers, signals, shutdown.
+ * main.c: the daemon's table of contents.  Every room starts here, in
+ * order, and stops here, in reverse:
  *
- * The main thread owns the listening sockets (listen.c) and the
- * one-second clock; it accepts connections and hands each to a worker.
- * SIGTERM, SIGINT and SIGUSR1 end its loop; everything is then stopped
- * and freed in reverse order, so a sanitizer build reports no leak at
- * exit.  What a start inherits from the node before it, and what a stop
- * hands on, is succession.c's.
+ *   argv           base/cmdline.c through base/settings.h's table
+ *   inheritance    life/succession.c: systemd's sockets, a memcached on
+ *                  the memory file (migrate/foreign.c), the node taken
+ *                  over from (life/takeover.c)
+ *   process        set_up(): security/ (TLS keys, credentials) before
+ *                  -u drops root; limits, -d, -k; base/placement.c
+ *   counters       base/stats.c, a block per worker
+ *   storage        life/restart.c's check of -e's .meta (migrate/
+ *                  convert.c for a file of memcached's), cache_init()
+ *   watch          watch/logger.c's mc-log thread
+ *   listeners      serve/listen.c (and serve/udp.c): given or opened
+ *   workers        base/log.c's writer, serve/worker.c's threads,
+ *                  migrate/warm.c for -o warm_from
+ *   serving        life/succession.c takes the connections handed over
+ *                  and says READY; base/placement.c moves this thread
+ *                  to the background CPUs; -P's pid file
+ *
+ * Then the main thread owns the listening sockets and the one-second
+ * clock: it accepts connections and hands each to a worker.  SIGTERM,
+ * SIGINT and SIGUSR1 end its loop; stop_all() hands on or stores what a
+ * successor takes (life/succession.c), stops the workers, watch and
+ * storage, and everything is freed, so a sanitizer build reports no
+ * leak at exit.
  */
 #include "config.h"
 
@@ -27,26 +45,26 @@
 #include <event2/event.h>
 
 #include "memcached-pm/admin/admin_stats.h"
-#include "memcached-pm/security/auth.h"
 #include "memcached-pm/base/cmdline.h"
-#include "memcached-pm/serve/listen.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/watch/logger.h"
-#include "memcached-pm/base/settings.h"
-#include "memcached-pm/security/sasl_cyrus.h"
-#include "memcached-pm/base/stats.h"
-#include "memcached-pm/security/tls.h"
-#include "memcached-pm/serve/udp.h"
-#include "memcached-pm/migrate/warm.h"
-#include "memcached-pm/serve/worker.h"
 #include "memcached-pm/base/placement.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "memcached-pm/life/restart.h"
 #include "memcached-pm/life/sdaemon.h"
 #include "memcached-pm/life/succession.h"
-#include "storage/cache/cache.h"
+#include "memcached-pm/migrate/warm.h"
+#include "memcached-pm/security/auth.h"
+#include "memcached-pm/security/sasl_cyrus.h"
+#include "memcached-pm/security/tls.h"
+#include "memcached-pm/serve/listen.h"
+#include "memcached-pm/serve/udp.h"
+#include "memcached-pm/serve/worker.h"
+#include "memcached-pm/watch/logger.h"
 #include "storage/base/clock.h"
-#include "storage/cache/cache_open.h"
+#include "storage/cache/cache.h"
 #include "storage/cache/cache_image.h"
+#include "storage/cache/cache_open.h"
 
 static struct event_base *main_base;
 

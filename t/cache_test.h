@@ -11,8 +11,8 @@
 
 #include <string.h>
 
-#include "storage/cache/cache.h"
 #include "storage/base/hash.h"
+#include "storage/cache/cache.h"
 
 static inline void
 test_cache_options(struct cache_options *o)

@@ -11,12 +11,12 @@
  */
 #include "storage/index/assoc.h"
 
-#include "storage/slab/chunkid.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
 #include "storage/base/locks.h"
-#include "storage/index/prefetch.h"
 #include "storage/base/quiesce.h"
+#include "storage/index/prefetch.h"
+#include "storage/slab/chunkid.h"
+#include "storage/slab/item.h"
 
 #include <pthread.h>
 #include <sched.h>

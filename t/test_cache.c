@@ -3,16 +3,16 @@
  * incr/decr, expiry, flush, metadump, concurrency, stats).
  */
 #include "storage/cache/cache.h"
-#include "storage/lru/crawler.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
 #include "storage/base/locks.h"
+#include "storage/cache/cache_delta.h"
+#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_stats.h"
+#include "storage/lru/crawler.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/maint.h"
+#include "storage/slab/item.h"
 #include "storage/slab/slabs.h"
-#include "storage/cache/cache_delta.h"
-#include "storage/cache/cache_stats.h"
-#include "storage/cache/cache_open.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

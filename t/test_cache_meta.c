@@ -4,9 +4,9 @@
  */
 #include "storage/cache/cache.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
 #include "storage/cache/cache_delta.h"
 #include "storage/cache/cache_open.h"
+#include "storage/slab/item.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -12,10 +12,10 @@
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
-#include "storage/cache/cache_open.h"
 #include "storage/cache/cache_image.h"
+#include "storage/cache/cache_open.h"
 #include "storage/cache/cache_stats.h"
+#include "storage/slab/item.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

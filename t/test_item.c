@@ -4,10 +4,10 @@
  */
 #include "storage/cache/cache.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
+#include "storage/cache/cache_open.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/maint.h"
-#include "storage/cache/cache_open.h"
+#include "storage/slab/item.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

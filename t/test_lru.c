@@ -3,13 +3,13 @@
  * moves, COLD hits, eviction from the COLD tail and -M.
  */
 #include "storage/cache/cache.h"
-#include "storage/lru/crawler.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
+#include "storage/cache/cache_open.h"
+#include "storage/lru/crawler.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/maint.h"
+#include "storage/slab/item.h"
 #include "storage/slab/slabs.h"
-#include "storage/cache/cache_open.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

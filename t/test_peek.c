@@ -14,9 +14,9 @@
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/cache/cache_delta.h"
-#include "storage/index/prefetch.h"
-#include "storage/cache/cache_peek.h"
 #include "storage/cache/cache_open.h"
+#include "storage/cache/cache_peek.h"
+#include "storage/index/prefetch.h"
 
 #include "t/cache_test.h"
 #include "t/tap.h"

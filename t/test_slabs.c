@@ -3,17 +3,17 @@
  * mover.
  */
 #include "storage/cache/cache.h"
-#include "storage/cache/cache_stats.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
+#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_stats.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/maint.h"
+#include "storage/slab/item.h"
 #include "storage/slab/slabs.h"
-#include "storage/tier/tier.h"
 #include "storage/slab/slabs_image.h"
-#include "storage/slab/slabs_stats.h"
 #include "storage/slab/slabs_move.h"
-#include "storage/cache/cache_open.h"
+#include "storage/slab/slabs_stats.h"
+#include "storage/tier/tier.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

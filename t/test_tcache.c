@@ -6,10 +6,10 @@
  * emptying a page whose free chunks sit in a thread's cache.
  */
 #include "storage/slab/slabs.h"
-#include "storage/tier/tier.h"
-#include "storage/slab/slabs_stats.h"
 #include "storage/slab/slabs_image.h"
 #include "storage/slab/slabs_move.h"
+#include "storage/slab/slabs_stats.h"
+#include "storage/tier/tier.h"
 #include "t/cache_test.h"
 #include "t/tap.h"
 

@@ -15,16 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/conn/conn_out.h"
 #include "memcached-pm/security/tls.h"
+#include "memcached-pm/watch/logger.h"
 #include "proto/compose.h"
 #include "proto/meta.h"
 #include "proto/response.h"
 #include "proto/token.h"
 #include "storage/cache/cache_open.h"
 #include "storage/cache/cache_stats.h"
-#include "memcached-pm/conn/conn_out.h"
 
 #define MB (1024 * 1024)
 

@@ -21,18 +21,18 @@
 #include <unistd.h>
 
 #include "memcached-pm/admin/detail.h"
-#include "storage/base/hash.h"
-#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/security/tls.h"
+#include "memcached-pm/conn/conn_out.h"
 #include "memcached-pm/migrate/warm.h"
+#include "memcached-pm/security/tls.h"
+#include "memcached-pm/watch/logger.h"
 #include "proto/binary.h"
 #include "proto/compose.h"
 #include "proto/response.h"
 #include "proto/token.h"
+#include "storage/base/hash.h"
 #include "storage/cache/cache_stats.h"
-#include "memcached-pm/conn/conn_out.h"
 
 #define STAT_LINE_MAX 1200
 

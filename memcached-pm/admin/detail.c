@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/conn/conn_out.h"
 #include "proto/binary.h"
 #include "proto/response.h"
 #include "proto/token.h"
-#include "memcached-pm/conn/conn_out.h"
 
 #define LINE_MAX_LEN 1200
 

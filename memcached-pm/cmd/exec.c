@@ -7,10 +7,10 @@
 
 #include <stdio.h>
 
-#include "memcached-pm/watch/logger.h"
-#include "storage/cache/cache_peek.h"
-#include "storage/cache/cache_delta.h"
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/watch/logger.h"
+#include "storage/cache/cache_delta.h"
+#include "storage/cache/cache_peek.h"
 
 /* ---- reads ------------------------------------------------------------ */
 

@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "memcached-pm/conn/conn.h"
 #include "memcached-pm/base/stats.h"
+#include "memcached-pm/conn/conn.h"
 #include "proto/binary.h"
 #include "proto/request.h"
 #include "proto/text.h"

@@ -21,17 +21,17 @@
 #include "memcached-pm/admin/admin.h"
 #include "memcached-pm/admin/admin_stats.h"
 #include "memcached-pm/admin/detail.h"
-#include "memcached-pm/cmd/exec.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/watch/logger.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/cmd/exec.h"
 #include "memcached-pm/cmd/lookahead.h"
 #include "memcached-pm/cmd/process_meta.h"
-#include "memcached-pm/base/settings.h"
+#include "memcached-pm/conn/conn_out.h"
+#include "memcached-pm/watch/logger.h"
 #include "proto/compose.h"
 #include "proto/response.h"
 #include "proto/text.h"
 #include "proto/token.h"
-#include "memcached-pm/conn/conn_out.h"
 
 #define VALUE_LINE_MAX (PROTO_KEY_MAX + 64)
 

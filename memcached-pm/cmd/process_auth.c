@@ -8,14 +8,14 @@
 
 #include <string.h>
 
-#include "memcached-pm/security/auth.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/security/sasl_cyrus.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
+#include "memcached-pm/conn/conn_out.h"
+#include "memcached-pm/security/auth.h"
+#include "memcached-pm/security/sasl_cyrus.h"
 #include "proto/response.h"
 #include "proto/token.h"
-#include "memcached-pm/conn/conn_out.h"
 
 #define AUTH_LINE_MAX  2048         /* no newline by then: junk, close */
 #define AUTH_LINE_MIN  6            /* shorter cannot be "set a 0 0 1" */

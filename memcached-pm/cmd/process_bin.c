@@ -25,13 +25,13 @@
 
 #include "memcached-pm/admin/admin_stats.h"
 #include "memcached-pm/admin/detail.h"
-#include "memcached-pm/cmd/exec.h"
-#include "memcached-pm/watch/logger.h"
 #include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/cmd/exec.h"
 #include "memcached-pm/cmd/lookahead.h"
 #include "memcached-pm/cmd/process_auth.h"
-#include "memcached-pm/base/settings.h"
 #include "memcached-pm/conn/conn_out.h"
+#include "memcached-pm/watch/logger.h"
 
 #define COUNTER_EXPTIME_NONE 0xffffffffu  /* incr/decr: do not create */
 #define VALUE_HEAD_MAX (BIN_HEADER_LEN + 4 + PROTO_KEY_MAX)

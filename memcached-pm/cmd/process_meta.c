@@ -15,15 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memcached-pm/base/stats.h"
 #include "memcached-pm/cmd/exec.h"
 #include "memcached-pm/cmd/lookahead.h"
-#include "memcached-pm/base/stats.h"
+#include "memcached-pm/conn/conn_out.h"
 #include "proto/compose.h"
 #include "proto/meta.h"
 #include "proto/response.h"
-#include "storage/cache/cache_peek.h"
 #include "storage/cache/cache_delta.h"
-#include "memcached-pm/conn/conn_out.h"
+#include "storage/cache/cache_peek.h"
 
 #define META_LINE_MAX 1024      /* memcached's reply line limit */
 

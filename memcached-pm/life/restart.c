@@ -16,10 +16,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "memcached-pm/migrate/convert.h"
 #include "memcached-pm/base/settings.h"
-#include "storage/cache/cache.h"
+#include "memcached-pm/migrate/convert.h"
 #include "storage/base/clock.h"
+#include "storage/cache/cache.h"
 #include "storage/cache/cache_open.h"
 
 #define META_TAG    "main"

@@ -16,18 +16,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcached-pm/migrate/foreign.h"
-#include "memcached-pm/conn/handover.h"
 #include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/conn/handover.h"
 #include "memcached-pm/life/restart.h"
 #include "memcached-pm/life/sdaemon.h"
-#include "memcached-pm/base/settings.h"
 #include "memcached-pm/life/takeover.h"
+#include "memcached-pm/migrate/foreign.h"
 #include "memcached-pm/serve/udp.h"
 #include "memcached-pm/serve/worker.h"
 #include "storage/cache/cache.h"
-#include "storage/cache/cache_open.h"
 #include "storage/cache/cache_image.h"
+#include "storage/cache/cache_open.h"
 
 #define DRAIN_MS     1000       /* a connection in a request when the node
                                    hands over has this long to finish */

@@ -16,9 +16,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "memcached-pm/net/fdpass.h"
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/net/fdpass.h"
 
 #define MAGIC       "MCPM-TO"
 #define FDS_PER_MSG 250         /* of FDPASS_MAX */

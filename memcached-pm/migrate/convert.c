@@ -17,13 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcached-pm/migrate/mcfile.h"
 #include "memcached-pm/base/settings.h"
-#include "storage/cache/cache.h"
+#include "memcached-pm/migrate/mcfile.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
+#include "storage/cache/cache.h"
 #include "storage/cache/cache_open.h"
+#include "storage/slab/item.h"
 
 /* What the import did, for its line on stderr. */
 struct import {

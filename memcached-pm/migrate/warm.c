@@ -14,14 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/migrate/link.h"
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/migrate/link.h"
 #include "proto/meta.h"
-#include "storage/cache/cache.h"
 #include "storage/base/clock.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
+#include "storage/cache/cache.h"
 #include "storage/cache/cache_stats.h"
+#include "storage/slab/item.h"
 
 #define QUEUE_KEYS  8192            /* keys waiting for their fetch */
 #define DEPTH       64              /* fetches in flight */

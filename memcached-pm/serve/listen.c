@@ -27,16 +27,16 @@
 #include <unistd.h>
 
 #include "memcached-pm/admin/admin_stats.h"
-#include "memcached-pm/conn/conn.h"
-#include "memcached-pm/migrate/foreign.h"
-#include "memcached-pm/net/given.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/net/portfile.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
+#include "memcached-pm/conn/conn.h"
+#include "memcached-pm/migrate/foreign.h"
+#include "memcached-pm/migrate/warm.h"
+#include "memcached-pm/net/given.h"
+#include "memcached-pm/net/portfile.h"
 #include "memcached-pm/security/tls.h"
 #include "memcached-pm/serve/udp.h"
-#include "memcached-pm/migrate/warm.h"
 #include "memcached-pm/serve/worker.h"
 #include "proto/response.h"
 

@@ -12,24 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memcached-pm/net/evloop.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/watch/logger.h"
+#include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "memcached-pm/cmd/lookahead.h"
 #include "memcached-pm/cmd/process.h"
 #include "memcached-pm/cmd/process_auth.h"
 #include "memcached-pm/cmd/process_bin.h"
+#include "memcached-pm/conn/conn_handover.h"
+#include "memcached-pm/conn/conn_in.h"
+#include "memcached-pm/conn/conn_out.h"
+#include "memcached-pm/net/evloop.h"
 #include "memcached-pm/net/ring.h"
-#include "memcached-pm/base/settings.h"
-#include "memcached-pm/base/stats.h"
 #include "memcached-pm/net/transport.h"
+#include "memcached-pm/watch/logger.h"
 #include "proto/binary.h"
 #include "proto/text.h"
 #include "storage/cache/cache.h"
 #include "storage/cache/cache_open.h"
-#include "memcached-pm/conn/conn_handover.h"
-#include "memcached-pm/conn/conn_in.h"
-#include "memcached-pm/conn/conn_out.h"
 
 #define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
 

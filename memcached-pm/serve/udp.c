@@ -19,22 +19,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "memcached-pm/conn/conn.h"
-#include "memcached-pm/net/evloop.h"
-#include "memcached-pm/net/given.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/watch/logger.h"
-#include "memcached-pm/cmd/lookahead.h"
-#include "memcached-pm/serve/machine.h"
-#include "memcached-pm/net/portfile.h"
-#include "memcached-pm/net/ring.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
+#include "memcached-pm/cmd/lookahead.h"
+#include "memcached-pm/conn/conn.h"
+#include "memcached-pm/conn/conn_out.h"
+#include "memcached-pm/net/evloop.h"
+#include "memcached-pm/net/given.h"
+#include "memcached-pm/net/portfile.h"
+#include "memcached-pm/net/ring.h"
+#include "memcached-pm/serve/machine.h"
+#include "memcached-pm/watch/logger.h"
 #include "proto/binary.h"
 #include "proto/udp.h"
 #include "storage/cache/cache.h"
 #include "storage/cache/cache_open.h"
-#include "memcached-pm/conn/conn_out.h"
 
 #define UDP_READ_MAX   65536    /* a request datagram, frame included */
 #define UDP_RECV_BATCH 8        /* datagrams a recvmmsg takes */

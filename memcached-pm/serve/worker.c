@@ -16,20 +16,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcached-pm/net/evloop.h"
 #include "memcached-pm/base/log.h"
-#include "memcached-pm/watch/logger.h"
-#include "memcached-pm/serve/machine.h"
-#include "memcached-pm/net/ring.h"
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
-#include "memcached-pm/security/tls.h"
-#include "memcached-pm/serve/udp.h"
-#include "storage/cache/cache.h"
-#include "storage/base/clock.h"
-#include "storage/base/affinity.h"
-#include "storage/cache/cache_open.h"
 #include "memcached-pm/conn/conn_handover.h"
+#include "memcached-pm/net/evloop.h"
+#include "memcached-pm/net/ring.h"
+#include "memcached-pm/security/tls.h"
+#include "memcached-pm/serve/machine.h"
+#include "memcached-pm/serve/udp.h"
+#include "memcached-pm/watch/logger.h"
+#include "storage/base/affinity.h"
+#include "storage/base/clock.h"
+#include "storage/cache/cache.h"
+#include "storage/cache/cache_open.h"
 
 /* An accepted fd waiting for its worker, or one taken over with its
  * state (hc, owned). */

@@ -15,11 +15,11 @@
 
 #include <event2/event.h>
 
-#include "memcached-pm/conn/conn.h"
-#include "memcached-pm/net/evloop.h"
-#include "memcached-pm/conn/handover.h"
-#include "memcached-pm/cmd/lookahead.h"
 #include "memcached-pm/base/stats.h"
+#include "memcached-pm/cmd/lookahead.h"
+#include "memcached-pm/conn/conn.h"
+#include "memcached-pm/conn/handover.h"
+#include "memcached-pm/net/evloop.h"
 
 struct pending;
 struct ring;

@@ -17,16 +17,16 @@
  * (link.h); new items' memory and hits go through place.h.
  */
 #include "storage/cache/cache.h"
-#include "storage/index/assoc.h"
-#include "storage/cache/cache_priv.h"
-#include "storage/slab/cas.h"
 #include "storage/base/hash.h"
-#include "storage/lru/link.h"
 #include "storage/base/locks.h"
-#include "storage/slab/persist.h"
+#include "storage/base/observe.h"
+#include "storage/cache/cache_priv.h"
+#include "storage/index/assoc.h"
+#include "storage/lru/link.h"
 #include "storage/lru/place.h"
 #include "storage/lru/policy.h"
-#include "storage/base/observe.h"
+#include "storage/slab/cas.h"
+#include "storage/slab/persist.h"
 
 #include <errno.h>
 #include <stdio.h>

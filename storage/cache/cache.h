@@ -25,10 +25,10 @@
 #include <stdint.h>
 
 #include "storage/base/clock.h"
-#include "storage/slab/item.h"
 #include "storage/base/metrics.h"
 #include "storage/base/options.h"
 #include "storage/base/status.h"
+#include "storage/slab/item.h"
 
 enum cache_op {
     CACHE_SET, CACHE_ADD, CACHE_REPLACE, CACHE_APPEND, CACHE_PREPEND,

@@ -25,15 +25,15 @@
  * read by the successor before it serves.  No locks.
  */
 #include "storage/cache/cache_image.h"
-#include "storage/index/assoc.h"
-#include "storage/cache/cache_priv.h"
-#include "storage/slab/chunkid.h"
 #include "storage/base/crc.h"
+#include "storage/cache/cache_priv.h"
+#include "storage/index/assoc.h"
 #include "storage/lru/lru.h"
-#include "storage/tier/sblock.h"
+#include "storage/slab/chunkid.h"
 #include "storage/slab/slabs.h"
 #include "storage/slab/slabs_image.h"
 #include "storage/slab/slabs_stats.h"
+#include "storage/tier/sblock.h"
 
 #include <errno.h>
 #include <fcntl.h>

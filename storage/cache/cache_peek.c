@@ -29,15 +29,15 @@
  * moving an item between tiers, chunked values, watch's fetch log.
  */
 #include "storage/cache/cache_peek.h"
-#include "storage/index/assoc.h"
 #include "storage/base/clock.h"
-#include "storage/slab/item.h"
-#include "storage/lru/link.h"
 #include "storage/base/locks.h"
-#include "storage/lru/lru.h"
 #include "storage/base/observe.h"
-#include "storage/lru/policy.h"
 #include "storage/base/quiesce.h"
+#include "storage/index/assoc.h"
+#include "storage/lru/link.h"
+#include "storage/lru/lru.h"
+#include "storage/lru/policy.h"
+#include "storage/slab/item.h"
 
 #include <string.h>
 

@@ -12,12 +12,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "storage/base/clock.h"
 #include "storage/base/metrics.h"
 #include "storage/base/options.h"
-#include "storage/tier/sblock.h"
-#include "storage/base/tslot.h"
 #include "storage/base/status.h"
-#include "storage/base/clock.h"
+#include "storage/base/tslot.h"
+#include "storage/tier/sblock.h"
 
 struct item;
 

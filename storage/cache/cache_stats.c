@@ -7,8 +7,8 @@
  * at a time, so a "stats" reply never stops the cache.
  */
 #include "storage/cache/cache_stats.h"
-#include "storage/index/assoc.h"
 #include "storage/cache/cache_priv.h"
+#include "storage/index/assoc.h"
 #include "storage/lru/crawler.h"
 #include "storage/lru/link.h"
 #include "storage/lru/lru.h"

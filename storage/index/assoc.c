@@ -45,11 +45,11 @@
 #include "storage/index/assoc.h"
 
 #include "storage/base/affinity.h"
-#include "storage/slab/chunkid.h"
 #include "storage/base/hash.h"
-#include "storage/slab/item.h"
 #include "storage/base/locks.h"
 #include "storage/base/quiesce.h"
+#include "storage/slab/chunkid.h"
+#include "storage/slab/item.h"
 
 #include <pthread.h>
 #include <sched.h>

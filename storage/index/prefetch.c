@@ -5,10 +5,10 @@
  * slab pages wait for it before they free memory it may be reading.
  */
 #include "storage/index/prefetch.h"
-#include "storage/index/assoc.h"
-#include "storage/slab/item.h"
 #include "storage/base/locks.h"
 #include "storage/base/quiesce.h"
+#include "storage/index/assoc.h"
+#include "storage/slab/item.h"
 
 enum step { STEP_SLOT, STEP_HEAD, STEP_CHAIN, STEP_DONE };
 

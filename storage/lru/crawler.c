@@ -10,11 +10,11 @@
  * runs without it.
  */
 #include "storage/lru/crawler.h"
-#include "storage/lru/link.h"
+#include "storage/base/affinity.h"
 #include "storage/base/locks.h"
+#include "storage/lru/link.h"
 #include "storage/lru/lru.h"
 #include "storage/slab/slabs.h"
-#include "storage/base/affinity.h"
 
 #include <pthread.h>
 #include <string.h>

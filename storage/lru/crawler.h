@@ -13,10 +13,10 @@
 
 #include <stdbool.h>
 
-#include "storage/slab/item.h"
 #include "storage/base/metrics.h"
 #include "storage/base/options.h"
 #include "storage/base/status.h"
+#include "storage/slab/item.h"
 
 /* Keep opts; start the thread if opts->lru_crawler.  0 or -1. */
 int  crawler_init(const struct cache_options *opts);

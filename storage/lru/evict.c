@@ -2,10 +2,10 @@
  * evict.c: tail pulls, eviction and allocation by eviction (evict.h).
  */
 #include "storage/lru/evict.h"
-#include "storage/lru/link.h"
 #include "storage/base/locks.h"
-#include "storage/lru/lru.h"
 #include "storage/base/observe.h"
+#include "storage/lru/link.h"
+#include "storage/lru/lru.h"
 #include "storage/slab/persist.h"
 #include "storage/slab/slabs.h"
 #include "storage/slab/slabs_move.h"

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/slab/item.h"
 #include "storage/base/options.h"
+#include "storage/slab/item.h"
 
 /* Keep opts (evict, lru_segmented, slab_reassign, slab_automove are read
  * at every use). */

@@ -2,12 +2,12 @@
  * link.c: linking, unlinking, liveness and flush_all (link.h).
  */
 #include "storage/lru/link.h"
-#include "storage/index/assoc.h"
 #include "storage/base/hash.h"
 #include "storage/base/locks.h"
+#include "storage/index/assoc.h"
 #include "storage/lru/lru.h"
-#include "storage/slab/persist.h"
 #include "storage/lru/policy.h"
+#include "storage/slab/persist.h"
 
 #include <assert.h>
 #include <stdlib.h>

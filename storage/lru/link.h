@@ -22,8 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "storage/slab/item.h"
 #include "storage/base/options.h"
+#include "storage/slab/item.h"
 
 /* Keep opts (the first list of a new item reads lru_segmented, temp_lru
  * and temporary_ttl); the sizes histogram when track_sizes.  0 or -1. */

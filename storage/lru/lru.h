@@ -27,9 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/slab/item.h"
 #include "storage/base/metrics.h"
 #include "storage/base/options.h"
+#include "storage/slab/item.h"
 #include "storage/slab/slabs.h"
 
 #define LRU_NLISTS 4

@@ -6,10 +6,10 @@
  * wait_lock.
  */
 #include "storage/lru/maint.h"
+#include "storage/base/affinity.h"
 #include "storage/lru/evict.h"
 #include "storage/lru/lru.h"
 #include "storage/slab/slabs.h"
-#include "storage/base/affinity.h"
 
 #include <pthread.h>
 #include <string.h>

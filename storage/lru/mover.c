@@ -6,10 +6,10 @@
  * The counters are written by the mover thread only and read racily.
  */
 #include "storage/lru/mover.h"
+#include "storage/base/affinity.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/place.h"
 #include "storage/slab/slabs.h"
-#include "storage/base/affinity.h"
 #include "storage/slab/slabs_image.h"
 #include "storage/slab/slabs_move.h"
 #include "storage/slab/slabs_stats.h"

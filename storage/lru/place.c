@@ -3,12 +3,12 @@
  * chunks (place.h).
  */
 #include "storage/lru/place.h"
+#include "storage/base/hash.h"
+#include "storage/base/locks.h"
 #include "storage/index/assoc.h"
 #include "storage/lru/evict.h"
 #include "storage/lru/link.h"
-#include "storage/base/locks.h"
 #include "storage/lru/lru.h"
-#include "storage/base/hash.h"
 #include "storage/lru/policy.h"
 #include "storage/slab/slabs.h"
 

@@ -29,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/slab/item.h"
 #include "storage/base/metrics.h"
+#include "storage/slab/item.h"
 
 /* An item_mem_fn: slabs, then room made in lru_tc's tails by eviction or
  * demotion (policy_room()). */

@@ -24,8 +24,8 @@
 
 #include <stdbool.h>
 
-#include "storage/slab/item.h"
 #include "storage/base/options.h"
+#include "storage/slab/item.h"
 
 /* The tiers a policy needs: a DRAM tier, the memory file. */
 void policy_tiers(enum cache_tier_policy p, bool *dram, bool *file);

@@ -32,16 +32,16 @@
  * passed its checks, 0 for anything else.
  */
 #include "storage/recover/recover.h"
+#include "storage/base/affinity.h"
+#include "storage/base/hash.h"
 #include "storage/recover/recover_check.h"
 #include "storage/recover/recover_link.h"
 #include "storage/slab/chunkid.h"
-#include "storage/base/hash.h"
 #include "storage/slab/item.h"
-#include "storage/tier/pagetab.h"
 #include "storage/slab/persist.h"
 #include "storage/slab/slabs.h"
-#include "storage/base/affinity.h"
 #include "storage/slab/slabs_image.h"
+#include "storage/tier/pagetab.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -16,11 +16,11 @@
  * counts, which are stored with relaxed atomics for racy readers.
  */
 #include "storage/slab/slabs.h"
-#include "storage/slab/slabs_priv.h"
-#include "storage/slab/chunkid.h"
 #include "storage/base/locks.h"
-#include "storage/tier/pagetab.h"
 #include "storage/base/quiesce.h"
+#include "storage/slab/chunkid.h"
+#include "storage/slab/slabs_priv.h"
+#include "storage/tier/pagetab.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -11,10 +11,10 @@
  * Locking: the slabs lock, as slabs.c.
  */
 #include "storage/slab/slabs_move.h"
-#include "storage/slab/slabs_priv.h"
 #include "storage/base/clock.h"
-#include "storage/tier/pagetab.h"
 #include "storage/base/quiesce.h"
+#include "storage/slab/slabs_priv.h"
+#include "storage/tier/pagetab.h"
 
 #include <pthread.h>
 #include <time.h>
