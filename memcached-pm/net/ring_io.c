@@ -100,16 +100,20 @@ ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg)
         io->starved = false;
     }
     if (io->inflight > 0) {
-        struct io_uring_sqe *sqe = ring_sqe(r);
-
+        /* Each operation by its user_data: the kernel finds that in a
+         * hash, where a cancel by fd walks every request of the ring (a
+         * worker letting go of all its connections at a handover would
+         * pay the square of their number). */
         STAT_INCR(r->stats->ring_close_deferred);
-
-        if (sqe != NULL) {
-            io_uring_prep_cancel_fd(sqe, ring_target(io),
-                                    IORING_ASYNC_CANCEL_ALL |
-                                    (io->slot >= 0
-                                     ? IORING_ASYNC_CANCEL_FD_FIXED : 0));
-            io_uring_sqe_set_data64(sqe, ud(NULL, OP_NONE));
+        if (io->recv_armed) {
+            ring_cancel(r, ud(io, OP_RECV));
+        }
+        if (io->poll_armed && !io->poll_cancelled) {
+            io->poll_cancelled = true;
+            ring_cancel(r, ud(io, OP_POLL));
+        }
+        if (io->send_busy) {
+            ring_cancel(r, ud(io, OP_SEND));
         }
     }
     io->removed_next = r->removed;
