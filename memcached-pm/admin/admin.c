@@ -411,6 +411,7 @@ admin_watch(struct conn *c, struct request *req)
     const char *names[PROTO_MAX_TOKENS];
     size_t lens[PROTO_MAX_TOKENS];
     unsigned streams, n = 0;
+    char addr[64];
 
     if (!settings.watch_enabled) {
         return reply(c, RSP_CLIENT_ERROR_WATCH_DISABLED);
@@ -427,7 +428,8 @@ admin_watch(struct conn *c, struct request *req)
     }
     /* From here stats conns lists it as the watcher it becomes. */
     __atomic_store_n(&c->watching, true, __ATOMIC_RELAXED);
-    switch (logger_add_watcher(c->fd, c->tls, streams, c->addr,
+    conn_addr_name(c, addr, sizeof(addr));
+    switch (logger_add_watcher(c->fd, c->tls, streams, addr,
                                c->listen_addr)) {
     case LOGGER_ADDED:
         c->tls = NULL;      /* the session went with the socket */

@@ -517,10 +517,11 @@ conn_row(struct conn *other, void *ctx)
     r->udp = other->is_udp;
     r->state = conn_state_name(other);
     r->idle = clock_now() - last;
-    snprintf(r->addr, sizeof(r->addr), "%s", other->addr);
+    conn_addr_name(other, r->addr, sizeof(r->addr));
     snprintf(r->listen_addr, sizeof(r->listen_addr), "%s",
-             other->listen_addr);
-    if (__atomic_load_n(&other->tls_named, __ATOMIC_ACQUIRE)) {
+             other->listen_addr != NULL ? other->listen_addr : "");
+    if (__atomic_load_n(&other->tls_named, __ATOMIC_ACQUIRE) &&
+        other->peer_cn != NULL) {
         snprintf(r->peer_cn, sizeof(r->peer_cn), "%s", other->peer_cn);
     }
 }

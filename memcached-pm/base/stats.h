@@ -83,7 +83,7 @@
     X(response_obj_bytes,         BUFFER,  ALWAYS)                          \
     X(read_buf_count,             BUFFER,  ALWAYS)                          \
     X(read_buf_bytes,             BUFFER,  ALWAYS)                          \
-    X(read_buf_bytes_free,        ZERO,    ALWAYS)                          \
+    X(read_buf_bytes_free,        BUFFER,  ALWAYS)                          \
     X(read_buf_oom,               THREAD,  ALWAYS)                          \
     X(reserved_fds,               PROC,    ALWAYS)                          \
     X(cmd_get,                    THREAD,  ALWAYS)                          \

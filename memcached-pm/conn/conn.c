@@ -24,105 +24,49 @@
 #include "memcached-pm/security/sasl_cyrus.h"
 #include "memcached-pm/watch/logger.h"
 
-#define RESP_PER_RBUF  13             /* memcached's responses per buffer */
-
 /* ---- the worker's share ---------------------------------------------- */
 
-/* Buffer gauges of the owning worker: single writer, so a relaxed load
- * and store (STAT_ADD) is enough; a negative delta wraps as intended.  A
- * UDP socket's buffer is its own, outside -o read_buf_mem_limit (as
- * memcached's UDP connections read into theirs): not counted. */
-void
-conn_gauge_rbuf(struct conn *c, int64_t count, int64_t bytes)
-{
-    struct buffer_gauges *g = &c->list->gauges;
+/* ---- listeners' names --------------------------------------------------- */
 
-    if (c->is_udp) {
-        return;
+/* The names connections give for the socket they came from: few (the
+ * listeners, and those a predecessor's connections name), kept for the
+ * process's life, so that each connection holds a pointer, not a copy. */
+struct name {
+    struct name *next;
+    char         s[];
+};
+
+static struct name *names;
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *
+conn_name(const char *s)
+{
+    struct name *n;
+
+    pthread_mutex_lock(&names_lock);
+    for (n = names; n != NULL && strcmp(n->s, s) != 0; n = n->next) {
     }
-    STAT_ADD(g->read_buf_count, (uint64_t)count);
-    STAT_ADD(g->read_buf_bytes, (uint64_t)bytes);
-}
-
-/* -o read_buf_mem_limit: the worker's share of the limit, and what its
- * reply slots (conn_resp_start()) hold of it, in bytes. */
-static uint64_t
-worker_share(void)
-{
-    uint64_t share = settings.read_buf_mem_limit /
-                     (unsigned)settings.num_threads;
-
-    /* memcached's least */
-    return share < CONN_RBUF_SIZE ? CONN_RBUF_SIZE : share;
-}
-
-static uint64_t
-slot_bytes(const struct buffer_gauges *g, uint64_t slots)
-{
-    uint64_t n = (slots + RESP_PER_RBUF - 1) / RESP_PER_RBUF;
-
-    if (n == 0 && g->resp_buffer_kept) {
-        n = 1;
+    if (n == NULL && (n = malloc(sizeof(*n) + strlen(s) + 1)) != NULL) {
+        strcpy(n->s, s);
+        n->next = names;
+        names = n;
     }
-    return n * CONN_RBUF_SIZE;
+    pthread_mutex_unlock(&names_lock);
+    return n != NULL ? n->s : "";
 }
 
-/* Does the worker's share hold its read buffers grown by `add` bytes
- * and its reply slots grown by `more`? */
-static bool
-share_holds(const struct buffer_gauges *g, size_t add, uint64_t more)
+static void
+names_free(void)
 {
-    return STAT_LOAD(g->read_buf_bytes) + add +
-           slot_bytes(g, STAT_LOAD(g->resp_slots) + more) <= worker_share();
-}
+    struct name *n;
 
-/* May this worker's read buffers grow by add bytes?  A refusal counts as
- * read_buf_oom, and the connection closes, as memcached's does. */
-bool
-conn_rbuf_may_grow(struct conn *c, size_t add)
-{
-    if (settings.read_buf_mem_limit == 0 || c->is_udp ||
-        share_holds(&c->list->gauges, add, 0)) {
-        return true;
+    pthread_mutex_lock(&names_lock);
+    while ((n = names) != NULL) {
+        names = n->next;
+        free(n);
     }
-    STAT_INCR(c->stats->read_buf_oom);
-    return false;
-}
-
-bool
-conn_resp_take(struct conn *c)
-{
-    struct buffer_gauges *g = &c->list->gauges;
-
-    if (c->is_udp) {
-        return true;
-    }
-    if (!share_holds(g, 0, 1)) {
-        STAT_INCR(c->stats->response_obj_oom);
-        return false;
-    }
-    STAT_ADD(g->resp_slots, 1);
-    g->resp_buffer_kept = true;
-    c->resp_slots++;
-    return true;
-}
-
-void
-conn_resp_give_back(struct conn *c)
-{
-    if (c->resp_slots > 0) {
-        STAT_ADD(c->list->gauges.resp_slots, -(uint64_t)c->resp_slots);
-        c->resp_slots = 0;
-    }
-}
-
-void
-conn_gauge_obuf(struct conn *c, int64_t count)
-{
-    struct buffer_gauges *g = &c->list->gauges;
-
-    STAT_ADD(g->response_obj_count, (uint64_t)count);
-    STAT_ADD(g->response_obj_bytes, (uint64_t)(count * (int64_t)OBUF_SIZE));
+    pthread_mutex_unlock(&names_lock);
 }
 
 /* ---- the workers' lists ---------------------------------------------- */
@@ -148,11 +92,13 @@ void
 conn_lists_free(void)
 {
     for (unsigned i = 0; i < nlists; i++) {
+        conn_buf_free(&lists[i].buf);
         pthread_mutex_destroy(&lists[i].lock);
     }
     free(lists);
     lists = NULL;
     nlists = 0;
+    names_free();
 }
 
 static void
@@ -210,10 +156,11 @@ conn_gauges(struct buffer_gauges *out)
 {
     memset(out, 0, sizeof(*out));
     for (unsigned i = 0; i < nlists; i++) {
-        const struct buffer_gauges *g = &lists[i].gauges;
+        const struct buffer_gauges *g = &lists[i].buf.gauges;
 
         out->read_buf_count += GLOAD(g->read_buf_count);
         out->read_buf_bytes += GLOAD(g->read_buf_bytes);
+        out->read_buf_bytes_free += GLOAD(g->read_buf_bytes_free);
         out->response_obj_count += GLOAD(g->response_obj_count);
         out->response_obj_bytes += GLOAD(g->response_obj_bytes);
     }
@@ -249,30 +196,41 @@ conn_state_label(enum conn_state s)
 
 /* ---- life ------------------------------------------------------------- */
 
+/* The peer's address, for stats conns and watch (a unix socket has
+ * none: its name is the socket's path). */
 static void
 peer_name(struct conn *c)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
 
-    if (c->is_unix) {
-        snprintf(c->addr, sizeof(c->addr), "unix:%s",
-                 settings.socketpath ? settings.socketpath : "");
-        return;
-    }
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0) {
-        snprintf(c->addr, sizeof(c->addr), "tcp:unknown");
+    if (c->is_unix || getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0) {
         return;
     }
     if (len <= sizeof(c->peer)) {
         memcpy(&c->peer, &ss, len);
         c->peer_len = len;
     }
-    if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
-        sock_addr_name((struct sockaddr *)&ss, "tcp", c->addr,
-                       sizeof(c->addr));
+}
+
+void
+conn_addr_name(const struct conn *c, char *out, size_t len)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)&c->peer;
+
+    if (c->is_udp) {
+        snprintf(out, len, "%s", c->listen_addr);
+    } else if (c->is_unix) {
+        snprintf(out, len, "unix:%s",
+                 settings.socketpath ? settings.socketpath : "");
+    } else if (c->peer_len > 0 &&
+               (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+        sock_addr_name(sa, "tcp", out, len);
+    } else {
+        snprintf(out, len, "tcp:unknown");
     }
 }
+
 
 static void conn_release(struct conn *c);
 
@@ -300,16 +258,8 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size, bool udp)
 {
     struct conn *c = calloc(1, sizeof(*c));
 
-    if (c == NULL ||
-        (rbuf_size > 0 && (c->rbuf = malloc(rbuf_size)) == NULL) ||
-        (c->obuf_head = malloc(sizeof(struct obuf))) == NULL) {
-        log_error("out of memory for a new connection");
-        if (c != NULL) {
-            free(c->rbuf);
-        }
-        free(c);
-        close(fd);
-        return NULL;
+    if (c == NULL) {
+        goto oom;
     }
     c->fd = fd;
     c->is_udp = udp;
@@ -319,28 +269,31 @@ conn_make(const struct conn_owner *o, int fd, size_t rbuf_size, bool udp)
     c->list = o->list;
     c->stats = o->stats;
     c->la = o->la;
-    c->rsize = rbuf_size;
-    c->obuf_head->next = NULL;
-    c->obuf_head->used = 0;
+    /* A stream borrows its buffers while it works (conn_idle()); a UDP
+     * socket, never idle, has its own. */
+    if (udp && ((c->rbuf = malloc(rbuf_size)) == NULL ||
+                (c->obuf_head = conn_buf_obuf(&c->list->buf)) == NULL)) {
+        free(c->rbuf);
+        goto oom;
+    }
+    c->rsize = udp ? rbuf_size : 0;
     c->obuf_cur = c->obuf_head;
     c->last_cmd = clock_now();
     conn_set_state(c, CONN_READ);
-    if (rbuf_size > 0) {
-        conn_gauge_rbuf(c, 1, (int64_t)rbuf_size);
-    }
-    conn_gauge_obuf(c, 1);
     list_add(c->list, c);
     return c;
+oom:
+    log_error("out of memory for a new connection");
+    free(c);
+    close(fd);
+    return NULL;
 }
 
 struct conn *
 conn_new(const struct conn_owner *o, int fd, bool is_unix, enum tls_mode tls,
          const char *listen_addr)
 {
-    /* Under read_buf_mem_limit a buffer is held only while reading: the
-     * first read takes one (rbuf_room()). */
-    struct conn *c = conn_make(o, fd, settings.read_buf_mem_limit > 0
-                                      ? 0 : CONN_RBUF_SIZE, false);
+    struct conn *c = conn_make(o, fd, 0, false);
 
     if (c == NULL) {
         return NULL;
@@ -356,7 +309,7 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix, enum tls_mode tls,
     (void)tls;
 #endif
     c->is_unix = is_unix;
-    snprintf(c->listen_addr, sizeof(c->listen_addr), "%s", listen_addr);
+    c->listen_addr = conn_name(listen_addr);
     peer_name(c);
     /* -vv, memcached's words for each -B mode */
     log_debug(c->proto == CONN_NEGOTIATE
@@ -391,7 +344,7 @@ conn_new_udp(const struct conn_owner *o, int fd, const char *name,
     c->udp = u;
     c->msgs = msgs;
     c->msgs_cap = 16;
-    snprintf(c->addr, sizeof(c->addr), "%s", name);
+    c->listen_addr = conn_name(name);
     log_debug("<%d server listening (udp)", fd);
     return c;
 }
@@ -403,6 +356,37 @@ conn_release_refs(struct conn *c)
         cache_release(c->refs[i]);
     }
     c->nrefs = 0;
+}
+
+/* The read buffer back to the worker (a grown one to the heap). */
+static void
+release_rbuf(struct conn *c)
+{
+    if (c->rbuf == NULL) {
+        return;
+    }
+    if (c->is_udp) {
+        free(c->rbuf);          /* its own, outside the gauges */
+    } else if (c->rsize == CONN_RBUF_SIZE) {
+        conn_buf_rbuf_back(&c->list->buf, c->rbuf);
+    } else {
+        conn_buf_gauge_rbuf(&c->list->buf, -1, -(int64_t)c->rsize);
+        free(c->rbuf);
+    }
+    c->rbuf = NULL;
+    c->rsize = 0;
+}
+
+static void
+release_iov(struct conn *c)
+{
+    if (c->iov_cap == CONN_IOV_MIN) {
+        conn_buf_iov_back(&c->list->buf, c->iov);
+    } else {
+        free(c->iov);
+    }
+    c->iov = NULL;
+    c->iov_cap = 0;
 }
 
 /* Free c and what it holds, its socket aside. */
@@ -422,20 +406,43 @@ conn_release(struct conn *c)
     }
     for (b = c->obuf_head; b != NULL; b = next) {
         next = b->next;
-        free(b);
-        conn_gauge_obuf(c, -1);
+        conn_buf_obuf_back(&c->list->buf, b);
     }
-    if (c->rbuf != NULL) {      /* none while idle under the limit */
-        conn_gauge_rbuf(c, -1, -(int64_t)c->rsize);
-    }
+    release_rbuf(c);
+    release_iov(c);
     cyrus_session_free(&c->sasl);
+    free(c->peer_cn);
     free(c->nmeta);
     free(c->msgs);
     free(c->udp);
     free(c->refs);
-    free(c->iov);
-    free(c->rbuf);
     free(c);
+}
+
+void
+conn_idle(struct conn *c)
+{
+    struct obuf *b, *next;
+
+    if (c->is_udp) {
+        return;
+    }
+    if (c->rstart == c->rend) {
+        release_rbuf(c);
+        c->rstart = c->rend = c->pf_end = 0;
+    }
+    if (c->iov_len == c->iov_sent && c->nrefs == 0) {
+        for (b = c->obuf_head; b != NULL; b = next) {
+            next = b->next;
+            conn_buf_obuf_back(&c->list->buf, b);
+        }
+        c->obuf_head = c->obuf_cur = NULL;
+        c->iov_len = c->iov_sent = 0;
+        release_iov(c);
+        free(c->refs);
+        c->refs = NULL;
+        c->refs_cap = 0;
+    }
 }
 
 void

@@ -27,6 +27,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/base/stats.h"
+#include "memcached-pm/conn/conn_buf.h"
 #include "memcached-pm/conn/handover.h"
 #include "memcached-pm/net/evloop.h"
 #include "memcached-pm/security/tls.h"
@@ -51,26 +52,16 @@ enum process_result {
                             (watch): let go of it, do not close it */
 };
 
-/* Connection buffer memory, for "stats" (read_buf_*, response_obj_*). */
-struct buffer_gauges {
-    uint64_t read_buf_count;
-    uint64_t read_buf_bytes;
-    uint64_t response_obj_count;
-    uint64_t response_obj_bytes;
-    uint64_t resp_slots;        /* under the limit: see conn_resp_start() */
-    bool     resp_buffer_kept;  /* once a slot was taken (the worker's) */
-};
-
 /* The connections of one worker.  Its thread links and unlinks them
- * under the lock; "stats conns" walks them under it.  The gauges are
- * written by that thread only.  While the node hands over (leaving),
+ * under the lock; "stats conns" walks them under it.  Its buffers are
+ * that thread's alone.  While the node hands over (leaving),
  * each connection that reaches a request boundary lets go of its socket
  * into `left`, and the last one gone calls on_empty. */
 struct conn_list {
     pthread_mutex_t      lock;
     struct conn         *head;
     unsigned             n;
-    struct buffer_gauges gauges;
+    struct conn_buf      buf;        /* its buffers (conn_buf.h) */
     bool                 leaving;
     struct handover      left;
     void               (*on_empty)(void *arg);
@@ -99,18 +90,29 @@ enum conn_state {
 
 struct conn {
     int              fd;
-    struct tls      *tls;            /* its TLS session (transport.h), or
-                                        NULL: plain */
     enum conn_state  state;
     enum conn_proto  proto;
+    rel_time_t       last_cmd;
+    struct tls      *tls;            /* its TLS session (transport.h), or
+                                        NULL: plain */
     struct evsrc     ev;             /* on its worker's epoll loop */
+    struct conn     *park_next;
+    void            *sasl;           /* -S through Cyrus: its session
+                                        (sasl_cyrus.h) */
+    char            *peer_cn;        /* TLS: the client certificate's
+                                        common name (malloc'd), or NULL */
+    const char      *listen_addr;    /* the socket it came from, as
+                                        stats conns names it (conn_name());
+                                        a UDP socket's own name */
+    struct sockaddr_in6 peer;        /* stats conns, watch's connevents */
+    socklen_t        peer_len;
+
     bool             is_unix;
     bool             is_udp;         /* a worker's UDP socket (udp.h) */
     bool             close_after_write;
     bool             yielded;        /* -R budget ran out in this event */
     bool             parked;         /* replies wait for the pass's sync
                                         (machine_end_pass()) */
-    struct conn     *park_next;
     bool             watching;       /* handed to the mc-log thread (or
                                         being): stats conns lists the
                                         watcher instead */
@@ -121,16 +123,10 @@ struct conn {
     bool             tls_named;      /* peer_cn is final (release) */
     bool             authenticated;  /* -S: a SASL AUTH succeeded */
     bool             sasl_started;   /* -S: PLAIN waits for its STEP */
-    void            *sasl;           /* -S through Cyrus: its session
-                                        (sasl_cyrus.h) */
-    char             peer_cn[64];    /* TLS: the client certificate's
-                                        common name, or "" */
-    rel_time_t       last_cmd;
-    char             addr[64];       /* "tcp:ip:port" for stats conns */
-    char             listen_addr[64];
-    struct sockaddr_in6 peer;        /* for watch's connevents */
-    socklen_t        peer_len;
+    bool             noreply;        /* drop replies of the current request */
+    bool             nnoreply;       /* ... of the value being read */
     uint8_t          close_reason;   /* LOG_CLOSE_*, error unless set */
+    uint8_t          bin_opcode;     /* the binary request being answered */
 
     /* what it shares with the other connections of its worker */
     struct evloop       *loop;       /* epoll engine: the worker's loop
@@ -142,48 +138,45 @@ struct conn {
     struct thread_stats *stats;      /* the worker's counters */
     struct lookahead    *la;         /* the worker's look-ahead */
 
-    /* read buffer: [rstart, rend) holds unparsed bytes */
+    /* read buffer: [rstart, rend) holds unparsed bytes; none while the
+     * connection is idle (conn_idle()) */
     char            *rbuf;
-    size_t           rsize;
-    size_t           rstart;
-    size_t           rend;
-    size_t           pf_end;         /* requests before it were prefetched */
+    uint32_t         rsize;
+    uint32_t         rstart;
+    uint32_t         rend;
+    uint32_t         pf_end;         /* requests before it were prefetched */
 
     /* a value being read into a fresh item (CONN_NREAD) */
     struct item     *nitem;
     size_t           nread_off;      /* value bytes read so far */
-    enum req_type    ncmd;
     uint64_t         ncas;
-    bool             nnoreply;
     void            *nmeta;          /* an ms's saved request (process_meta) */
+    enum req_type    ncmd;
 
+    uint32_t         bin_opaque;     /* the binary request being answered
+                                        (process_bin.h) */
     uint64_t         swallow;        /* CONN_SWALLOW: bytes left to drop */
-
-    /* the binary request being answered (process_bin.h) */
-    uint8_t          bin_opcode;
-    uint32_t         bin_opaque;
 
     /* UDP: the reply queue cut into messages, each the reply to one
      * request (or one key of a multiget) of one datagram; udp.c's state */
     struct conn_msg *msgs;
-    size_t           nmsgs;
-    size_t           msgs_cap;
+    uint32_t         nmsgs;
+    uint32_t         msgs_cap;
     unsigned         dgram;          /* the datagram being answered */
+    unsigned         resp_slots;     /* held until the queue is sent */
     struct udp_port *udp;
 
-    /* output queue */
+    /* output queue; no block nor iovecs while idle (conn_idle()) */
     struct iovec    *iov;
-    size_t           iov_len;        /* entries in use */
-    size_t           iov_cap;
-    size_t           iov_sent;       /* entries fully sent */
+    uint32_t         iov_len;        /* entries in use */
+    uint32_t         iov_cap;
+    uint32_t         iov_sent;       /* entries fully sent */
+    uint32_t         nrefs;
     size_t           out_bytes;      /* bytes queued, not yet sent */
-    struct obuf     *obuf_head;      /* arena blocks, reused */
+    struct obuf     *obuf_head;      /* arena blocks */
     struct obuf     *obuf_cur;
     struct item    **refs;           /* items the queue points into */
-    size_t           nrefs;
-    unsigned         resp_slots;     /* held until the queue is sent */
-    size_t           refs_cap;
-    bool             noreply;        /* drop replies of the current request */
+    uint32_t         refs_cap;
 
     struct conn     *next;           /* worker's list */
     struct conn     *prev;
@@ -205,15 +198,6 @@ struct conn_owner {
     struct conn_list    *list;
     struct thread_stats *stats;
     struct lookahead    *la;
-};
-
-/* The output arena: blocks of OBUF_SIZE bytes, filled in turn. */
-#define OBUF_SIZE (16384 - 2 * sizeof(size_t))
-
-struct obuf {
-    struct obuf *next;
-    size_t       used;
-    char         data[OBUF_SIZE];
 };
 
 /* ---- lists ----------------------------------------------------------- */
@@ -256,6 +240,12 @@ struct conn *conn_new_udp(const struct conn_owner *o, int fd,
  * Its look-ahead must be dropped first (machine_close() does both). */
 void conn_free(struct conn **c);
 
+/* The connection waits for its next request: its read buffer (when
+ * nothing in it is unparsed), and its reply blocks and iovec array (when
+ * nothing is queued), go back to its worker's spares.  Not a UDP
+ * socket's. */
+void conn_idle(struct conn *c);
+
 /* Let go of a connection whose socket another thread took over (watch):
  * freed like conn_free() but the socket stays open, and it stays counted
  * in curr_connections for its new owner to uncount. */
@@ -276,42 +266,33 @@ conn_value_len(const struct conn *c, const struct item *it)
     return item_vlen(it) + (c->proto == CONN_BINARY ? 0 : 2);
 }
 
+/* A connection's address as "stats conns" names it: "tcp:ip:port",
+ * "tcp6:[ip]:port", "unix:<path>", a UDP socket's name. */
+void conn_addr_name(const struct conn *c, char *out, size_t len);
+
+/* A name kept until conn_lists_free() (the same pointer for the same
+ * string): the listeners' names connections point to.  Thread-safe. */
+const char *conn_name(const char *s);
+
 /* Name of a connection's state for "stats conns", and of a state
  * (memcached's conn_* names). */
 const char *conn_state_name(const struct conn *c);
 const char *conn_state_label(enum conn_state s);
 
-/*
- * Under -o read_buf_mem_limit a reply is built in memory the limit
- * covers, as memcached's response objects are: each request, and each
- * key of a text multiget after the first, takes a slot, held until the
- * queue is sent; a worker's slots come 13 to a 16 KB buffer (memcached's
- * count) out of the same share as its read buffers, and once it has
- * taken one it keeps a buffer for them, as memcached keeps its last.  false: no slot to
- * be had, counted as response_obj_oom; the caller answers as memcached
- * does (a multiget: SERVER_ERROR out of memory writing get response; a
- * request: the connection closes).  Without the limit, always true.
- */
-bool conn_resp_take(struct conn *c);
-
 /* ---- what conn_in.c and conn_out.c share of the object ---------------- */
 
-/* A read buffer's size, as memcached's READ_BUFFER_SIZE. */
-#define CONN_RBUF_SIZE 16384
+/* The reply slots c holds (-o read_buf_mem_limit) given back: its queue
+ * was sent or dropped. */
+static inline void
+conn_resp_give_back(struct conn *c)
+{
+    if (c->resp_slots > 0) {
+        conn_buf_resp_back(&c->list->buf, c->resp_slots);
+        c->resp_slots = 0;
+    }
+}
 
-/* The worker's buffer gauges moved by count buffers of bytes (read
- * buffers), or count arena blocks (replies); a UDP socket's read buffer
- * is its own, outside -o read_buf_mem_limit, and not counted. */
-void conn_gauge_rbuf(struct conn *c, int64_t count, int64_t bytes);
-void conn_gauge_obuf(struct conn *c, int64_t count);
-
-/* May this worker's read buffers grow by add bytes?  A refusal counts as
- * read_buf_oom, and the connection closes, as memcached's does. */
-bool conn_rbuf_may_grow(struct conn *c, size_t add);
-
-/* The reply slots c holds, and the items its queue points into, given
- * back (its queue was sent or dropped). */
-void conn_resp_give_back(struct conn *c);
+/* The items c's queue points into, given back. */
 void conn_release_refs(struct conn *c);
 
 /* item_value_iov() cut to the value's bytes on c's wire (conn_value_len()

@@ -8,6 +8,7 @@
 
 #include "memcached-pm/conn/conn_handover.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,7 +38,8 @@ record_of(const struct conn *c, const char *more, size_t nmore,
     h->is_unix = c->is_unix;
     h->authenticated = c->authenticated;
     h->idle = now > c->last_cmd ? now - c->last_cmd : 0;
-    memcpy(h->listen_addr, c->listen_addr, sizeof(h->listen_addr));
+    snprintf(h->listen_addr, sizeof(h->listen_addr), "%s",
+             c->listen_addr != NULL ? c->listen_addr : "");
     if (have + nmore == 0) {
         return true;
     }

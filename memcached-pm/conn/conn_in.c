@@ -27,17 +27,15 @@ rbuf_room(struct conn *c)
     size_t have = c->rend - c->rstart;
 
     if (c->rbuf == NULL) {      /* given back while idle (conn_idle()) */
-        if (!conn_rbuf_may_grow(c, CONN_RBUF_SIZE) ||
-            (c->rbuf = malloc(CONN_RBUF_SIZE)) == NULL) {
+        if ((c->rbuf = conn_buf_rbuf(&c->list->buf, c->stats)) == NULL) {
             return -1;
         }
         c->rsize = CONN_RBUF_SIZE;
-        conn_gauge_rbuf(c, 1, CONN_RBUF_SIZE);
     }
     if (have == 0 && c->rsize > CONN_RBUF_SIZE) {
         char *small = malloc(CONN_RBUF_SIZE);
         if (small != NULL) {
-            conn_gauge_rbuf(c, 0, CONN_RBUF_SIZE - (int64_t)c->rsize);
+            conn_buf_gauge_rbuf(&c->list->buf, 0, CONN_RBUF_SIZE - (int64_t)c->rsize);
             free(c->rbuf);
             c->rbuf = small;
             c->rsize = CONN_RBUF_SIZE;
@@ -52,14 +50,14 @@ rbuf_room(struct conn *c)
     if (c->rend == c->rsize) {
         char *big;
 
-        if (c->rsize >= RBUF_MAX || !conn_rbuf_may_grow(c, c->rsize)) {
+        if (c->rsize >= RBUF_MAX || !conn_buf_may_grow(&c->list->buf, c->stats, c->rsize)) {
             return -1;
         }
         big = realloc(c->rbuf, c->rsize * 2);
         if (big == NULL) {
             return -1;
         }
-        conn_gauge_rbuf(c, 0, (int64_t)c->rsize);
+        conn_buf_gauge_rbuf(&c->list->buf, 0, (int64_t)c->rsize);
         c->rbuf = big;
         c->rsize *= 2;
     }
@@ -97,7 +95,12 @@ conn_read(struct conn *c)
     if (n > 0 && c->tls != NULL && !c->tls_named) {
         /* The handshake is done: keep the client's name where stats
          * conns can read it without the session. */
-        tls_peer_cn(c->tls, c->peer_cn, sizeof(c->peer_cn));
+        char cn[64];
+
+        tls_peer_cn(c->tls, cn, sizeof(cn));
+        if (cn[0] != '\0') {
+            c->peer_cn = strdup(cn);
+        }
         __atomic_store_n(&c->tls_named, true, __ATOMIC_RELEASE);
     }
 #endif
@@ -123,7 +126,7 @@ conn_fill_input(struct conn *c, const char *p, size_t n)
         if (b == NULL) {
             return -1;
         }
-        conn_gauge_rbuf(c, c->rbuf == NULL ? 1 : 0,
+        conn_buf_gauge_rbuf(&c->list->buf, c->rbuf == NULL ? 1 : 0,
                         (int64_t)size - (int64_t)c->rsize);
         c->rbuf = b;
         c->rsize = size;
@@ -132,19 +135,6 @@ conn_fill_input(struct conn *c, const char *p, size_t n)
     c->rstart = c->pf_end = 0;
     c->rend = n;
     return 0;
-}
-
-void
-conn_give_back_rbuf(struct conn *c)
-{
-    if (c->rbuf == NULL || c->rstart != c->rend || c->is_udp) {
-        return;
-    }
-    conn_gauge_rbuf(c, -1, -(int64_t)c->rsize);
-    free(c->rbuf);
-    c->rbuf = NULL;
-    c->rsize = 0;
-    c->rstart = c->rend = c->pf_end = 0;
 }
 
 void

@@ -1,6 +1,7 @@
 /*
- * conn_in.h: a connection's input (conn_in.c): reads into its read buffer, and
- * a value read into a new item.
+ * conn_in.h: a connection's input (conn_in.c): reads into its read
+ * buffer, borrowed from its worker while it reads (conn_idle(), conn.h),
+ * and a value read into a new item.
  */
 #ifndef MCPM_CONN_IN_H
 #define MCPM_CONN_IN_H
@@ -8,26 +9,12 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "memcached-pm/base/settings.h"
 #include "memcached-pm/conn/conn.h"
 
 /* Read what the socket has into the read buffer, making room first (the
  * buffer may move: drop the look-ahead before).  >0 bytes, 0: would
  * block, -1: closed, an error, or a line longer than 2 MB. */
 ssize_t conn_read(struct conn *c);
-
-/* The connection waits for bytes with none buffered: under -o
- * read_buf_mem_limit its read buffer goes back (the next read takes one,
- * if the worker's share allows), as memcached's buffers do. */
-void conn_give_back_rbuf(struct conn *c);
-
-static inline void
-conn_idle(struct conn *c)
-{
-    if (settings.read_buf_mem_limit > 0) {
-        conn_give_back_rbuf(c);
-    }
-}
 
 /* Copy buffered bytes into c->nitem's value (NREAD), then read the rest
  * of a large value straight into item memory: >0 bytes read, 0: would

@@ -22,18 +22,29 @@
 #include "storage/cache/cache.h"
 #include "storage/cache/cache_peek.h"
 
-#define OBUF_KEEP      4              /* arena blocks kept when idle */
-#define IOV_KEEP       1024           /* iovec entries kept when idle */
+#define IOV_KEEP       1024           /* iovec entries kept between
+                                         requests */
 #define IOV_BATCH      (IOV_MAX < 1024 ? IOV_MAX : 1024)
 
 /* ---- output queue ----------------------------------------------------- */
+
+int
+conn_out_take(struct conn *c)
+{
+    if ((c->obuf_head = conn_buf_obuf(&c->list->buf)) == NULL) {
+        return -1;
+    }
+    c->obuf_cur = c->obuf_head;
+    return 0;
+}
 
 static int
 iov_push(struct conn *c, void *base, size_t len)
 {
     if (c->iov_len == c->iov_cap) {
-        size_t cap = c->iov_cap ? c->iov_cap * 2 : 64;
-        struct iovec *iov = realloc(c->iov, cap * sizeof(*iov));
+        size_t cap = c->iov_cap ? c->iov_cap * 2 : CONN_IOV_MIN;
+        struct iovec *iov = c->iov_cap ? realloc(c->iov, cap * sizeof(*iov))
+                                       : conn_buf_iov(&c->list->buf);
 
         if (iov == NULL) {
             return -1;
@@ -74,13 +85,8 @@ arena_room(struct conn *c, size_t n)
     if (OBUF_SIZE - b->used >= n) {
         return b;
     }
-    if (b->next == NULL) {
-        b->next = malloc(sizeof(*b));
-        if (b->next == NULL) {
-            return NULL;
-        }
-        b->next->next = NULL;
-        conn_gauge_obuf(c, 1);
+    if (b->next == NULL && (b->next = conn_buf_obuf(&c->list->buf)) == NULL) {
+        return NULL;
     }
     b = b->next;
     b->used = 0;
@@ -284,25 +290,22 @@ conn_out_value(struct conn *c, struct item *it)
 static void
 out_reset(struct conn *c)
 {
-    struct obuf *b = c->obuf_head;
-    unsigned kept = 1;
+    struct obuf *b = c->obuf_head, *extra;
 
     conn_release_refs(c);
     conn_resp_give_back(c);
     c->iov_len = c->iov_sent = 0;
     c->out_bytes = 0;
-    while (b->next != NULL && kept < OBUF_KEEP) {
-        b = b->next;
-        kept++;
+    if (b != NULL) {
+        /* The first block stays for what the input still holds; the
+         * rest go back to the worker. */
+        while ((extra = b->next) != NULL) {
+            b->next = extra->next;
+            conn_buf_obuf_back(&c->list->buf, extra);
+        }
+        b->used = 0;
+        c->obuf_cur = b;
     }
-    while (b->next != NULL) {
-        struct obuf *extra = b->next;
-        b->next = extra->next;
-        free(extra);
-        conn_gauge_obuf(c, -1);
-    }
-    c->obuf_head->used = 0;
-    c->obuf_cur = c->obuf_head;
     if (c->iov_cap > IOV_KEEP) {
         free(c->iov);
         c->iov = NULL;

@@ -22,12 +22,40 @@
 
 struct cache_view;
 
-/* Under -o read_buf_mem_limit, a slot for the request's reply
- * (conn_resp_take(), conn.h); always true without the limit. */
+/*
+ * Under -o read_buf_mem_limit a reply is built in memory the limit
+ * covers, as memcached's response objects are: each request, and each
+ * key of a text multiget after the first, takes a slot, held until the
+ * queue is sent; a worker's slots come 13 to a 16 KB buffer (memcached's
+ * count) out of the same share as its read buffers, and once it has
+ * taken one it keeps a buffer for them, as memcached keeps its last.
+ * false: no slot to be had, counted as response_obj_oom; the caller
+ * answers as memcached does (a multiget: SERVER_ERROR out of memory
+ * writing get response; a request: the connection closes).  Without the
+ * limit, and on a UDP socket, always true.
+ */
 static inline bool
 conn_resp_start(struct conn *c)
 {
-    return settings.read_buf_mem_limit == 0 || conn_resp_take(c);
+    if (settings.read_buf_mem_limit == 0 || c->is_udp) {
+        return true;
+    }
+    if (!conn_buf_resp_take(&c->list->buf, c->stats)) {
+        return false;
+    }
+    c->resp_slots++;
+    return true;
+}
+
+/* Before a request's replies are queued: the queue's first block,
+ * borrowed from the worker while the connection is busy and given back
+ * by conn_idle().  0, or -1 out of memory (close the connection). */
+int conn_out_take(struct conn *c);
+
+static inline int
+conn_out_ready(struct conn *c)
+{
+    return c->obuf_cur != NULL ? 0 : conn_out_take(c);
 }
 
 /* Drop the replies queued and not yet sent (none of the queue is, while

@@ -438,19 +438,14 @@ got_recv(struct ring *r, struct ring_io *io, const struct io_uring_cqe *cqe)
 static void
 got_send(struct ring *r, struct ring_io *io, int res)
 {
-    size_t asked = 0;
-
     io->send_busy = false;
     io->inflight--;
     if (io->removed) {
         return;
     }
-    for (size_t i = 0; i < io->msg.msg_iovlen; i++) {
-        asked += io->msg.msg_iov[i].iov_len;
-    }
     if (res < 0) {
         STAT_INCR(r->stats->ring_send_errors);
-    } else if ((size_t)res < asked) {
+    } else if ((size_t)res < io->send_asked) {
         STAT_INCR(r->stats->ring_send_short);
     }
     io->send_res = res;
@@ -618,7 +613,7 @@ free_removed(struct ring *r)
             r->slots[r->nslots++] = io->slot;
         }
         if (io->done != NULL) {
-            io->done(io->done_arg);     /* may take the inbox (detach) */
+            io->done(io->arg);          /* may take the inbox (detach) */
         }
         while (io->in_head != NO_BUF) {
             int bid = io->in_head;

@@ -81,9 +81,10 @@ void ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg);
 void ring_detach(struct ring_io *io, void (*done)(void *arg), void *arg);
 
 /* The transport calls for a stream source, as read(2), readv(2) and
- * sendmsg(2) behave on a non-blocking socket: bytes, 0 at the end of
- * the stream, -1 with errno (EAGAIN: nothing yet).  ring_writev()'s
- * iovecs must stay as they are until a call returns what was sent. */
+ * writev(2) behave on a non-blocking socket: bytes, 0 at the end of the
+ * stream, -1 with errno (EAGAIN: nothing yet).  ring_writev()'s iovecs
+ * must stay as they are until a call returns what was sent; a write to
+ * a peer gone raises SIGPIPE, which the process ignores (main.c). */
 ssize_t ring_read(struct ring_io *io, void *buf, size_t n);
 ssize_t ring_readv(struct ring_io *io, const struct iovec *iov, int n);
 ssize_t ring_writev(struct ring_io *io, struct iovec *iov, size_t n);

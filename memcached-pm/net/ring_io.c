@@ -88,7 +88,7 @@ ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg)
     }
     io->removed = true;
     io->done = done;
-    io->done_arg = arg;
+    io->arg = arg;              /* cb is not called once removed */
     io->want = 0;
     if (io->starved) {
         struct ring_io **p = &r->starved;
@@ -203,6 +203,7 @@ ssize_t
 ring_writev(struct ring_io *io, struct iovec *iov, size_t n)
 {
     struct io_uring_sqe *sqe;
+    size_t asked = 0;
 
     if (io->send_done) {
         io->send_done = false;
@@ -213,10 +214,15 @@ ring_writev(struct ring_io *io, struct iovec *iov, size_t n)
         return io->send_res;
     }
     if (!io->send_busy && (sqe = ring_sqe(io->r)) != NULL) {
-        memset(&io->msg, 0, sizeof(io->msg));
-        io->msg.msg_iov = iov;
-        io->msg.msg_iovlen = n;
-        io_uring_prep_sendmsg(sqe, ring_target(io), &io->msg, MSG_NOSIGNAL);
+        /* writev, not sendmsg: the kernel takes the iovecs as it
+         * submits, and the source keeps no msghdr (SIGPIPE is ignored,
+         * so a peer gone answers EPIPE alike). */
+        io_uring_prep_writev(sqe, ring_target(io), iov, (unsigned)n,
+                             (uint64_t)-1);
+        for (size_t i = 0; i < n; i++) {
+            asked += iov[i].iov_len;
+        }
+        io->send_asked = asked > UINT32_MAX ? UINT32_MAX : (uint32_t)asked;
         ring_fixed(sqe, io);
         io_uring_sqe_set_data64(sqe, ud(io, OP_SEND));
         io->send_busy = true;

@@ -24,9 +24,8 @@ struct ring_io {
     int             fd;
     int             slot;           /* its registered file, or -1 */
     ring_cb         cb;
-    void           *arg;
+    void           *arg;            /* cb's; once removed, done's */
     void          (*done)(void *arg);
-    void           *done_arg;
     short           want;           /* what the owner waits for */
     short           fired;          /* what became ready since it ran */
     short           polled;         /* poll: what the armed poll asks */
@@ -44,8 +43,9 @@ struct ring_io {
     bool            starved;        /* on the starved list */
     int             err;            /* the receive's error, positive */
     int             send_res;
+    uint32_t        send_asked;     /* the send's bytes (at most
+                                       what one send takes) */
     unsigned        inflight;       /* operations in the ring */
-    struct msghdr   msg;            /* the send's, kept until it is done */
 
     /* the inbox: received buffers in order, chained by r->buf_next */
     int             in_head;

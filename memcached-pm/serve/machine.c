@@ -391,6 +391,9 @@ state_parse(struct conn *c, int64_t *budget)
     if (c->out_bytes > OUT_HIGH_WATER) {
         return CONN_WRITE;
     }
+    if (conn_out_ready(c) != 0) {
+        return CONN_CLOSING;
+    }
     if (*budget <= 0) {
         /* Let the worker's other connections in; come back next turn. */
         STAT_INCR(c->stats->conn_yields);
