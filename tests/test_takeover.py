@@ -7,6 +7,7 @@ never a refused or a closed connection.  Killing either side at any step
 leaves one node serving every item."""
 
 import os
+import resource
 import signal
 import socket
 import struct
@@ -81,6 +82,81 @@ def test_pymemcache_ascii_client_through_20_takeovers(server_factory,
     st = s.stats()
     assert st["curr_items"] == "1"
     mc.close()
+
+
+def fd_room(n):
+    """Let this process hold n descriptors (up to its hard limit, which
+    the test then needs)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard >= n, "the test needs %d descriptors, the limit is %d" \
+        % (n, hard)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+
+
+def open_idle(port, n):
+    """n connections, each answered `version` once."""
+    conns = [socket.create_connection(("127.0.0.1", port), timeout=10)
+             for _ in range(n)]
+    assert_versions(conns)
+    return conns
+
+
+def assert_versions(conns):
+    """Each connection answers `version` (sent to all, then read)."""
+    for c in conns:
+        c.sendall(b"version\r\n")
+    for c in conns:
+        got = b""
+        while not got.endswith(b"\r\n"):
+            more = c.recv(64)
+            assert more, "a connection closed"
+            got += more
+        assert got.startswith(b"VERSION "), got
+
+
+def test_thousands_of_idle_connections_move_and_one_mid_request_finishes(
+        server_factory, memfile, tsock):
+    """The node stops at the start of its pause (after it sent the
+    sockets ahead): a connection there is half through a set, 2,000
+    others idle.  Let go, the node waits for the set, which its client
+    then finishes; every connection answers on the new node."""
+    n = 2000
+    fd_room(n + 500)
+    s = node(server_factory, memfile, tsock, "-c", str(n + 200),
+             env={"MCPM_TAKEOVER_PAUSE": "old:presented"})
+    idle = open_idle(s.port, n)
+    with s.conn() as mid:
+        mid.send(b"set m 0 0 10\r\n12345")
+        old = s.take_over(env={"MCPM_TAKEOVER_PAUSE": ""}, wait=False)
+        wait_for(lambda: stopped(old.pid), 10, "the node's pause")
+        old.send_signal(signal.SIGCONT)
+        mid.send(b"67890\r\n")
+        assert mid.read_until(b"\r\n") == b"STORED\r\n"
+        s.wait_taken_over(old)
+        mid.call(b"get m\r\n", b"VALUE m 0 10\r\n1234567890\r\nEND\r\n")
+    assert "still in a request" not in s.predecessor_stderr(old)
+    assert_versions(idle)
+    assert int(s.stats()["curr_connections"]) >= n + 1
+    for c in idle:
+        c.close()
+
+
+def test_the_drain_deadline_closes_only_the_connection_mid_request(
+        server_factory, memfile, tsock):
+    """A set that never ends is closed when the drain's second is up;
+    the idle connections beside it all move."""
+    s = node(server_factory, memfile, tsock)
+    idle = open_idle(s.port, 50)
+    with s.conn() as stuck:
+        stuck.send(b"set m 0 0 10\r\n12345")
+        old = s.take_over()
+        stuck.wait_closed()
+    assert_versions(idle)
+    assert "1 connection still in a request after 1000 ms: closed" in \
+        s.predecessor_stderr(old)
+    for c in idle:
+        c.close()
 
 
 PYLIBMC_DRIVER = r"""
@@ -328,7 +404,8 @@ def stopped(pid):
         return False
 
 
-STEPS = [("old", "offered"), ("old", "sent"), ("old", "released"),
+STEPS = [("old", "offered"), ("old", "presented"), ("old", "sent"),
+         ("old", "released"),
          ("new", "offered"), ("new", "received"), ("new", "serving")]
 # Each side stopped at each step, then killed, or the other side killed.
 # While the old node stands at "released" the new one finishes the
@@ -419,14 +496,15 @@ def test_a_successor_that_cannot_read_this_version_gets_a_plain_stop(
 
 # What a successor that reads versions up to v is sent: version 1, the
 # sockets and their state; 2, the DRAM index too (IMAGE); 3, after it
-# says GO.
-LISTENERS, CONNS, STATE, RELEASED, IMAGE, GO = 4, 5, 6, 7, 9, 10
+# says GO; 4, the connections' sockets ahead of the pause (PRECONNS).
+LISTENERS, CONNS, STATE, RELEASED, IMAGE, GO, PRECONNS = 4, 5, 6, 7, 9, 10, 11
 
 
 @pytest.mark.parametrize("version,sent", [
     (1, [LISTENERS, CONNS, STATE, RELEASED]),
     (2, [LISTENERS, CONNS, STATE, IMAGE, RELEASED]),
-    (3, [LISTENERS, CONNS, STATE, IMAGE, RELEASED])])
+    (3, [LISTENERS, CONNS, STATE, IMAGE, RELEASED]),
+    (4, [PRECONNS, LISTENERS, CONNS, STATE, IMAGE, RELEASED])])
 def test_each_version_gets_what_it_reads_and_the_node_serves_on(
         server_factory, memfile, tsock, version, sent):
     """A successor is offered the newest version it reads, and sent what

@@ -199,12 +199,14 @@ conn_state_label(enum conn_state s)
 /* The peer's address, for stats conns and watch (a unix socket has
  * none: its name is the socket's path). */
 static void
-peer_name(struct conn *c)
+peer_name(struct conn *c, const struct sockaddr *known, socklen_t len)
 {
     struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
 
-    if (c->is_unix || getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0) {
+    if (known != NULL) {
+        memcpy(&ss, known, len < sizeof(ss) ? len : sizeof(ss));
+    } else if (len = sizeof(ss), c->is_unix ||
+               getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0) {
         return;
     }
     if (len <= sizeof(c->peer)) {
@@ -291,7 +293,8 @@ oom:
 
 struct conn *
 conn_new(const struct conn_owner *o, int fd, bool is_unix, enum tls_mode tls,
-         const char *listen_addr)
+         const char *listen_addr, const struct sockaddr *peer,
+         socklen_t peer_len)
 {
     struct conn *c = conn_make(o, fd, 0, false);
 
@@ -310,7 +313,7 @@ conn_new(const struct conn_owner *o, int fd, bool is_unix, enum tls_mode tls,
 #endif
     c->is_unix = is_unix;
     c->listen_addr = conn_name(listen_addr);
-    peer_name(c);
+    peer_name(c, peer, peer_len);
     /* -vv, memcached's words for each -B mode */
     log_debug(c->proto == CONN_NEGOTIATE
               ? "<%d new auto-negotiating client connection"
@@ -445,6 +448,19 @@ conn_idle(struct conn *c)
     }
 }
 
+/* A socket sent ahead of a takeover is shut down, not closed: its
+ * number must not come back for another connection before the pause,
+ * and its client sees the end now. */
+static bool
+conn_close_presented(struct conn *c)
+{
+    if (handover_add_dead(&c->list->left, c->fd) != 0) {
+        return false;
+    }
+    (void)shutdown(c->fd, SHUT_RDWR);
+    return true;
+}
+
 void
 conn_free(struct conn **cp)
 {
@@ -464,7 +480,9 @@ conn_free(struct conn **cp)
     if (c->loop != NULL) {
         evloop_forget(c->loop, &c->ev);
     }
-    close(c->fd);
+    if (c->presented == 0 || !conn_close_presented(c)) {
+        close(c->fd);
+    }
     conn_release(c);
     SERVER_STAT_DECR(curr_connections);
     *cp = NULL;

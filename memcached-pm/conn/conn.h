@@ -63,6 +63,11 @@ struct conn_list {
     unsigned             n;
     struct conn_buf      buf;        /* its buffers (conn_buf.h) */
     bool                 leaving;
+    unsigned             staying;    /* while leaving: connections not
+                                        yet gone or going */
+    uint32_t             presented;  /* sockets sent ahead of a takeover */
+    int32_t              present_base; /* the first one's place among all
+                                        the node sent */
     struct handover      left;
     void               (*on_empty)(void *arg);
     void                *empty_arg;
@@ -106,6 +111,9 @@ struct conn {
                                         a UDP socket's own name */
     struct sockaddr_in6 peer;        /* stats conns, watch's connevents */
     socklen_t        peer_len;
+    uint32_t         presented;      /* 1 + its place among the sockets
+                                        its worker sent ahead of a
+                                        takeover, or 0 */
 
     bool             is_unix;
     bool             is_udp;         /* a worker's UDP socket (udp.h) */
@@ -125,6 +133,8 @@ struct conn {
     bool             sasl_started;   /* -S: PLAIN waits for its STEP */
     bool             noreply;        /* drop replies of the current request */
     bool             nnoreply;       /* ... of the value being read */
+    bool             active;         /* read since it was presented */
+    bool             staying;        /* counted in its list's staying */
     uint8_t          close_reason;   /* LOG_CLOSE_*, error unless set */
     uint8_t          bin_opcode;     /* the binary request being answered */
 
@@ -223,10 +233,12 @@ void conn_gauges(struct buffer_gauges *out);
 
 /* A connection for an accepted fd, on its owner's list, in CONN_READ with
  * no event registered yet (machine_start()); with tls, a TLS session
- * whose handshake its first reads do.  NULL on allocation failure (the fd
- * is then closed). */
+ * whose handshake its first reads do.  peer: its client's address, known
+ * already (a connection taken over), or NULL: asked of the socket.  NULL
+ * on allocation failure (the fd is then closed). */
 struct conn *conn_new(const struct conn_owner *o, int fd, bool is_unix,
-                      enum tls_mode tls, const char *listen_addr);
+                      enum tls_mode tls, const char *listen_addr,
+                      const struct sockaddr *peer, socklen_t peer_len);
 
 /* A worker's UDP socket as a connection, named `name` ("udp:host:port")
  * for stats conns, its read buffer room for a whole datagram, its reply

@@ -40,6 +40,14 @@ record_of(const struct conn *c, const char *more, size_t nmore,
     h->idle = now > c->last_cmd ? now - c->last_cmd : 0;
     snprintf(h->listen_addr, sizeof(h->listen_addr), "%s",
              c->listen_addr != NULL ? c->listen_addr : "");
+    h->presented = c->presented > 0 ? c->list->present_base +
+                                      (int32_t)c->presented - 1
+                                    : -1;
+    h->busy = c->active || have + nmore > 0 || c->presented == 0;
+    if (c->peer_len <= sizeof(h->peer)) {
+        h->peer = c->peer;
+        h->peer_len = c->peer_len;
+    }
     if (have + nmore == 0) {
         return true;
     }

@@ -71,6 +71,7 @@ got_bytes(struct conn *c, ssize_t n)
 {
     if (n > 0) {
         STAT_ADD(c->stats->bytes_read, (uint64_t)n);
+        c->active = true;
         return n;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

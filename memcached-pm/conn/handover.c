@@ -32,8 +32,16 @@ struct record {
     char     listen_addr[64];
 };
 
+/* version 4: after struct record */
+struct record4 {
+    int32_t  presented;
+    uint32_t peer_len;
+    struct sockaddr_in6 peer;
+};
+
 #define REC_UNIX 1u
 #define REC_AUTH 2u
+#define REC_BUSY 4u
 
 /* Room for one more of size `each` in *arr (holding n of cap). */
 static int
@@ -66,6 +74,24 @@ handover_add(struct handover *h, const struct handover_conn *c)
 }
 
 int
+handover_reserve(struct handover *h, size_t n)
+{
+    struct handover_conn *p;
+
+    if (h->conns_cap - h->nconns >= n) {
+        return 0;
+    }
+    if ((p = realloc(h->conns, (h->nconns + n) * sizeof(*p))) == NULL) {
+        return -1;
+    }
+    /* touched now: its pages' faults are no part of a pause */
+    memset(p + h->nconns, 0, n * sizeof(*p));
+    h->conns = p;
+    h->conns_cap = h->nconns + n;
+    return 0;
+}
+
+int
 handover_add_udp(struct handover *h, int fd)
 {
     if (grow((void **)&h->udp, h->nudp, &h->udp_cap, sizeof(*h->udp)) != 0) {
@@ -76,8 +102,27 @@ handover_add_udp(struct handover *h, int fd)
 }
 
 int
+handover_add_dead(struct handover *h, int fd)
+{
+    if (grow((void **)&h->dead, h->ndead, &h->dead_cap,
+             sizeof(*h->dead)) != 0) {
+        return -1;
+    }
+    h->dead[h->ndead++] = fd;
+    return 0;
+}
+
+int
 handover_move(struct handover *dst, struct handover *src)
 {
+    if (dst->nconns == 0 && dst->nudp == 0 && dst->ndead == 0 &&
+        dst->conns_cap < src->conns_cap) {
+        /* all of src, as it is */
+        handover_free(dst, false);
+        *dst = *src;
+        memset(src, 0, sizeof(*src));
+        return 0;
+    }
     for (size_t i = 0; i < src->nconns; i++) {
         if (handover_add(dst, &src->conns[i]) != 0) {
             return -1;
@@ -90,6 +135,12 @@ handover_move(struct handover *dst, struct handover *src)
             return -1;
         }
         src->udp[i] = -1;
+    }
+    for (size_t i = 0; i < src->ndead; i++) {
+        if (handover_add_dead(dst, src->dead[i]) != 0) {
+            return -1;
+        }
+        src->dead[i] = -1;
     }
     handover_free(src, false);
     return 0;
@@ -109,8 +160,14 @@ handover_free(struct handover *h, bool close_fds)
             close(h->udp[i]);
         }
     }
+    for (size_t i = 0; i < h->ndead; i++) {
+        if (h->dead[i] >= 0) {
+            close(h->dead[i]);
+        }
+    }
     free(h->conns);
     free(h->udp);
+    free(h->dead);
     memset(h, 0, sizeof(*h));
 }
 
@@ -136,69 +193,105 @@ write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-int
-handover_save(const struct handover *h)
+static size_t
+record_size(uint32_t version)
 {
-    struct header hd = { MAGIC, HANDOVER_VERSION, (uint32_t)h->nconns,
-                         sizeof(hd) };
+    return sizeof(struct record) +
+           (version >= 4 ? sizeof(struct record4) : 0);
+}
+
+int
+handover_save(const struct handover *h, uint32_t version)
+{
+    struct header hd = { MAGIC, version, (uint32_t)h->nconns, sizeof(hd) };
     int fd = memfd_create("mcpm-handover", MFD_CLOEXEC);
+    char *buf, *p;
+    int rc;
 
     if (fd < 0) {
         return -1;
     }
     for (size_t i = 0; i < h->nconns; i++) {
-        hd.bytes += sizeof(struct record) + h->conns[i].nleft;
+        hd.bytes += record_size(version) + h->conns[i].nleft;
     }
-    if (write_all(fd, &hd, sizeof(hd)) != 0) {
-        goto fail;
+    /* written whole, in one call: thousands of records are a pause's
+     * worth of system calls one by one */
+    if ((buf = p = malloc(hd.bytes)) == NULL) {
+        close(fd);
+        return -1;
     }
+    memcpy(p, &hd, sizeof(hd));
+    p += sizeof(hd);
     for (size_t i = 0; i < h->nconns; i++) {
         const struct handover_conn *c = &h->conns[i];
         struct record r = {
             .proto = c->proto,
             .flags = (uint8_t)((c->is_unix ? REC_UNIX : 0) |
-                               (c->authenticated ? REC_AUTH : 0)),
+                               (c->authenticated ? REC_AUTH : 0) |
+                               (version >= 4 && c->busy ? REC_BUSY : 0)),
             .idle = c->idle,
             .nleft = c->nleft,
         };
+        struct record4 r4 = {
+            .presented = c->presented,
+            .peer_len = c->peer_len,
+            .peer = c->peer,
+        };
 
         memcpy(r.listen_addr, c->listen_addr, sizeof(r.listen_addr));
-        if (write_all(fd, &r, sizeof(r)) != 0 ||
-            (c->nleft > 0 && write_all(fd, c->left, c->nleft) != 0)) {
-            goto fail;
+        memcpy(p, &r, sizeof(r));
+        p += sizeof(r);
+        if (version >= 4) {
+            memcpy(p, &r4, sizeof(r4));
+            p += sizeof(r4);
+        }
+        if (c->nleft > 0) {
+            memcpy(p, c->left, c->nleft);
+            p += c->nleft;
         }
     }
-    if (lseek(fd, 0, SEEK_SET) != 0) {
-        goto fail;
+    rc = write_all(fd, buf, hd.bytes);
+    free(buf);
+    if (rc != 0 || lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        return -1;
     }
     return fd;
-fail:
-    close(fd);
-    return -1;
 }
 
-/* Record i at *off of the mapped file (size n) into c; false when it
- * runs past the end. */
+/* The record at *off of the mapped file (size n, layout `version`) into
+ * c; false when it runs past the end or says what cannot be. */
 static bool
-read_record(const char *base, size_t n, size_t *off, struct handover_conn *c)
+read_record(const char *base, size_t n, uint32_t version, size_t *off,
+            struct handover_conn *c)
 {
     struct record r;
+    struct record4 r4 = { .presented = -1 };
 
-    if (n - *off < sizeof(r)) {
+    if (n - *off < record_size(version)) {
         return false;
     }
     memcpy(&r, base + *off, sizeof(r));
     *off += sizeof(r);
-    if (n - *off < r.nleft) {
+    if (version >= 4) {
+        memcpy(&r4, base + *off, sizeof(r4));
+        *off += sizeof(r4);
+    }
+    if (n - *off < r.nleft || r4.presented < -1 ||
+        r4.peer_len > sizeof(r4.peer)) {
         return false;
     }
     memset(c, 0, sizeof(*c));
     c->proto = r.proto;
     c->is_unix = (r.flags & REC_UNIX) != 0;
     c->authenticated = (r.flags & REC_AUTH) != 0;
+    c->busy = (r.flags & REC_BUSY) != 0 || version < 4;
     c->idle = r.idle;
     memcpy(c->listen_addr, r.listen_addr, sizeof(c->listen_addr));
     c->listen_addr[sizeof(c->listen_addr) - 1] = '\0';
+    c->presented = r4.presented;
+    c->peer_len = r4.peer_len;
+    c->peer = r4.peer;
     c->nleft = r.nleft;
     c->left = (char *)base + *off;      /* copied by the caller */
     *off += r.nleft;
@@ -208,8 +301,9 @@ read_record(const char *base, size_t n, size_t *off, struct handover_conn *c)
 /* The mapped file's records into h; -1 with err on a garbled one. */
 static int
 load_records(const char *base, size_t n, struct handover *h,
-             int (*fd_of)(unsigned i, void *arg), void *arg,
-             char *err, size_t len)
+             int (*fd_of)(const struct handover_conn *c, unsigned i,
+                          void *arg),
+             void *arg, char *err, size_t len)
 {
     struct header hd;
     struct handover got = { 0 };
@@ -226,16 +320,21 @@ load_records(const char *base, size_t n, struct handover *h,
                  HANDOVER_VERSION);
         return -1;
     }
+    if (hd.nconns > (n - sizeof(hd)) / sizeof(struct record) ||
+        handover_reserve(&got, hd.nconns) != 0) {
+        snprintf(err, len, "%u records cannot be", hd.nconns);
+        return -1;
+    }
     for (uint32_t i = 0; i < hd.nconns; i++) {
         struct handover_conn c;
         char *copy = NULL;
 
-        if (!read_record(base, n, &off, &c)) {
-            snprintf(err, len, "record %u runs past its end", i);
+        if (!read_record(base, n, hd.version, &off, &c)) {
+            snprintf(err, len, "record %u is garbled", i);
             handover_free(&got, true);
             return -1;
         }
-        if ((c.fd = fd_of(i, arg)) < 0) {
+        if ((c.fd = fd_of(&c, i, arg)) < 0) {
             continue;           /* its socket did not come */
         }
         if (c.nleft > 0 && (copy = malloc(c.nleft)) == NULL) {
@@ -261,8 +360,9 @@ load_records(const char *base, size_t n, struct handover *h,
 
 int
 handover_load(int memfd, struct handover *h,
-              int (*fd_of)(unsigned i, void *arg), void *arg,
-              char *err, size_t len)
+              int (*fd_of)(const struct handover_conn *c, unsigned i,
+                           void *arg),
+              void *arg, char *err, size_t len)
 {
     struct stat st;
     void *base;

@@ -82,11 +82,12 @@ struct stored {
 };
 
 static int
-stored_fd(unsigned i, void *arg)
+stored_fd(const struct handover_conn *c, unsigned i, void *arg)
 {
     struct stored *st = arg;
     int fd;
 
+    (void)c;
     if (i >= st->n || st->fds[i] < 0) {
         return -1;
     }
@@ -268,11 +269,30 @@ wait_file_free(int ms)
     return -1;
 }
 
-/* Keep what a takeover brought: its listeners, its connections. */
+/* A record's socket as a takeover sent it: among those sent ahead of
+ * the pause by its place, else the next of those sent in it. */
+static int
+sent_fd(const struct handover_conn *c, unsigned i, void *arg)
+{
+    struct takeover_got *got = arg;
+    int fd = -1;
+
+    (void)i;
+    if (c->presented < 0 && got->next_conn < got->nconns) {
+        fd = got->conns[got->next_conn];
+        got->conns[got->next_conn++] = -1;
+    } else if (c->presented >= 0 && (size_t)c->presented < got->npre) {
+        fd = got->pre[c->presented];
+        got->pre[c->presented] = -1;        /* one record, one socket */
+    }
+    return fd;
+}
+
+/* Keep what a takeover brought: its listeners, its connections (a
+ * socket sent ahead that no record names closed since). */
 static void
 keep_got(struct takeover_got *got)
 {
-    struct stored st = { got->conns, got->nconns };
     char err[256];
 
     for (size_t i = 0; i < got->ngiven; i++) {
@@ -281,7 +301,7 @@ keep_got(struct takeover_got *got)
         }
     }
     if (got->state >= 0 &&
-        handover_load(got->state, &sc.conns, stored_fd, &st, err,
+        handover_load(got->state, &sc.conns, sent_fd, got, err,
                       sizeof(err)) != 0) {
         log_error("takeover: its connections are dropped: %s", err);
     }
@@ -527,19 +547,6 @@ store_listeners(void)
     }
 }
 
-/* Hand the connections taken over to the workers. */
-static void
-adopt(struct handover *h)
-{
-    for (size_t i = 0; i < h->nconns; i++) {
-        if (worker_adopt(&h->conns[i]) != 0) {
-            close(h->conns[i].fd);
-        }
-        h->conns[i].fd = -1;
-    }
-    handover_free(h, false);
-}
-
 void
 succession_serving(void)
 {
@@ -561,7 +568,8 @@ succession_serving(void)
         log_info("takeover: serving in place of pid %d, with its %zu "
                  "connections", (int)sc.pred.pid, n);
     }
-    adopt(&sc.conns);
+    worker_adopt_all(&sc.conns);
+    takeover_step("new", "dispatched");
     listen_start();
     if (sdaemon_fdstore()) {
         store_listeners();
@@ -586,24 +594,27 @@ sockets(int *fds, size_t max)
     return n;
 }
 
-/* Everything but the memory file to the successor: 0 or -1. */
+/* Everything but the memory file to the successor (the connections'
+ * sockets it does not hold already), in the records' layout of
+ * `version`: 0 or -1. */
 static int
-send_sockets(int sock)
+send_sockets(int sock, uint32_t version)
 {
     int fds[MAX_SOCKETS], *conns, state, rc;
-    size_t n = sockets(fds, MAX_SOCKETS);
+    size_t n = sockets(fds, MAX_SOCKETS), k = 0;
 
     if ((conns = calloc(sc.left.nconns + 1, sizeof(*conns))) == NULL) {
         return -1;
     }
     for (size_t i = 0; i < sc.left.nconns; i++) {
-        conns[i] = sc.left.conns[i].fd;
+        if (sc.left.conns[i].presented < 0) {
+            conns[k++] = sc.left.conns[i].fd;
+        }
     }
-    state = handover_save(&sc.left);
+    state = handover_save(&sc.left, version);
     rc = state < 0 ||
          takeover_send_fds(sock, TAKEOVER_LISTENERS, fds, n) != 0 ||
-         takeover_send_fds(sock, TAKEOVER_CONNS, conns,
-                           sc.left.nconns) != 0 ||
+         takeover_send_fds(sock, TAKEOVER_CONNS, conns, k) != 0 ||
          takeover_send_fds(sock, TAKEOVER_STATE, &state, 1) != 0 ? -1 : 0;
     if (state >= 0) {
         close(state);
@@ -686,12 +697,35 @@ resume(const struct takeover_peer *p, bool reopen)
         sc.left.udp[i] = -1;
     }
     free(g);
+    worker_left_free();
     if (worker_start_all((unsigned)settings.num_threads) != 0) {
         log_error("takeover: the workers cannot start again");
         exit(EXIT_FAILURE);
     }
-    adopt(&sc.left);
+    worker_adopt_all(&sc.left);
     listen_start();
+}
+
+/* Send the successor the sockets of the connections ahead of the pause
+ * (a socket is only a reference: this node serves on them until it
+ * lets go).  0, or -1 (the successor is gone). */
+static int
+present(int sock)
+{
+    int *fds = NULL;
+    size_t n = 0;
+    int rc = worker_present_all(&fds, &n);
+
+    /* room for their records (touched now, not in the pause) */
+    (void)handover_reserve(&sc.left, n);
+    if (rc == 0) {
+        rc = takeover_send_fds(sock, TAKEOVER_PRECONNS, fds, n);
+    }
+    free(fds);
+    if (rc != 0) {
+        worker_present_end();
+    }
+    return rc;
 }
 
 /* Hand everything to the successor p: 0 once it serves, -1 when it went
@@ -714,9 +748,18 @@ hand_over(struct takeover_peer *p)
         return -1;
     }
     takeover_step("old", "offered");
+    if (p->version >= 4 && present(p->fd) != 0) {
+        log_error("takeover: pid %d went away: serving on", (int)p->pid);
+        if (room >= 0) {
+            close(room);
+        }
+        return -1;
+    }
+    takeover_step("old", "presented");
     listen_stop();
     worker_leave_all(&sc.left, DRAIN_MS);
-    if (send_sockets(p->fd) != 0) {
+    takeover_step("old", "left");
+    if (send_sockets(p->fd, p->version) != 0) {
         if (room >= 0) {
             close(room);
         }
@@ -736,6 +779,7 @@ hand_over(struct takeover_peer *p)
         resume(p, true);
         return -1;
     }
+    worker_left_free();
     log_info("takeover: pid %d serves, with %zu connections", (int)p->pid,
              sc.left.nconns);
     return 0;
@@ -812,10 +856,11 @@ succession_store(void)
         sdaemon_store(sc.left.udp[i], HANDOVER_LISTEN_NAME);
     }
     /* the state last: a start that finds it finds every connection */
-    if ((state = handover_save(&sc.left)) >= 0) {
+    if ((state = handover_save(&sc.left, HANDOVER_STORE_VERSION)) >= 0) {
         sdaemon_store(state, HANDOVER_STATE_NAME);
         close(state);
     }
+    worker_left_free();
     log_info("systemd: %zu connections left in the fd store",
              sc.left.nconns);
     return true;

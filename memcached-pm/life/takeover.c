@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "memcached-pm/base/log.h"
@@ -177,10 +178,20 @@ takeover_wait_gone(int sock, int timeout_ms)
 void
 takeover_step(const char *side, const char *step)
 {
+    static struct timespec first;
     const char *at = getenv("MCPM_TAKEOVER_PAUSE");
     size_t n = strlen(side);
+    struct timespec ts;
 
-    log_info("takeover: %s: %s", side, step);
+    /* -v: each step with the time since this side's first, so that an
+     * operator sees where a takeover spends its pause */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (first.tv_sec == 0 && first.tv_nsec == 0) {
+        first = ts;
+    }
+    log_info("takeover: %s: %s (%.1f ms)", side, step,
+             (double)(ts.tv_sec - first.tv_sec) * 1e3 +
+             (double)(ts.tv_nsec - first.tv_nsec) / 1e6);
     if (at != NULL && strncmp(at, side, n) == 0 && at[n] == ':' &&
         strcmp(at + n + 1, step) == 0) {
         kill(getpid(), SIGSTOP);
@@ -344,16 +355,16 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
 
 /* Append n fds to an array of ints or of given listeners. */
 static int
-keep_conns(struct takeover_got *got, const int *fds, size_t n)
+keep_conns(int **arr, size_t *have, const int *fds, size_t n)
 {
-    int *a = realloc(got->conns, (got->nconns + n) * sizeof(*a));
+    int *a = realloc(*arr, (*have + n) * sizeof(*a));
 
     if (a == NULL) {
         return -1;
     }
-    memcpy(a + got->nconns, fds, n * sizeof(*a));
-    got->conns = a;
-    got->nconns += n;
+    memcpy(a + *have, fds, n * sizeof(*a));
+    *arr = a;
+    *have += n;
     return 0;
 }
 
@@ -386,7 +397,10 @@ keep(struct takeover_got *got, const struct msg *m, const int *fds,
         rc = keep_listeners(got, fds, n);
         break;
     case TAKEOVER_CONNS:
-        rc = keep_conns(got, fds, n);
+        rc = keep_conns(&got->conns, &got->nconns, fds, n);
+        break;
+    case TAKEOVER_PRECONNS:
+        rc = keep_conns(&got->pre, &got->npre, fds, n);
         break;
     case TAKEOVER_STATE:
     case TAKEOVER_IMAGE: {
@@ -448,6 +462,12 @@ takeover_got_free(struct takeover_got *got)
             close(got->conns[i]);
         }
     }
+    for (size_t i = 0; i < got->npre; i++) {
+        if (got->pre[i] >= 0) {
+            close(got->pre[i]);
+        }
+    }
+    free(got->pre);
     if (got->state >= 0) {
         close(got->state);
     }

@@ -14,12 +14,16 @@
  *                                      REFUSE (none: it stops plainly)
  *   makes room for the index
  *   GO (version 3)             ----->
+ *                              <-----  PRECONNS (version 4: the fds of
+ *                                      its connections, while it serves
+ *                                      on them)
  *                                      stops accepting; its workers bring
  *                                      each connection to a request
  *                                      boundary and let go of it
  *                              <-----  LISTENERS (fds: TCP, UDP, unix,
  *                                      this takeover socket)
- *                              <-----  CONNS (fds, in the records' order)
+ *                              <-----  CONNS (fds of the connections not
+ *                                      among PRECONNS, records' order)
  *                              <-----  STATE (the records, handover.h)
  *                                      closes its memory file (clean)
  *                              <-----  IMAGE (version 2: its DRAM index)
@@ -59,7 +63,8 @@ enum takeover_msg {
     TAKEOVER_RELEASED,
     TAKEOVER_TAKEN,
     TAKEOVER_IMAGE,         /* version 2: the DRAM index, a memfd */
-    TAKEOVER_GO             /* version 3: the successor is ready */
+    TAKEOVER_GO,            /* version 3: the successor is ready */
+    TAKEOVER_PRECONNS       /* version 4: sockets ahead of the pause */
 };
 
 /* The other side of a takeover. */
@@ -87,7 +92,8 @@ int takeover_listen(const char *path, struct given *g, size_t n);
 int takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
                     char *why, size_t len);
 
-/* Send fds (at most 250 a message) as `what` (LISTENERS or CONNS), the
+/* Send fds (at most 250 a message) as `what` (LISTENERS, PRECONNS or
+ * CONNS), the
  * state file (STATE) or the index (IMAGE), or a message without any
  * (RELEASED, TAKEN).  0, or -1: the other side is gone. */
 int takeover_send_fds(int sock, enum takeover_msg what, const int *fds,
@@ -116,6 +122,10 @@ struct takeover_got {
     size_t               ngiven;
     int                 *conns;     /* connection fds, records' order */
     size_t               nconns;
+    size_t               next_conn; /* the next CONNS a record takes */
+    int                 *pre;       /* PRECONNS: by the place records
+                                       name */
+    size_t               npre;
     int                  state;     /* the state file, or -1 */
     int                  image;     /* the DRAM index, or -1 */
     bool                 released;  /* the memory file is closed */

@@ -26,6 +26,7 @@
 struct evloop {
     int                 epfd;
     bool                broken;
+    bool                closing;        /* evloop_close_soon() */
     struct evsrc       *ready;          /* runs this pass */
     struct evsrc      **ready_tail;
     struct evsrc       *later;          /* activated: runs next pass */
@@ -138,12 +139,12 @@ evloop_forget(struct evloop *l, struct evsrc *s)
         unlink_src(l, s);
     }
     s->fired = 0;
-    if (s->want != 0) {
+    if (s->want != 0 && !l->closing) {
         /* A descriptor whose file lives on elsewhere (passed to the
          * mc-log thread or a successor) would stay in the set. */
         (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
-        s->want = 0;
     }
+    s->want = 0;
 }
 
 /* ---- the loop --------------------------------------------------------- */
@@ -155,6 +156,12 @@ now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+evloop_close_soon(struct evloop *l)
+{
+    l->closing = true;
 }
 
 void

@@ -62,6 +62,11 @@ void evloop_activate(struct evloop *l, struct evsrc *s, short what);
 /* Stop waiting, and drop a run still to come. */
 void evloop_forget(struct evloop *l, struct evsrc *s);
 
+/* The loop is let go of with every source in it (a handover): a source
+ * forgotten from now on leaves the epoll set only when the set is freed
+ * (evloop_free()), not by a system call of its own. */
+void evloop_close_soon(struct evloop *l);
+
 /* fn(-1, 0, arg) about once a second, between passes (NULL: never). */
 void evloop_tick(struct evloop *l, evloop_cb fn, void *arg);
 

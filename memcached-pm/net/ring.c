@@ -156,6 +156,12 @@ ring_free(struct ring *r)
         r->removed = io->removed_next;
         free(io);
     }
+    while (r->husks != NULL) {
+        struct ring_io *io = r->husks;
+
+        r->husks = io->removed_next;
+        free(io);
+    }
     free(r->slots);
     free(r->bufs);
     free(r->buf_next);
@@ -578,6 +584,42 @@ arm_starved(struct ring *r)
     }
 }
 
+void
+ring_leave(struct ring *r)
+{
+    r->leaving = true;
+}
+
+void
+ring_let_go(struct ring *r)
+{
+    int rc;
+
+    if (r->let_go) {
+        return;
+    }
+    rc = io_uring_unregister_buf_ring(&r->uring, BGID);
+    if (rc == 0) {
+        /* Every byte a receive took before is in the completion queue
+         * now: its completions run in this thread, which holds the ring
+         * while it unregisters. */
+        r->let_go = true;
+        reap(r);
+        return;
+    }
+    /* Then each source's operations by themselves, as without leave. */
+    r->leaving = false;
+    for (struct ring_io *io = r->removed; io != NULL; io = io->removed_next) {
+        if (io->recv_armed) {
+            ring_cancel(r, ud(io, OP_RECV));
+        }
+        if (io->poll_armed && !io->poll_cancelled) {
+            io->poll_cancelled = true;
+            ring_cancel(r, ud(io, OP_POLL));
+        }
+    }
+}
+
 static void
 take_over(struct ring *r)
 {
@@ -599,11 +641,22 @@ free_removed(struct ring *r)
     struct ring_io *io;
 
     while ((io = *p) != NULL) {
-        if (io->inflight > 0 || io->queued || io->starved) {
+        if ((r->let_go ? io->send_busy : io->inflight > 0) || io->queued ||
+            io->starved) {
             p = &io->removed_next;
             continue;
         }
         *p = io->removed_next;
+        if (r->let_go) {
+            /* its receive may still complete (with no buffer): kept, and
+             * its file left in the table, until the ring goes */
+            if (io->done != NULL) {
+                io->done(io->arg);
+            }
+            io->removed_next = r->husks;
+            r->husks = io;
+            continue;
+        }
         if (io->slot >= 0) {
             /* the table holds the socket open: let go of it first */
             int none = -1;

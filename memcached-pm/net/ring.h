@@ -80,6 +80,19 @@ void ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg);
  * every byte it was sent). */
 void ring_detach(struct ring_io *io, void (*done)(void *arg), void *arg);
 
+/* The worker lets go of every source of the ring (a handover), in two
+ * steps.  From ring_leave() on, a source removed submits no cancel of
+ * its own: its receive stays armed, and what it still brings in is kept
+ * for done().  Once every connection has left, ring_let_go() withdraws
+ * the provided buffers: a receive finds none from then on and leaves the
+ * bytes in the socket, for the process the socket went to.  A removed
+ * source is then through as soon as its send is, and the n receives
+ * still armed go with the ring, in bulk.  Cancelling each would cost the
+ * kernel a step per connection in the clients' pause (and a cancel of
+ * "any" walks the whole poll table per request it finds). */
+void ring_leave(struct ring *r);
+void ring_let_go(struct ring *r);
+
 /* The transport calls for a stream source, as read(2), readv(2) and
  * writev(2) behave on a non-blocking socket: bytes, 0 at the end of the
  * stream, -1 with errno (EAGAIN: nothing yet).  ring_writev()'s iovecs

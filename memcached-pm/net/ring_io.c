@@ -99,7 +99,9 @@ ring_remove(struct ring_io *io, void (*done)(void *arg), void *arg)
         *p = io->starved_next;
         io->starved = false;
     }
-    if (io->inflight > 0) {
+    if (io->inflight > 0 && r->leaving) {
+        /* let go of in bulk (ring_let_go()) */
+    } else if (io->inflight > 0) {
         /* Each operation by its user_data: the kernel finds that in a
          * hash, where a cancel by fd walks every request of the ring (a
          * worker letting go of all its connections at a handover would

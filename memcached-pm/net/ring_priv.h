@@ -90,6 +90,13 @@ struct ring {
     bool                      tick_armed;
     bool                      tick_due;
     bool                      stop;
+    bool                      leaving;      /* ring_leave(): removals
+                                               cancel nothing */
+    bool                      let_go;       /* ring_let_go(): no buffer
+                                               for a receive any more */
+    struct ring_io           *husks;        /* let go of, freed with the
+                                               ring: their receives may
+                                               still complete */
     bool                      reaping;
     bool                      enabled;      /* taken over by its thread */
 };

@@ -127,7 +127,7 @@ ring_done_leave(void *arg)
     char *more = NULL;
     size_t n = 0, cap = 0;
 
-    for (;;) {
+    while (ring_pending(c->rio)) {
         ssize_t got;
 
         if (n == cap) {
@@ -165,6 +165,22 @@ unpark(struct conn *c)
     c->park_next = NULL;
 }
 
+/* While the node hands over: one more connection is gone or going;
+ * when none stays, the ring lets go of them all at once (ring_let_go()). */
+static void
+gone_one(struct conn *c)
+{
+    struct conn_list *l = c->list;
+
+    if (!c->staying) {
+        return;
+    }
+    c->staying = false;
+    if (--l->staying == 0 && c->ring != NULL) {
+        ring_let_go(c->ring);
+    }
+}
+
 /* Close a connection the ring is already through with. */
 static void
 machine_close_now(struct conn **c)
@@ -177,6 +193,7 @@ void
 machine_close(struct conn **c)
 {
     if (*c != NULL) {
+        gone_one(*c);
         if ((*c)->parked) {
             unpark(*c);
         }
@@ -541,8 +558,9 @@ leave(struct conn *c)
     if (c->parked) {
         unpark(c);
     }
+    conn_set_state(c, CONN_LEAVE);
+    gone_one(c);
     if (c->rio != NULL) {
-        conn_set_state(c, CONN_LEAVE);
         ring_detach(c->rio, ring_done_leave, c);
         return;
     }
@@ -574,6 +592,7 @@ conn_drive(struct conn *c)
         case CONN_HANDOFF:
             /* watch: the mc-log thread owns the socket now. */
             lookahead_drop(c);
+            gone_one(c);
             if (c->rio != NULL) {
                 ring_remove(c->rio, ring_done_handoff, c);
             } else {
@@ -629,8 +648,9 @@ machine_leave(struct conn *c)
 
     if (c->is_udp) {
         /* its socket is served between datagrams: it leaves at once */
+        conn_set_state(c, CONN_LEAVE);
+        gone_one(c);
         if (c->rio != NULL) {
-            conn_set_state(c, CONN_LEAVE);
             ring_detach(c->rio, ring_done_leave_udp, c);
         } else {
             conn_leave(&c, NULL, 0);

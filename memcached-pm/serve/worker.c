@@ -6,6 +6,7 @@
 #include "memcached-pm/serve/worker.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,22 +83,47 @@ start_conn(struct conn *c, const struct pending *p)
     }
 }
 
+/* Pending connections a worker takes in one go: thousands taken over
+ * at once are started a batch a pass, between the requests of those
+ * already started. */
+#define TAKE_MAX 256
+
+/* A worker lists its connections for a takeover within this, or sends
+ * them in the pause. */
+#define PRESENT_S 1
+
+static void notify(struct worker *w);
+
 static void
-take_pending(struct worker *w)
+take_pending(struct worker *w, unsigned max)
 {
     struct pending *list, *p;
     struct conn_owner o;
     struct conn *c;
+    bool more;
 
     owner_of(w, &o);
     pthread_mutex_lock(&w->lock);
     list = w->pending;
-    w->pending = NULL;
+    for (unsigned i = 0; w->pending != NULL && i < max; i++) {
+        p = w->pending;
+        w->pending = p->next;
+    }
+    if (w->pending == NULL) {
+        w->pending_tail = &w->pending;
+    }
+    more = w->pending != NULL;
     pthread_mutex_unlock(&w->lock);
-    /* The queue is LIFO; order between connections does not matter. */
-    while ((p = list) != NULL) {
+    for (unsigned i = 0; list != NULL && i < max; i++) {
+        const struct handover_conn *hc;
+
+        p = list;
         list = p->next;
-        c = conn_new(&o, p->fd, p->is_unix, p->tls, p->listen_addr);
+        hc = p->hc;
+        c = conn_new(&o, p->fd, p->is_unix, p->tls, p->listen_addr,
+                     hc != NULL && hc->peer_len > 0
+                     ? (const struct sockaddr *)&hc->peer : NULL,
+                     hc != NULL ? hc->peer_len : 0);
         if (c == NULL) {
             SERVER_STAT_DECR(curr_connections);
         } else {
@@ -105,19 +131,71 @@ take_pending(struct worker *w)
         }
         pending_free(p);
     }
+    if (more) {
+        notify(w);          /* the rest in the next pass */
+    }
 }
 
-/* Close every connection; on the ring, those with operations in it stay
- * listed, closing, until the ring is through with them. */
+/* Mark and list the connections that may move (worker_present_all()),
+ * or clear the marks (worker_present_end()). */
 static void
+present(struct worker *w)
+{
+    struct conn *c;
+
+    pthread_mutex_lock(&w->lock);
+    if (w->present_end) {
+        w->present_end = false;
+        for (c = w->list->head; c != NULL; c = c->next) {
+            c->presented = 0;
+        }
+        w->list->presented = 0;
+        for (size_t i = 0; i < w->list->left.ndead; i++) {
+            close(w->list->left.dead[i]);
+        }
+        w->list->left.ndead = 0;
+    }
+    if (w->present_asked && !w->present_done) {
+        size_t cap = w->list->n;
+
+        /* and room for their records, so that the pause allocates
+         * nothing */
+        (void)handover_reserve(&w->list->left, cap);
+        w->present_fds = cap > 0 ? malloc(cap * sizeof(int)) : NULL;
+        w->npresent = 0;
+        for (c = w->list->head; c != NULL && w->present_fds != NULL;
+             c = c->next) {
+            if (c->is_udp || !conn_can_move(c) || c->presented > 0 ||
+                c->state == CONN_CLOSING || c->state == CONN_LEAVE) {
+                continue;
+            }
+            w->present_fds[w->npresent++] = c->fd;
+            c->presented = ++w->list->presented;
+            c->active = false;
+        }
+        w->present_done = true;
+        pthread_cond_broadcast(&w->present_cond);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Close every connection (but those that left already: they finish);
+ * on the ring, those with operations in it stay listed, closing, until
+ * the ring is through with them.  How many it closed. */
+static unsigned
 close_all(struct worker *w)
 {
     struct conn *c, *next;
+    unsigned n = 0;
 
     for (c = w->list->head; c != NULL; c = next) {
         next = c->next;
-        machine_close(&c);
+        if (c->state != CONN_LEAVE && c->state != CONN_CLOSING) {
+            n += !c->is_udp;
+            machine_close(&c);
+        }
     }
+    return n;
 }
 
 /* The loop ends: once, whether it stops or its connections left. */
@@ -153,6 +231,21 @@ leave_all(struct worker *w)
     w->list->leaving = true;
     w->list->on_empty = on_empty;
     w->list->empty_arg = w;
+    /* Every connection goes at once: no cancel, no epoll_ctl of its
+     * own, in the clients' pause. */
+    if (w->ring != NULL) {
+        ring_leave(w->ring);
+    } else {
+        evloop_close_soon(w->loop);
+    }
+    w->list->staying = 0;
+    for (c = w->list->head; c != NULL; c = c->next) {
+        c->staying = c->state != CONN_CLOSING && c->state != CONN_LEAVE;
+        w->list->staying += c->staying;
+    }
+    if (w->list->staying == 0 && w->ring != NULL) {
+        ring_let_go(w->ring);
+    }
     for (c = w->list->head; c != NULL; c = next) {
         next = c->next;
         if (c->state != CONN_CLOSING && c->state != CONN_LEAVE) {
@@ -175,19 +268,25 @@ on_notify(int fd, short what, void *arg)
     if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
         log_error("worker %u: eventfd read: %s", w->id, strerror(errno));
     }
-    take_pending(w);
     pthread_mutex_lock(&w->lock);
     stopping = w->stopping;
     leaving = w->leaving;
     force = w->leave_force;
     pthread_mutex_unlock(&w->lock);
+    /* all of them before the connections leave or close */
+    take_pending(w, leaving || stopping ? UINT_MAX : TAKE_MAX);
+    present(w);
     if (leaving && !stopping && !w->list->leaving) {
         leave_all(w);
     }
     if (stopping || force) {
         /* a stop, or the connections still in a request when the
          * handover's time is up (the last one gone ends the loop) */
-        close_all(w);
+        unsigned closed = close_all(w);
+
+        if (!stopping) {
+            w->closed_in_request += closed;
+        }
         if (stopping || w->list->n == 0) {
             finish(w);
         }
@@ -296,6 +395,8 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
     w->stats = &stats.threads[id];
     w->list = list;
     pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->present_cond, NULL);
+    w->pending_tail = &w->pending;
     if (lookahead_init(&w->la) != 0) {
         return -1;
     }
@@ -428,9 +529,10 @@ pick_worker(int fd)
 static void
 push(struct worker *w, struct pending *p)
 {
+    p->next = NULL;
     pthread_mutex_lock(&w->lock);
-    p->next = w->pending;
-    w->pending = p;
+    *w->pending_tail = p;
+    w->pending_tail = &p->next;
     pthread_mutex_unlock(&w->lock);
     notify(w);
 }
@@ -454,9 +556,20 @@ worker_dispatch(int fd, bool is_unix, enum tls_mode tls,
     return 0;
 }
 
+/* The rings and loops of workers that left (worker_leave_all()): each
+ * holds every socket its worker had, and closing it costs the kernel a
+ * step per socket: after the pause (worker_left_free()). */
+struct left_engine {
+    struct ring   *ring;
+    struct evloop *loop;
+};
+static struct left_engine *left_engines;
+static unsigned nleft;
+
 static void
-worker_teardown(struct worker *w)
+worker_teardown(struct worker *w, bool left)
 {
+    struct left_engine *e = NULL;
     struct pending *p;
 
     while ((p = w->pending) != NULL) {
@@ -464,10 +577,16 @@ worker_teardown(struct worker *w)
         close(p->fd);
         pending_free(p);
     }
-    ring_free(w->ring);
-    evloop_free(w->loop);
+    if (left && (e = realloc(left_engines, (nleft + 1) * sizeof(*e)))) {
+        left_engines = e;
+        left_engines[nleft++] = (struct left_engine){ w->ring, w->loop };
+    } else {
+        ring_free(w->ring);
+        evloop_free(w->loop);
+    }
     lookahead_destroy(&w->la);
     close(w->notify_fd);
+    pthread_cond_destroy(&w->present_cond);
     pthread_mutex_destroy(&w->lock);
 }
 
@@ -492,8 +611,6 @@ join_all(struct handover *h, int timeout_ms)
             pthread_timedjoin_np(w->thread, NULL, &deadline) == 0) {
             w->joined = true;
         } else if (timeout_ms >= 0) {
-            log_error("worker %u: connections still in a request after "
-                      "%d ms: closed", w->id, timeout_ms);
             pthread_mutex_lock(&w->lock);
             w->leave_force = true;
             pthread_mutex_unlock(&w->lock);
@@ -502,12 +619,18 @@ join_all(struct handover *h, int timeout_ms)
         if (!w->joined) {
             pthread_join(w->thread, NULL);
         }
+        if (w->closed_in_request > 0) {
+            /* the idle ones all left: only these could not */
+            log_error("worker %u: %u connection%s still in a request after "
+                      "%d ms: closed", w->id, w->closed_in_request,
+                      w->closed_in_request == 1 ? "" : "s", timeout_ms);
+        }
         if (h != NULL && handover_move(h, &w->list->left) != 0) {
             log_error("worker %u: no memory to hand over its connections",
                       w->id);
         }
         handover_free(&w->list->left, true);
-        worker_teardown(w);
+        worker_teardown(w, h != NULL);
     }
     free(workers);
     free(napi_of);
@@ -515,6 +638,18 @@ join_all(struct handover *h, int timeout_ms)
     napi_of = NULL;
     nworkers = 0;
     conn_lists_free();
+}
+
+void
+worker_left_free(void)
+{
+    for (unsigned i = 0; i < nleft; i++) {
+        ring_free(left_engines[i].ring);
+        evloop_free(left_engines[i].loop);
+    }
+    free(left_engines);
+    left_engines = NULL;
+    nleft = 0;
 }
 
 void
@@ -541,8 +676,10 @@ worker_leave_all(struct handover *h, int timeout_ms)
     join_all(h, timeout_ms);
 }
 
-int
-worker_adopt(struct handover_conn *hc)
+/* A pending entry for a connection taken over: NULL when out of
+ * memory (then hc is as it was). */
+static struct pending *
+pending_adopted(struct handover_conn *hc)
 {
     struct pending *p = calloc(1, sizeof(*p));
     struct handover_conn *copy = malloc(sizeof(*copy));
@@ -550,7 +687,7 @@ worker_adopt(struct handover_conn *hc)
     if (p == NULL || copy == NULL) {
         free(p);
         free(copy);
-        return -1;
+        return NULL;
     }
     *copy = *hc;
     hc->left = NULL;                /* the pending entry owns it now */
@@ -559,8 +696,126 @@ worker_adopt(struct handover_conn *hc)
     p->tls = TLS_OFF;
     p->hc = copy;
     snprintf(p->listen_addr, sizeof(p->listen_addr), "%s", hc->listen_addr);
-    SERVER_STAT_INCR(curr_connections);
-    SERVER_STAT_INCR(total_connections);
-    push(pick_worker(-1), p);
-    return 0;
+    return p;
+}
+
+/* Hand each worker its queue (head to *tail), with one lock and one
+ * wake-up each. */
+static void
+push_queues(struct pending **head, struct pending ***tail)
+{
+    for (unsigned k = 0; k < nworkers; k++) {
+        struct worker *w = &workers[k];
+
+        if (head[k] == NULL) {
+            continue;
+        }
+        pthread_mutex_lock(&w->lock);
+        *w->pending_tail = head[k];
+        w->pending_tail = tail[k];
+        pthread_mutex_unlock(&w->lock);
+        notify(w);
+        head[k] = NULL;
+        tail[k] = &head[k];
+    }
+}
+
+void
+worker_adopt_all(struct handover *h)
+{
+    struct pending **head = calloc(nworkers, sizeof(*head));
+    struct pending ***tail = calloc(nworkers, sizeof(*tail));
+
+    for (unsigned i = 0; i < nworkers && tail != NULL; i++) {
+        tail[i] = &head[i];
+    }
+    /* The busy ones go first, on their own: their clients wait while
+     * the idle ones are queued. */
+    for (int busy = 1; busy >= 0; busy--) {
+        for (size_t i = 0; i < h->nconns; i++) {
+            struct handover_conn *hc = &h->conns[i];
+            struct pending *p;
+            unsigned k;
+
+            if (hc->fd < 0 || hc->busy != (busy == 1)) {
+                continue;
+            }
+            if (head == NULL || tail == NULL ||
+                (p = pending_adopted(hc)) == NULL) {
+                close(hc->fd);
+                hc->fd = -1;
+                continue;
+            }
+            hc->fd = -1;
+            k = next_worker++ % nworkers;
+            *tail[k] = p;
+            tail[k] = &p->next;
+            SERVER_STAT_INCR(curr_connections);
+            SERVER_STAT_INCR(total_connections);
+        }
+        if (head != NULL && tail != NULL) {
+            push_queues(head, tail);
+        }
+    }
+    free(head);
+    free(tail);
+    handover_free(h, false);
+}
+
+int
+worker_present_all(int **fds, size_t *n)
+{
+    struct timespec deadline;
+    int rc = 0;
+
+    for (unsigned i = 0; i < nworkers; i++) {
+        struct worker *w = &workers[i];
+
+        pthread_mutex_lock(&w->lock);
+        w->present_asked = true;
+        w->present_done = false;
+        pthread_mutex_unlock(&w->lock);
+        notify(w);
+    }
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += PRESENT_S;
+    for (unsigned i = 0; i < nworkers; i++) {
+        struct worker *w = &workers[i];
+        int *all = NULL;
+
+        pthread_mutex_lock(&w->lock);
+        while (!w->present_done &&
+               pthread_cond_timedwait(&w->present_cond, &w->lock,
+                                      &deadline) == 0) {
+        }
+        w->present_asked = false;   /* a worker that did not: not now */
+        w->list->present_base = (int32_t)*n;
+        if (w->npresent > 0 &&
+            (all = realloc(*fds, (*n + w->npresent) * sizeof(int))) == NULL) {
+            rc = -1;
+        } else if (w->npresent > 0) {
+            memcpy(all + *n, w->present_fds, w->npresent * sizeof(int));
+            *fds = all;
+            *n += w->npresent;
+        }
+        free(w->present_fds);
+        w->present_fds = NULL;
+        w->npresent = 0;
+        pthread_mutex_unlock(&w->lock);
+    }
+    return rc;
+}
+
+void
+worker_present_end(void)
+{
+    for (unsigned i = 0; i < nworkers; i++) {
+        struct worker *w = &workers[i];
+
+        pthread_mutex_lock(&w->lock);
+        w->present_asked = false;
+        w->present_end = true;
+        pthread_mutex_unlock(&w->lock);
+        notify(w);
+    }
 }

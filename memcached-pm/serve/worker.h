@@ -40,11 +40,19 @@ struct worker {
     struct ring_io      *notify_io;      /* ... notify_fd on it */
     pthread_mutex_t      lock;           /* guards pending and the flags
                                             below it */
-    struct pending      *pending;
+    struct pending      *pending;        /* first in, first taken */
+    struct pending     **pending_tail;
+    bool                 present_asked;  /* worker_present_all() */
+    bool                 present_done;
+    bool                 present_end;    /* worker_present_end() */
+    int                 *present_fds;
+    size_t               npresent;
+    pthread_cond_t       present_cond;
     bool                 stopping;
     bool                 leaving;        /* the node hands over */
     bool                 leave_force;    /* ... and its time is up */
     bool                 finished;       /* its loop was told to end */
+    unsigned             closed_in_request; /* by the drain's deadline */
     bool                 joined;
     struct thread_stats *stats;          /* this worker's block */
     struct conn_list    *list;           /* its connections (conn.h) */
@@ -70,9 +78,31 @@ void worker_stop_all(void);
  */
 void worker_leave_all(struct handover *h, int timeout_ms);
 
-/* Hand a connection taken over to the next worker, with its state (its
- * input buffer is taken from hc).  0, or -1 when out of memory (the
- * caller still owns hc). */
-int worker_adopt(struct handover_conn *hc);
+/* Close what the workers that left still hold (their rings, their epoll
+ * sets): once the successor serves, or this node serves on. */
+void worker_left_free(void);
+
+/* Hand the connections taken over to the workers, round robin, with
+ * their state (their input buffers taken): the busy ones first, so that
+ * the clients that are waiting are served before the idle ones are
+ * settled in.  A connection that cannot be (out of memory) is closed;
+ * h is left empty. */
+void worker_adopt_all(struct handover *h);
+
+/*
+ * Before a takeover's pause (handover version 4): every worker lists the
+ * sockets of the connections that may move (conn_can_move()) and marks
+ * them with their place, their first at the worker's list's
+ * present_base.  The fds, in that order, are appended to *fds (n in
+ * *n), for the successor to hold before the pause; they stay open until
+ * the node has handed over, or worker_present_end() (a connection that
+ * closes meanwhile is shut down).  0, or -1 when out of memory (then
+ * call worker_present_end()).
+ */
+int worker_present_all(int **fds, size_t *n);
+
+/* The takeover stopped before its pause: the marks go, and the sockets
+ * of connections closed since close. */
+void worker_present_end(void);
 
 #endif
