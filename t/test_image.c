@@ -7,7 +7,7 @@
  * value and CAS, chunked values too; stores, deletes and evictions go on;
  * a scan afterwards finds the same file.  An image of another generation
  * of the file, or of a cache with items in DRAM, is not taken: the file
- * is scanned.
+ * is scanned, as it is for one that points outside the file.
  */
 #include "storage/cache/cache.h"
 #include "storage/base/clock.h"
@@ -285,6 +285,55 @@ test_image_in_its_room(void)
        all_there(), "and taken");
 }
 
+/* Point the first list end of the image's LRU section (a word that is
+ * an address in the file) out of the file.  false when none is found. */
+static bool
+forge_lru_end(int fd)
+{
+    uint64_t h[12], len[4], base, file_len, off, word;
+
+    if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+        return false;
+    }
+    base = h[3];                    /* the header, as cache_image.c has it */
+    file_len = h[4];
+    memcpy(len, &h[8], sizeof(len));
+    off = sizeof(h);
+    for (int s = 0; s < 3; s++) {
+        off += (len[s] + 7) & ~(uint64_t)7;
+    }
+    for (uint64_t at = off; at < off + len[3]; at += sizeof(word)) {
+        if (pread(fd, &word, sizeof(word), (off_t)at) != sizeof(word)) {
+            return false;
+        }
+        if (word >= base && word < base + file_len) {
+            word = 4096;
+            return pwrite(fd, &word, sizeof(word), (off_t)at) ==
+                   sizeof(word);
+        }
+    }
+    return false;
+}
+
+/* An image that points outside the file is not taken, nothing of it
+ * loaded: the file is scanned. */
+static void
+test_image_out_of_the_file(void)
+{
+    struct cache_recovery r;
+    int fd = stop_with_image();
+
+    ok(fd >= 0 && forge_lru_end(fd), "an image with a list end outside "
+       "the file");
+    r = start(CACHE_TIER_PMEM, fd);
+    /* the items of fill(), the big one, "after", "between", "grown*"
+     * and "more*" */
+    ok(r.image == 0 && r.items == N - (N + 6) / 7 + 3 + 200 + 600000,
+       "is not taken: the file is scanned");
+    ok(all_there() && strcmp(test_val("more599999"), "m") == 0,
+       "every item there");
+}
+
 static void
 test_no_image_with_items_in_dram(void)
 {
@@ -313,6 +362,7 @@ main(void)
     test_image_taken();
     test_image_of_another_generation();
     test_image_in_its_room();
+    test_image_out_of_the_file();
     test_no_image_with_items_in_dram();
     cache_shutdown();
     unlink(path);

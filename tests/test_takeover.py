@@ -467,6 +467,119 @@ def test_a_kill_at_any_step_leaves_a_node_serving_every_item(
 
 
 # --------------------------------------------------------------------------
+# trust: only the node's own user, or root
+# --------------------------------------------------------------------------
+
+NOBODY = 65534
+
+# Another user's process listening at the takeover path: prints what a
+# successor sent it before it hung up.
+OTHER_NODE = r"""
+import socket, sys
+lst = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+lst.bind(sys.argv[1])
+lst.listen(1)
+print("listening", flush=True)
+c, _ = lst.accept()
+c.settimeout(10)
+print("sent %d bytes" % len(c.recv(200)), flush=True)
+"""
+
+# Another user's process connecting to a node's takeover socket: prints
+# how many bytes the node answered its HELLO with.
+OTHER_SUCCESSOR = r"""
+import socket, sys
+t = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+t.settimeout(10)
+t.connect(sys.argv[1])
+try:
+    t.send(bytes.fromhex(sys.argv[2]))
+    got = t.recv(200)
+except (BrokenPipeError, ConnectionResetError):     # closed on it
+    got = b""
+print("answered %d bytes" % len(got), flush=True)
+"""
+
+
+def as_nobody():
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def open_to_all(path):
+    """path and its directory usable by another user."""
+    os.chmod(os.path.dirname(path), 0o777)
+    if os.path.exists(path):
+        os.chmod(path, 0o777)
+
+
+def test_a_successor_sends_nothing_to_another_users_socket_file(
+        binary, memfile, tsock):
+    """A socket file of another user at the takeover path: the successor
+    does not even connect, says why, and does not start."""
+    open_to_all(tsock)
+    other = subprocess.Popen([PYTHON, "-c", OTHER_NODE, tsock],
+                             stdout=subprocess.PIPE, text=True,
+                             preexec_fn=as_nobody)
+    try:
+        assert other.stdout.readline() == "listening\n"
+        port = free_port()
+        r = subprocess.run([binary] + base_args(port) +
+                           ["-e", memfile, "-o", "takeover=" + tsock],
+                           capture_output=True, timeout=30)
+        assert r.returncode != 0
+        assert b"%s belongs to uid %d, neither this node's user (uid 0) " \
+            b"nor root: refusing it" % (tsock.encode(), NOBODY) in r.stderr
+        assert not serves(port)
+    finally:
+        other.kill()
+    assert other.communicate(10)[0] == ""     # never connected to
+
+
+def test_a_successor_hangs_up_on_a_node_of_another_user(binary, memfile,
+                                                       tsock):
+    """The file made root's, but the process listening there is another
+    user's: the successor reads its credentials, sends nothing, and does
+    not start."""
+    open_to_all(tsock)
+    other = subprocess.Popen([PYTHON, "-c", OTHER_NODE, tsock],
+                             stdout=subprocess.PIPE, text=True,
+                             preexec_fn=as_nobody)
+    assert other.stdout.readline() == "listening\n"
+    os.chown(tsock, 0, 0)
+    port = free_port()
+    r = subprocess.run([binary] + base_args(port) +
+                       ["-e", memfile, "-o", "takeover=" + tsock],
+                       capture_output=True, timeout=30)
+    assert r.returncode != 0
+    assert b"pid %d runs as uid %d, neither this node's user (uid 0) nor " \
+        b"root: refused" % (other.pid, NOBODY) in r.stderr
+    assert other.communicate(10)[0] == "sent 0 bytes\n"
+    assert not serves(port)
+
+
+def test_a_node_refuses_a_successor_of_another_user(server_factory, memfile,
+                                                   tsock):
+    """Another user gets through to the takeover socket (its mode opened
+    up): the node closes on its HELLO without an answer, and serves on."""
+    s = node(server_factory, memfile, tsock)
+    want = fill(s, 20)
+    open_to_all(tsock)
+    other = subprocess.Popen([PYTHON, "-c", OTHER_SUCCESSOR, tsock,
+                              hello((1, 4)).hex()],
+                             stdout=subprocess.PIPE, text=True,
+                             preexec_fn=as_nobody)
+    assert other.communicate(30)[0] == "answered 0 bytes\n"
+    assert "takeover: a successor on the takeover socket: pid %d runs as " \
+        "uid %d, neither this node's user (uid 0) nor root: refused" \
+        % (other.pid, NOBODY) in s.stderr()
+    s.check_alive()
+    assert_items(s, want)
+    s.take_over()           # its own user still takes over
+    assert_items(s, want)
+
+
+# --------------------------------------------------------------------------
 # versions and builds
 # --------------------------------------------------------------------------
 

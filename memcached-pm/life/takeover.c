@@ -198,6 +198,40 @@ takeover_step(const char *side, const char *step)
     }
 }
 
+/* ---- trust ------------------------------------------------------------ */
+
+/* The other side of a takeover gets every socket and the memory file:
+ * it must be this node's own user, or root. */
+static bool
+trusted(uid_t uid)
+{
+    return uid == 0 || uid == geteuid();
+}
+
+/* The process at the other end of sock: 0 (its uid and pid set), or -1
+ * with why when it is not to be trusted. */
+static int
+check_peer(int sock, uid_t *uid, pid_t *pid, char *why, size_t len)
+{
+    struct ucred cred;
+    socklen_t n = sizeof(cred);
+
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &n) != 0) {
+        snprintf(why, len, "its credentials cannot be read: %s",
+                 strerror(errno));
+        return -1;
+    }
+    *uid = cred.uid;
+    *pid = cred.pid;
+    if (!trusted(cred.uid)) {
+        snprintf(why, len, "pid %d runs as uid %u, neither this node's "
+                 "user (uid %u) nor root: refused", (int)cred.pid,
+                 (unsigned)cred.uid, (unsigned)geteuid());
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the running node ------------------------------------------------- */
 
 static int
@@ -254,9 +288,18 @@ takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
     struct msg m;
     size_t n;
 
+    uid_t uid;
+    pid_t pid;
+
     p->fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (p->fd < 0) {
         snprintf(why, len, "accept: %s", strerror(errno));
+        return -1;
+    }
+    if (check_peer(p->fd, &uid, &pid, why, len) != 0) {
+        /* not a word to it: not even the version */
+        log_error("takeover: a successor on the takeover socket: %s", why);
+        close(p->fd);
         return -1;
     }
     if (recv_msg(p->fd, &m, fds, &n, HELLO_MS) != 0 ||
@@ -299,11 +342,22 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
 {
     int fds[FDPASS_MAX];
     struct sockaddr_un sun;
+    struct stat st;
     struct msg m;
+    uid_t uid;
+    pid_t pid;
     size_t n;
 
     if (path_addr(path, &sun) != 0) {
         snprintf(why, len, "the path is too long");
+        return -1;
+    }
+    if (lstat(path, &st) == 0 && !trusted(st.st_uid)) {
+        /* another user's file: whoever listens there is not our node */
+        snprintf(why, len, "%s belongs to uid %u, neither this node's user "
+                 "(uid %u) nor root: refusing it (remove it, or choose "
+                 "another path)", path, (unsigned)st.st_uid,
+                 (unsigned)geteuid());
         return -1;
     }
     p->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -320,6 +374,11 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
             return 1;
         }
         snprintf(why, len, "connect: %s", strerror(e));
+        return -1;
+    }
+    if (check_peer(p->fd, &uid, &pid, why, len) != 0) {
+        close(p->fd);
+        p->fd = -1;
         return -1;
     }
     msg_init(&m, TAKEOVER_HELLO);

@@ -320,6 +320,35 @@ not_same_file(const struct header *h)
     return NULL;
 }
 
+/* Is p in the memory file?  Everything an image points at must be. */
+static bool
+in_file(const void *p)
+{
+    return tier_pmem_index(slabs_tier(TIER_PMEM), p) != SIZE_MAX;
+}
+
+/* The mapped image's sections, checked before any is taken: NULL, or
+ * why not. */
+static const char *
+not_sound(const struct header *h, const char *p)
+{
+    size_t at[NSECTIONS], off = sizeof(*h);
+
+    for (unsigned s = 0; s < NSECTIONS; s++) {
+        at[s] = off;
+        off += placed(h->len[s]);
+    }
+    if (chunkid_image_check(p + at[SEC_CHUNKID], h->len[SEC_CHUNKID],
+                            in_file) != 0 ||
+        assoc_image_check(p + at[SEC_ASSOC], h->len[SEC_ASSOC]) != 0 ||
+        slabs_image_check(p + at[SEC_SLABS], h->len[SEC_SLABS]) != 0 ||
+        lru_image_check(p + at[SEC_LRU], h->len[SEC_LRU], h->largest,
+                        in_file) != 0) {
+        return "its sections do not fit this file";
+    }
+    return NULL;
+}
+
 int
 cache_image_adopt(const struct cache_image *img, struct cache_recovery *out,
                   const char **why)
@@ -336,6 +365,10 @@ cache_image_adopt(const struct cache_image *img, struct cache_recovery *out,
     }
     p = mmap(NULL, img->len, PROT_READ, MAP_PRIVATE, img->fd, img->off);
     if (p == MAP_FAILED) {
+        return -1;
+    }
+    if ((*why = not_sound(&h, p)) != NULL) {
+        munmap((void *)p, img->len);
         return -1;
     }
     /* The file's superblock vouched for its classes and layout: from here

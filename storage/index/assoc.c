@@ -247,7 +247,7 @@ assoc_image(void *dst)
 }
 
 int
-assoc_image_load(const void *src, size_t len)
+assoc_image_check(const void *src, size_t len)
 {
     uint64_t s;
 
@@ -261,6 +261,18 @@ assoc_image_load(const void *src, size_t len)
         level_of(s) <= locks_power()) {
         return -1;
     }
+    return 0;
+}
+
+int
+assoc_image_load(const void *src, size_t len)
+{
+    uint64_t s;
+
+    if (assoc_image_check(src, len) != 0) {
+        return -1;
+    }
+    memcpy(&s, src, sizeof(s));
     load_buckets((const char *)src + sizeof(s), len - sizeof(s));
     atomic_store(&shape, s);
     return 0;

@@ -39,6 +39,10 @@ void assoc_presize(uint64_t items);
 size_t assoc_image(void *dst);
 int    assoc_image_load(const void *src, size_t len);
 
+/* Before any section of an image is loaded: 0 when assoc_image_load()
+ * would take these bytes, else -1. */
+int    assoc_image_check(const void *src, size_t len);
+
 /* Before assoc_init(): room for a table of about `bytes` to come from an
  * image, its pages faulted in now (a successor does it while its
  * predecessor still serves), so that assoc_image_load() copies into

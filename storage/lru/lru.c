@@ -114,6 +114,34 @@ lru_image(void *dst, unsigned largest)
     return (size_t)(largest + 1) * sizeof(struct image_class);
 }
 
+/* A list end of an image: none, or in the file. */
+static bool
+end_ok(uint64_t end, bool (*in_file)(const void *p))
+{
+    return end == 0 || in_file((const void *)(uintptr_t)end);
+}
+
+int
+lru_image_check(const void *src, size_t len, unsigned largest,
+                bool (*in_file)(const void *p))
+{
+    if (len != lru_image(NULL, largest)) {
+        return -1;
+    }
+    for (unsigned id = 0; id <= largest; id++) {
+        struct image_class ic;
+
+        memcpy(&ic, (const char *)src + id * sizeof(ic), sizeof(ic));
+        for (unsigned l = 0; l < LRU_NLISTS; l++) {
+            if (!end_ok(ic.lists[l].head, in_file) ||
+                !end_ok(ic.lists[l].tail, in_file)) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int
 lru_image_load(const void *src, size_t len, unsigned largest)
 {

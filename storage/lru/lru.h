@@ -46,6 +46,12 @@ void lru_destroy(void);
 size_t lru_image(void *dst, unsigned largest);
 int  lru_image_load(const void *src, size_t len, unsigned largest);
 
+/* Before any section of an image is loaded: 0 when lru_image_load()
+ * would take these bytes and every list end is an item in the memory
+ * file (in_file()), else -1. */
+int  lru_image_check(const void *src, size_t len, unsigned largest,
+                     bool (*in_file)(const void *p));
+
 void lru_lock(unsigned tc, enum item_lru which);
 void lru_unlock(unsigned tc, enum item_lru which);
 

@@ -155,22 +155,50 @@ chunkid_image(void *dst)
     return n;
 }
 
+/* The image's head, if the bytes fit this table: its pages after it. */
+static const struct chunkid_page *
+image_pages(const void *src, size_t len, struct image_head *h)
+{
+    if (len < sizeof(*h)) {
+        return NULL;
+    }
+    memcpy(h, src, sizeof(*h));
+    if (h->index_bits != chunkid_tab.index_bits || h->top > ci.cap ||
+        ci.top != 0 ||
+        len != sizeof(*h) + (size_t)(h->top + 1) *
+                            sizeof(struct chunkid_page)) {
+        return NULL;
+    }
+    return (const void *)((const char *)src + sizeof(*h));
+}
+
+int
+chunkid_image_check(const void *src, size_t len,
+                    bool (*in_file)(const void *p))
+{
+    const struct chunkid_page *pages;
+    struct image_head h;
+
+    if ((pages = image_pages(src, len, &h)) == NULL) {
+        return -1;
+    }
+    for (uint32_t num = 1; num <= h.top; num++) {
+        if (pages[num].first != NULL && !in_file(pages[num].first)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int
 chunkid_image_load(const void *src, size_t len)
 {
     const struct chunkid_page *pages;
     struct image_head h;
 
-    if (len < sizeof(h)) {
+    if ((pages = image_pages(src, len, &h)) == NULL) {
         return -1;
     }
-    memcpy(&h, src, sizeof(h));
-    if (h.index_bits != chunkid_tab.index_bits || h.top > ci.cap ||
-        ci.top != 0 ||
-        len != sizeof(h) + (size_t)(h.top + 1) * sizeof(*pages)) {
-        return -1;
-    }
-    pages = (const void *)((const char *)src + sizeof(h));
     memcpy(chunkid_tab.pages, pages, (size_t)(h.top + 1) * sizeof(*pages));
     for (uint32_t num = 1; num <= h.top; num++) {
         char *first = pages[num].first;

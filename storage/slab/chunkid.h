@@ -25,6 +25,7 @@
 #ifndef MCPM_STORAGE_CHUNKID_H
 #define MCPM_STORAGE_CHUNKID_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,12 @@ void chunkid_destroy(void);
  */
 size_t chunkid_image(void *dst);
 int    chunkid_image_load(const void *src, size_t len);
+
+/* Before any section of an image is loaded: 0 when chunkid_image_load()
+ * would take these bytes and every page they name is in the memory file
+ * (in_file()), else -1. */
+int    chunkid_image_check(const void *src, size_t len,
+                           bool (*in_file)(const void *p));
 
 /* Pages that can have a number at once (racy, for stats and messages). */
 uint32_t chunkid_capacity(void);

@@ -93,6 +93,62 @@ load_class(unsigned id, const char *src, size_t len, size_t *off)
     return 0;
 }
 
+/* Class id's part of the image at *off, read without taking it: does it
+ * fit, and is everything it points at in the file? */
+static bool
+class_fits(unsigned id, const char *src, size_t len, size_t *off)
+{
+    const struct slab_class *c = &sl.cls[SLABS_TC(TIER_PMEM, id)];
+    struct tier *t = sl.tiers[TIER_PMEM];
+    struct image_class ic;
+
+    if (len - *off < sizeof(ic)) {
+        return false;
+    }
+    memcpy(&ic, src + *off, sizeof(ic));
+    *off += sizeof(ic);
+    if ((id != 0 && (ic.size != c->size || ic.perslab != c->perslab)) ||
+        (len - *off) / sizeof(*c->pages) < ic.npages ||
+        (ic.slots != 0 &&
+         tier_pmem_index(t, (const void *)(uintptr_t)ic.slots) == SIZE_MAX)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < ic.npages; i++) {
+        char *page;
+        size_t at;
+
+        memcpy(&page, src + *off, sizeof(page));
+        *off += sizeof(page);
+        at = tier_pmem_index(t, page);
+        if (at == SIZE_MAX || tier_pmem_page(t, at) != page) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int
+slabs_image_check(const void *src, size_t len)
+{
+    size_t off = sizeof(uint64_t);
+    uint64_t largest;
+
+    if (len < off || sl.tiers[TIER_PMEM] == NULL ||
+        sl.tiers[TIER_DRAM] != NULL) {
+        return -1;
+    }
+    memcpy(&largest, src, sizeof(largest));
+    if (largest != sl.largest) {
+        return -1;
+    }
+    for (unsigned id = 0; id <= sl.largest; id++) {
+        if (!class_fits(id, src, len, &off)) {
+            return -1;
+        }
+    }
+    return off == len ? 0 : -1;
+}
+
 int
 slabs_image_load(const void *src, size_t len)
 {

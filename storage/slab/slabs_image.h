@@ -35,6 +35,11 @@ void    *slabs_chunk(unsigned id, void *page, unsigned i);
  */
 size_t   slabs_image(void *dst);
 int      slabs_image_load(const void *src, size_t len);
+
+/* Before any section of an image is loaded: 0 when every class fits
+ * and every page and free list it names is in the memory file, else
+ * -1 (slabs_image_load() still refuses a page named twice). */
+int      slabs_image_check(const void *src, size_t len);
 /* Name the chunks of a page cut for class id (chunkid.h) before its items
  * are linked; -1 when every page number is taken. */
 int      slabs_recover_name(unsigned id, void *page);
