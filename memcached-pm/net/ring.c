@@ -172,53 +172,11 @@ ring_free(struct ring *r)
 /* Start a ring made disabled, on the thread that will submit to it
  * (liburing 2.3 declares io_uring_enable_rings() but does not export
  * it). */
-static int
-enable(struct ring *r)
+int
+ring_enable(struct ring *r)
 {
     return (int)syscall(__NR_io_uring_register, r->uring.ring_fd,
                         IORING_REGISTER_ENABLE_RINGS, NULL, 0);
-}
-
-/* The engine needs multishot receives into provided buffers: try one on
- * a socket pair. */
-bool
-ring_probe(char *why, size_t len)
-{
-    struct ring_config cfg = { .entries = 8, .buffers = 2, .buffer_size = 64 };
-    struct ring *r = ring_new(&cfg, NULL, why, len);
-    struct io_uring_sqe *sqe;
-    struct io_uring_cqe *cqe;
-    int sv[2];
-    bool ok = false;
-
-    if (r == NULL) {
-        return false;
-    }
-    if (enable(r) != 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        snprintf(why, len, "cannot start a ring");
-        ring_free(r);
-        return false;
-    }
-    sqe = io_uring_get_sqe(&r->uring);
-    io_uring_prep_recv_multishot(sqe, sv[0], NULL, 0, 0);
-    sqe->flags |= IOSQE_BUFFER_SELECT;
-    sqe->buf_group = BGID;
-    if (write(sv[1], "x", 1) == 1 &&
-        io_uring_submit_and_wait(&r->uring, 1) >= 0 &&
-        io_uring_peek_cqe(&r->uring, &cqe) == 0) {
-        ok = cqe->res == 1 && (cqe->flags & IORING_CQE_F_MORE);
-        if (!ok) {
-            snprintf(why, len, "multishot receive: %s",
-                     cqe->res < 0 ? strerror(-cqe->res) : "not kept");
-        }
-    } else {
-        snprintf(why, len, "multishot receive: no completion");
-    }
-    close(sv[0]);
-    close(sv[1]);
-    ring_free(r);
-    return ok;
 }
 
 /* ---- submissions ------------------------------------------------------ */
@@ -624,7 +582,7 @@ static void
 take_over(struct ring *r)
 {
     if (!r->enabled) {
-        enable(r);
+        ring_enable(r);
         r->enabled = true;
         if (r->tick != NULL) {
             arm_tick(r);

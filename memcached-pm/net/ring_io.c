@@ -1,15 +1,18 @@
 /*
  * ring_io.c: the sources of a worker's ring and the transport of its
  * streams (ring.h): waits, removal, and reads and sends through the
- * inbox and the ring.
+ * inbox and the ring; and the probe of what the kernel offers.
  */
 #include "config.h"
 
 #include "memcached-pm/net/ring_priv.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -238,4 +241,48 @@ bool
 ring_pending(const struct ring_io *io)
 {
     return io->in_head != NO_BUF;
+}
+
+/* ---- the probe -------------------------------------------------------- */
+
+/* The engine needs multishot receives into provided buffers: try one on
+ * a socket pair. */
+bool
+ring_probe(char *why, size_t len)
+{
+    struct ring_config cfg = { .entries = 8, .buffers = 2, .buffer_size = 64 };
+    struct ring *r = ring_new(&cfg, NULL, why, len);
+    struct io_uring_sqe *sqe;
+    struct io_uring_cqe *cqe;
+    int sv[2];
+    bool ok = false;
+
+    if (r == NULL) {
+        return false;
+    }
+    if (ring_enable(r) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        snprintf(why, len, "cannot start a ring");
+        ring_free(r);
+        return false;
+    }
+    sqe = io_uring_get_sqe(&r->uring);
+    io_uring_prep_recv_multishot(sqe, sv[0], NULL, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = BGID;
+    if (write(sv[1], "x", 1) == 1 &&
+        io_uring_submit_and_wait(&r->uring, 1) >= 0 &&
+        io_uring_peek_cqe(&r->uring, &cqe) == 0) {
+        ok = cqe->res == 1 && (cqe->flags & IORING_CQE_F_MORE);
+        if (!ok) {
+            snprintf(why, len, "multishot receive: %s",
+                     cqe->res < 0 ? strerror(-cqe->res) : "not kept");
+        }
+    } else {
+        snprintf(why, len, "multishot receive: no completion");
+    }
+    close(sv[0]);
+    close(sv[1]);
+    ring_free(r);
+    return ok;
 }

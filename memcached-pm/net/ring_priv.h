@@ -123,6 +123,9 @@ ring_fixed(struct io_uring_sqe *sqe, const struct ring_io *io)
     }
 }
 
+/* Start a ring made disabled, on the thread that will submit to it. */
+int ring_enable(struct ring *r);
+
 /* A free submission slot (NULL only before the ring is taken over). */
 struct io_uring_sqe *ring_sqe(struct ring *r);
 
