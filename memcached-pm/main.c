@@ -51,6 +51,7 @@
 #include "memcached-pm/base/settings.h"
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/life/restart.h"
+#include "memcached-pm/life/respawn.h"
 #include "memcached-pm/life/sdaemon.h"
 #include "memcached-pm/life/succession.h"
 #include "memcached-pm/migrate/warm.h"
@@ -259,19 +260,32 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopbreak(main_base);
 }
 
-static struct event *signal_evs[4];
+/* SIGUSR2: a successor takes this node over (respawn.h). */
+static void
+on_respawn(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    (void)arg;
+    respawn_start();
+}
+
+static struct event *signal_evs[5];
 static struct event *tick_ev;
 
 static int
 setup_events(void)
 {
-    static const int sigs[4] = { SIGTERM, SIGINT, SIGUSR1, SIGHUP };
+    static const int sigs[5] = { SIGTERM, SIGINT, SIGUSR1, SIGHUP,
+                                 SIGUSR2 };
     struct timeval sec = { 1, 0 };
 
     signal(SIGPIPE, SIG_IGN);
-    for (unsigned i = 0; i < 4; i++) {
-        signal_evs[i] = evsignal_new(main_base, sigs[i], sigs[i] == SIGHUP
-                                     ? on_hangup : on_signal, NULL);
+    for (unsigned i = 0; i < 5; i++) {
+        event_callback_fn fn = sigs[i] == SIGHUP ? on_hangup
+                               : sigs[i] == SIGUSR2 ? on_respawn : on_signal;
+
+        signal_evs[i] = evsignal_new(main_base, sigs[i], fn, NULL);
         if (signal_evs[i] == NULL || event_add(signal_evs[i], NULL) != 0) {
             return -1;
         }
@@ -286,7 +300,7 @@ setup_events(void)
 static void
 free_events(void)
 {
-    for (unsigned i = 0; i < 4; i++) {
+    for (unsigned i = 0; i < 5; i++) {
         if (signal_evs[i] != NULL) {
             event_free(signal_evs[i]);
         }
@@ -449,7 +463,10 @@ stop_all(bool graceful)
 int
 main(int argc, char **argv)
 {
-    int rc = cmdline_parse(argc, argv);
+    int rc;
+
+    respawn_remember(argc, argv);       /* before getopt reorders argv */
+    rc = cmdline_parse(argc, argv);
 
     if (rc != 0) {
         return rc > 0 ? EXIT_SUCCESS : rc == -1 ? EXIT_FAILURE : -rc;
@@ -467,6 +484,7 @@ main(int argc, char **argv)
     }
 #endif
     auth_free();
+    respawn_free();
 #ifdef ENABLE_CYRUS_SASL
     cyrus_done();
 #endif

@@ -2,33 +2,108 @@
 for tests and benchmarks where no systemd runs: socket activation (the
 sockets of a .socket unit passed at fd 3 on, with LISTEN_FDS, LISTEN_PID
 and LISTEN_FDNAMES), and the notification socket (NOTIFY_SOCKET) with
-READY=1, STOPPING=1 and the file descriptor store: FDSTORE=1 with
-FDNAME= keeps a service's fds for its next start, FDSTOREREMOVE=1 drops
-them, BARRIER=1 is answered by closing the fd it carries.  As systemd
-does, the store keeps an fd once (a second copy of the same socket is
-ignored), and passes it again, after the unit's sockets, on every start
-until the service is stopped for good.
+READY=1, STOPPING=1, MAINPID=, BARRIER=1 and the file descriptor store.
+
+What systemd does, done here too:
+
+- The store: FDSTORE=1 with FDNAME= keeps a service's fds for its next
+  start, FDSTOREREMOVE=1 drops those of a name.  Each fd sent is compared
+  with every one in the store (systemd's service_add_fd_store() walks it
+  with same_fd()), a second copy of the same socket ignored; past
+  FileDescriptorStoreMax= (fdstore_max, said to the service in $FDSTORE
+  as systemd 254 does) an fd is closed.  The store is passed again, after
+  the unit's sockets, on every start until the service is stopped for
+  good.
+- Who may notify (NotifyAccess=, notify_access): "main", only the main
+  process (each message's sender is read from its credentials); "all",
+  any process of the service.  MAINPID= names another main process: the
+  one the manager waits for from then on.  The manager is the service's
+  child subreaper, as systemd is, so that a main process started by the
+  last one becomes its child once that one exits.
+- reload(): ExecReload=/bin/kill -USR2 $MAINPID, as the shipped units
+  do; then until a new main process is named (MAINPID=) and the old
+  one has exited.  If the main process exits without naming a successor, the
+  service has ended (`ended`).
 
     m = ServiceManager([("memcached-pm.socket", listening_socket)])
     m.start([binary, "-p", ...])   # waits for READY=1
     m.restart()                    # SIGTERM, exit, start again
+    m.reload()                     # SIGUSR2: a takeover inside the unit
     m.stop()
 """
 
+import ctypes
 import os
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
 import time
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class MainProcess:
+    """A main process the manager did not start itself (MAINPID=): its
+    child once the process that started it has exited (the manager is a
+    subreaper), waited for as a Popen is."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:       # not (yet) the manager's child
+            return None if _alive(self.pid) else 0
+        if pid == self.pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["pid %d" % self.pid],
+                                                timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def send_signal(self, sig):
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+def _alive(pid):
+    """Does pid run (not gone, not a zombie)?"""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
 
 class ServiceManager:
-    def __init__(self, sockets=(), fdstore_max=4096, env=None):
+    def __init__(self, sockets=(), fdstore_max=4096, env=None,
+                 notify_access="all"):
         self.sockets = list(sockets)        # (name, socket object)
         self.fdstore_max = fdstore_max
+        self.notify_access = notify_access
         self.env = env or {}
+        self.main_pid = None
+        self.ready_pid = None               # who said READY=1 last
+        self.ended = False                  # the main process exited
+        self.refused = 0                    # messages NotifyAccess dropped
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.store = []                     # [name, fd]
         self.lock = threading.Lock()
         self.ready = threading.Event()
@@ -41,6 +116,7 @@ class ServiceManager:
         self.dir = tempfile.mkdtemp(prefix="mcpm-sd-")
         self.path = os.path.join(self.dir, "notify")
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.notify.bind(self.path)
         self.notify.settimeout(0.2)
         self.halt = False
@@ -50,23 +126,37 @@ class ServiceManager:
     # -- the notification socket ------------------------------------------
 
     def _listen(self):
+        room = socket.CMSG_SPACE(253 * 4) + socket.CMSG_SPACE(12)
         while not self.halt:
             try:
-                data, fds, _, _ = socket.recv_fds(self.notify, 4096, 253)
+                data, anc, _, _ = self.notify.recvmsg(4096, room)
             except socket.timeout:
                 continue
             except OSError:
                 return
-            self._handle(data.decode(errors="replace"), fds)
+            fds, pid = [], None
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    n = len(payload) // 4
+                    fds += list(struct.unpack("%di" % n, payload[:4 * n]))
+                elif (level == socket.SOL_SOCKET and
+                      kind == socket.SCM_CREDENTIALS):
+                    pid = struct.unpack("3i", payload[:12])[0]
+            self._handle(data.decode(errors="replace"), fds, pid)
 
     def _same(self, a, b):
         sa, sb = os.fstat(a), os.fstat(b)
         return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
-    def _handle(self, text, fds):
+    def _handle(self, text, fds, pid):
         fields = dict(line.split("=", 1) for line in text.split("\n")
                       if "=" in line)
         with self.lock:
+            if self.notify_access == "main" and pid != self.main_pid:
+                self.refused += 1           # systemd logs and drops it
+                for fd in fds:
+                    os.close(fd)
+                return
             self.messages.append(text)
             if fields.get("BARRIER") == "1":
                 for fd in fds:
@@ -75,6 +165,7 @@ class ServiceManager:
             if fields.get("FDSTORE") == "1":
                 name = fields.get("FDNAME", "stored")
                 for fd in fds:
+                    # compared with the whole store, as systemd does
                     if (len(self.store) >= self.fdstore_max or
                             any(self._same(fd, s[1]) for s in self.store)):
                         os.close(fd)
@@ -88,7 +179,14 @@ class ServiceManager:
                 for s in [s for s in self.store if s[0] == name]:
                     os.close(s[1])
                     self.store.remove(s)
+            if fields.get("MAINPID", "").isdigit():
+                new = int(fields["MAINPID"])
+                if new != self.main_pid:
+                    self.main_pid = new
+                    self.proc = MainProcess(new)
+                    self.procs.append(self.proc)
         if fields.get("READY") == "1":
+            self.ready_pid = pid
             self.ready.set()
         if fields.get("STOPPING") == "1":
             self.stopping.set()
@@ -113,7 +211,7 @@ class ServiceManager:
         env = dict(os.environ, **self.env, **(extra_env or {}))
         env.update(LISTEN_FDS=str(len(fds)),
                    LISTEN_FDNAMES=":".join(n for n, _ in passed),
-                   NOTIFY_SOCKET=self.path)
+                   NOTIFY_SOCKET=self.path, FDSTORE=str(self.fdstore_max))
         self.ready.clear()
         self.stopping.clear()
 
@@ -133,6 +231,8 @@ class ServiceManager:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
         self.procs.append(self.proc)
         self.errs.append(err)
+        self.main_pid = self.proc.pid
+        self.ended = False
         if wait:
             self.wait_ready(timeout)
         return self.proc
@@ -152,6 +252,33 @@ class ServiceManager:
         f.flush()
         with open(f.name, "rb") as r:
             return r.read().decode(errors="replace")
+
+    def reload(self, timeout=20.0):
+        """systemctl reload with ExecReload=/bin/kill -USR2 $MAINPID: the
+        main process starts its successor, which takes it over and is
+        named the main process (MAINPID=); until the old one has exited
+        (a Type=notify service is not asked to say READY=1 again).
+        Returns the new main process."""
+        old = self.proc
+        os.kill(self.main_pid, signal.SIGUSR2)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                moved = self.proc is not old
+            if moved and old.poll() is not None:
+                break
+            if old.poll() is not None and not moved:
+                self.ended = True
+                raise AssertionError("the main process exited without "
+                                     "naming a successor:\n" + self.stderr())
+            if time.monotonic() > deadline:
+                raise AssertionError("no takeover in %s s:\n%s"
+                                     % (timeout, self.stderr()))
+            time.sleep(0.005)
+        if old.returncode != 0:
+            raise AssertionError("the old main process exited %s:\n%s"
+                                 % (old.returncode, self.stderr()))
+        return self.proc
 
     def restart(self, argv=None, timeout=20.0):
         """systemctl restart: SIGTERM, wait for the exit, start again (the

@@ -19,6 +19,7 @@ from pymemcache.client.base import Client
 from conftest import (SANITIZER_MARKS, Conn, base_args, engine_args,
                       free_port, tls_client_context, wait_for)
 from svcman import ServiceManager
+from test_takeover import assert_versions, fd_room, open_idle
 from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.mcpm, pytest.mark.engine]
@@ -210,6 +211,90 @@ def test_restarts_keep_the_connections_and_refuse_none(binary, memfile,
     assert taken >= 4, taken
     assert "STOPPING=1" in m.messages
     mc.close()
+
+
+def answers(c):
+    """Does connection c answer `version` (else it was closed)?"""
+    try:
+        c.sendall(b"version\r\n")
+        got = b""
+        while not got.endswith(b"\r\n"):
+            more = c.recv(64)
+            if not more:
+                return False
+            got += more
+        return got.startswith(b"VERSION ")
+    except ConnectionResetError:
+        return False
+
+
+def test_a_store_smaller_than_the_connections(binary, memfile, managers):
+    """FileDescriptorStoreMax=40 and 60 connections: at the restart the
+    store keeps 38 (the state file and the index take two places), the
+    other 22 are closed at a request boundary, the node says so once with
+    the numbers, and its successor counts both in stats."""
+    port = free_port()
+    m = managers([("memcached-pm.socket", tcp_listener(port))],
+                 fdstore_max=40)
+    m.start(argv(binary, port, "-e", memfile))
+    conns = open_idle(port, 60)
+    assert m.restart() == 0
+    assert m.stderr(0).count("systemd: the fd store has room for 40 "
+                             "descriptors: 22 of the 60 connections closed "
+                             "at a request boundary") == 1
+    assert sum(answers(c) for c in conns) == 38
+    with Conn(port) as c:
+        st = c.stats()
+    assert (st["handover_conns_taken"], st["handover_conns_closed"]) == \
+        ("38", "22")
+    for c in conns:
+        c.close()
+
+
+# --------------------------------------------------------------------------
+# reload: a takeover inside the unit
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("access", ["all", "main"])
+def test_reload_takes_the_node_over_inside_the_unit(binary, memfile,
+                                                   managers, tmp_path,
+                                                   access):
+    """systemctl reload (SIGUSR2): the main process starts its successor
+    from its binary's path, which takes it over and is named the unit's
+    main process (MAINPID=, read before the old one exits, whatever
+    NotifyAccess= says).  A client and 1,000 idle connections move
+    through five reloads, none of them through the fd store."""
+    n = 1000
+    fd_room(n + 300)
+    port = free_port()
+    tsock = str(tmp_path / "t.sock")
+    m = managers([("memcached-pm.socket", tcp_listener(port))],
+                 notify_access=access)
+    m.start(argv(binary, port, "-e", memfile, "-o", "takeover=" + tsock,
+                 "-c", str(n + 200)))
+    idle = open_idle(port, n)
+    mc = Client(("127.0.0.1", port), connect_timeout=5, timeout=5)
+    mc.set("k", "v0", noreply=False)
+    sock = mc.sock
+    pids = {m.main_pid}
+    for i in range(5):
+        m.reload()
+        assert m.main_pid not in pids
+        pids.add(m.main_pid)
+        assert mc.get("k") == b"v%d" % i
+        mc.set("k", "v%d" % (i + 1), noreply=False)
+        assert mc.sock is sock
+        assert m.stored("mcpm-c") == m.stored("mcpm-state") == []
+    assert_versions(idle)
+    with Conn(port) as c:
+        st = c.stats()
+    assert st["pid"] == str(m.main_pid)
+    assert (st["handover_conns_taken"], st["handover_conns_closed"]) == \
+        (str(n + 1), "0")
+    assert not m.ended
+    mc.close()
+    for c in idle:
+        c.close()
 
 
 def test_a_crash_keeps_the_listener_in_the_fd_store(binary, memfile,

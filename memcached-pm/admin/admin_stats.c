@@ -141,7 +141,7 @@ sums(struct conn *c)
 enum shown {
     SHOWN_ALWAYS, SHOWN_NEVER, SHOWN_IDLE, SHOWN_FAST, SHOWN_SSL,
     SHOWN_SSL_CACHE, SHOWN_RING, SHOWN_REASSIGN, SHOWN_CRAWLER,
-    SHOWN_MAINTAINER
+    SHOWN_MAINTAINER, SHOWN_HANDOVER
 };
 
 static bool
@@ -158,6 +158,8 @@ shown(enum shown when)
     case SHOWN_REASSIGN: return settings.cache.slab_reassign;
     case SHOWN_CRAWLER: return settings.cache.lru_crawler;
     case SHOWN_MAINTAINER: return settings.lru_maintainer;
+    case SHOWN_HANDOVER:
+        return settings.takeover != NULL || settings.fd_store;
     default: return true;
     }
 }

@@ -385,6 +385,8 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
 struct settings {
     SETTINGS_OPTIONS(SETTINGS_FIELD)
     struct cache_options cache;     /* storage/'s, handed to cache_init() */
+    bool fd_store;                  /* systemd keeps what a stop leaves
+                                       (life/sdaemon.h), found at start */
 };
 
 /* The value a row names, and its address (NULL for V() rows). */

@@ -60,6 +60,8 @@
  *
  * shown: ALWAYS; NEVER (counted for another reply: "stats tiers"); IDLE
  * (with -o idle_timeout), FAST (with maxconns_fast), SSL (with -Z),
+ * HANDOVER (with -o takeover or systemd's fd store: the connections this
+ * start took over, and those the node before could not carry),
  * SSL_CACHE (with -Z and ssl_session_cache), RING (on the io_uring
  * engine: its faults, see ring.h), and storage's REASSIGN,
  * CRAWLER and MAINTAINER.
@@ -140,6 +142,8 @@
     X(time_since_server_cert_refresh, PROC, SSL)                            \
     X(unexpected_napi_ids,        SERVER,  ALWAYS)                          \
     X(round_robin_fallback,       SERVER,  ALWAYS)                          \
+    X(handover_conns_taken,       SERVER,  HANDOVER)                        \
+    X(handover_conns_closed,      SERVER,  HANDOVER)                        \
     CACHE_STATS_ITEMS(X)                                                    \
     X(hits_dram,                  THREAD,  NEVER)                           \
     X(hits_pmem,                  THREAD,  NEVER)

@@ -23,6 +23,19 @@ struct header {
     uint64_t bytes;             /* the whole file */
 };
 
+/* version 4: after struct header */
+struct header4 {
+    uint32_t closed;
+    uint32_t zero;
+};
+
+static size_t
+header_size(uint32_t version)
+{
+    return sizeof(struct header) +
+           (version >= 4 ? sizeof(struct header4) : 0);
+}
+
 struct record {
     uint8_t  proto;
     uint8_t  flags;
@@ -118,11 +131,16 @@ handover_move(struct handover *dst, struct handover *src)
     if (dst->nconns == 0 && dst->nudp == 0 && dst->ndead == 0 &&
         dst->conns_cap < src->conns_cap) {
         /* all of src, as it is */
+        uint32_t closed = dst->closed;
+
         handover_free(dst, false);
         *dst = *src;
+        dst->closed += closed;
         memset(src, 0, sizeof(*src));
         return 0;
     }
+    dst->closed += src->closed;
+    src->closed = 0;
     for (size_t i = 0; i < src->nconns; i++) {
         if (handover_add(dst, &src->conns[i]) != 0) {
             return -1;
@@ -203,7 +221,9 @@ record_size(uint32_t version)
 int
 handover_save(const struct handover *h, uint32_t version)
 {
-    struct header hd = { MAGIC, version, (uint32_t)h->nconns, sizeof(hd) };
+    struct header hd = { MAGIC, version, (uint32_t)h->nconns,
+                         header_size(version) };
+    struct header4 hd4 = { h->closed, 0 };
     int fd = memfd_create("mcpm-handover", MFD_CLOEXEC);
     char *buf, *p;
     int rc;
@@ -222,6 +242,10 @@ handover_save(const struct handover *h, uint32_t version)
     }
     memcpy(p, &hd, sizeof(hd));
     p += sizeof(hd);
+    if (version >= 4) {
+        memcpy(p, &hd4, sizeof(hd4));
+        p += sizeof(hd4);
+    }
     for (size_t i = 0; i < h->nconns; i++) {
         const struct handover_conn *c = &h->conns[i];
         struct record r = {
@@ -306,8 +330,9 @@ load_records(const char *base, size_t n, struct handover *h,
              void *arg, char *err, size_t len)
 {
     struct header hd;
+    struct header4 hd4 = { 0, 0 };
     struct handover got = { 0 };
-    size_t off = sizeof(hd);
+    size_t off;
 
     memcpy(&hd, base, sizeof(hd));
     if (memcmp(hd.magic, MAGIC, sizeof(hd.magic)) != 0 || hd.bytes != n) {
@@ -320,7 +345,14 @@ load_records(const char *base, size_t n, struct handover *h,
                  HANDOVER_VERSION);
         return -1;
     }
-    if (hd.nconns > (n - sizeof(hd)) / sizeof(struct record) ||
+    if ((off = header_size(hd.version)) > n) {
+        snprintf(err, len, "the state file is short");
+        return -1;
+    }
+    if (hd.version >= 4) {
+        memcpy(&hd4, base + sizeof(hd), sizeof(hd4));
+    }
+    if (hd.nconns > (n - off) / sizeof(struct record) ||
         handover_reserve(&got, hd.nconns) != 0) {
         snprintf(err, len, "%u records cannot be", hd.nconns);
         return -1;
@@ -350,6 +382,7 @@ load_records(const char *base, size_t n, struct handover *h,
             free(copy);
         }
     }
+    got.closed = hd4.closed;
     if (handover_move(h, &got) != 0) {
         handover_free(&got, true);
         snprintf(err, len, "out of memory");

@@ -15,7 +15,9 @@
  * and the older ones it lists, and a node hands over only to a build
  * that reads its version.
  *
- *   header   "MCPM-HO" NUL, u32 version, u32 connections, u64 bytes
+ *   header   "MCPM-HO" NUL, u32 version, u32 connections, u64 bytes;
+ *            version 4: then u32 the connections the node could not
+ *            carry and closed (handover.closed), u32 0
  *   per connection, in order (versions 1 to 3):
  *            u8 protocol (enum conn_proto), u8 flags (1: a unix socket,
  *            2: authenticated), u16 0, u32 seconds idle, u32 input
@@ -50,9 +52,6 @@
 #define HANDOVER_VERSION     4
 #define HANDOVER_VERSION_MIN 1
 
-/* The state file left in systemd's fd store: the oldest layout that
- * says all it holds, which a downgraded build reads too. */
-#define HANDOVER_STORE_VERSION 3
 
 /* The fd store's names: the state file, the connections, the listeners
  * a node put there itself, its UDP sockets. */
@@ -88,6 +87,8 @@ struct handover {
     size_t                nudp, udp_cap;
     int                  *dead;
     size_t                ndead, dead_cap;
+    uint32_t              closed;   /* connections that could not come:
+                                       closed at a request boundary */
 };
 
 /* Append a connection (taking its input buffer) or a UDP socket.  0, or
@@ -99,8 +100,8 @@ int handover_add_dead(struct handover *h, int fd);
 /* Room for n more connections, its memory touched: 0 or -1. */
 int handover_reserve(struct handover *h, size_t n);
 
-/* Move everything of src to the end of dst (src is left empty).  0 or
- * -1. */
+/* Move everything of src to the end of dst (src is left empty; the
+ * counts of closed ones add up).  0 or -1. */
 int handover_move(struct handover *dst, struct handover *src);
 
 /* Free what h holds, closing its sockets when close_fds (its dead ones
@@ -114,7 +115,7 @@ int handover_save(const struct handover *h, uint32_t version);
 /*
  * Read the records of a state file into h (appended): fd_of(c, i, arg)
  * is the socket of record i (c: what it says), or -1 when it did not
- * arrive (that record is dropped).  0, or -1 with the reason in err (another layout version, a
+ * arrive (that record is dropped).  h->closed adds the file's count.  0, or -1 with the reason in err (another layout version, a
  * short or garbled file): then nothing is added.
  */
 int handover_load(int memfd, struct handover *h,

@@ -92,6 +92,12 @@ sdaemon_fdstore(void)
     return sdaemon_notifying() && env_number("FDSTORE") != 0;
 }
 
+long
+sdaemon_fdstore_max(void)
+{
+    return env_number("FDSTORE");
+}
+
 /* The manager's address; its length, or 0. */
 static socklen_t
 notify_addr(struct sockaddr_un *sun)

@@ -42,6 +42,10 @@ bool sdaemon_notifying(void);
  * 254 and later set it to FileDescriptorStoreMax=) does not say 0. */
 bool sdaemon_fdstore(void);
 
+/* How many descriptors the store keeps ($FDSTORE: systemd's
+ * FileDescriptorStoreMax=), or -1 when not said. */
+long sdaemon_fdstore_max(void);
+
 /* Send a notification, state being NAME=value lines, with nfds fds.
  * 0, or -1 (no manager, or the send failed). */
 int sdaemon_notify(const char *state, const int *fds, size_t nfds);

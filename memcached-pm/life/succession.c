@@ -8,17 +8,21 @@
 
 #include "memcached-pm/life/succession.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/stats.h"
 #include "memcached-pm/conn/handover.h"
+#include "memcached-pm/life/fdstore.h"
 #include "memcached-pm/life/restart.h"
 #include "memcached-pm/life/sdaemon.h"
 #include "memcached-pm/life/takeover.h"
@@ -74,142 +78,11 @@ add_given(int fd, enum given_origin origin)
 
 /* ---- systemd ---------------------------------------------------------- */
 
-/* Connections' fds by their index in the state file: out of the fd
- * store (the index in their name), or as a takeover sent them. */
-struct stored {
-    int    *fds;
-    size_t  n;
-};
-
-static int
-stored_fd(const struct handover_conn *c, unsigned i, void *arg)
-{
-    struct stored *st = arg;
-    int fd;
-
-    (void)c;
-    if (i >= st->n || st->fds[i] < 0) {
-        return -1;
-    }
-    fd = st->fds[i];
-    st->fds[i] = -1;        /* taken */
-    return fd;
-}
-
-/* A connection's name in the fd store: its index, or -1. */
-static long
-conn_index(const char *name)
-{
-    size_t n = strlen(HANDOVER_CONN_PREFIX);
-    char *end;
-    long i;
-
-    if (strncmp(name, HANDOVER_CONN_PREFIX, n) != 0 || name[n] == '\0') {
-        return -1;
-    }
-    i = strtol(name + n, &end, 10);
-    return *end == '\0' && i >= 0 && i < (1L << 24) ? i : -1;
-}
-
-static int
-keep_stored(struct stored *st, long i, int fd)
-{
-    if ((size_t)i >= st->n) {
-        int *a = realloc(st->fds, (size_t)(i + 1) * sizeof(*a));
-
-        if (a == NULL) {
-            close(fd);
-            return -1;
-        }
-        for (size_t k = st->n; k <= (size_t)i; k++) {
-            a[k] = -1;
-        }
-        st->fds = a;
-        st->n = (size_t)i + 1;
-    }
-    if (st->fds[i] >= 0) {
-        close(st->fds[i]);  /* one name, one socket */
-    }
-    st->fds[i] = fd;
-    return 0;
-}
-
-/* The state file of the last stop: its connections into sc.conns. */
-static void
-load_stored(int state, struct stored *st)
-{
-    char err[256];
-
-    if (handover_load(state, &sc.conns, stored_fd, st, err,
-                      sizeof(err)) != 0) {
-        log_error("systemd: the connections of the last stop are "
-                  "dropped: %s", err);
-    }
-    for (size_t i = 0; i < st->n; i++) {
-        if (st->fds[i] >= 0) {
-            close(st->fds[i]);      /* not in the state: stale */
-        }
-    }
-}
-
 int
 succession_from_systemd(void)
 {
-    struct sdaemon_fd *fds;
-    struct stored st = { NULL, 0 };
-    size_t n = sdaemon_listen_fds(&fds);
-    int state = -1;
-
-    for (size_t i = 0; i < n; i++) {
-        const char *name = fds[i].name;
-        long ci = conn_index(name);
-
-        if (strcmp(name, HANDOVER_STATE_NAME) == 0 && state < 0) {
-            state = fds[i].fd;
-        } else if (strcmp(name, HANDOVER_INDEX_NAME) == 0 &&
-                   settings.cache.image_fd < 0) {
-            settings.cache.image_fd = fds[i].fd;    /* cache_init() */
-        } else if (strcmp(name, HANDOVER_STATE_NAME) == 0 ||
-                   strcmp(name, HANDOVER_INDEX_NAME) == 0) {
-            close(fds[i].fd);
-        } else if (ci >= 0) {
-            keep_stored(&st, ci, fds[i].fd);
-        } else {
-            add_given(fds[i].fd, strcmp(name, HANDOVER_LISTEN_NAME) == 0
-                                 ? GIVEN_STORE : GIVEN_UNIT);
-        }
-    }
-    if (state >= 0) {
-        load_stored(state, &st);
-        close(state);
-    } else {
-        for (size_t i = 0; i < st.n; i++) {
-            if (st.fds[i] >= 0) {
-                close(st.fds[i]);
-            }
-        }
-    }
-    /* The store lets go of what this start took: a connection must close
-     * when this node closes it, and a crash must not bring back a state
-     * older than what this node serves. */
-    if (settings.cache.image_fd >= 0) {
-        sdaemon_store_remove(HANDOVER_INDEX_NAME);
-    }
-    if (state >= 0 || st.n > 0) {
-        char name[64];
-
-        sdaemon_store_remove(HANDOVER_STATE_NAME);
-        for (size_t i = 0; i < st.n; i++) {
-            snprintf(name, sizeof(name), "%s%zu", HANDOVER_CONN_PREFIX, i);
-            sdaemon_store_remove(name);
-        }
-    }
-    if (n > 0) {
-        log_info("systemd: %zu sockets passed, %zu connections to serve",
-                 n, sc.conns.nconns);
-    }
-    free(st.fds);
-    free(fds);
+    settings.fd_store = sdaemon_fdstore();
+    fdstore_take(&sc.conns, add_given);
     return 0;
 }
 
@@ -286,6 +159,29 @@ sent_fd(const struct handover_conn *c, unsigned i, void *arg)
         got->pre[c->presented] = -1;        /* one record, one socket */
     }
     return fd;
+}
+
+/* How many connections this node can take over: its descriptors left,
+ * less what it will open itself (its workers' loops, the memory file,
+ * the listeners, the -c reserve). */
+static uint64_t
+conn_room(void)
+{
+    struct rlimit rl;
+    uint64_t open = 0, spare;
+    DIR *d;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        return UINT64_MAX;
+    }
+    if ((d = opendir("/proc/self/fd")) != NULL) {
+        while (readdir(d) != NULL) {
+            open++;
+        }
+        closedir(d);
+    }
+    spare = open + RESERVED_FDS + 4 * (uint64_t)settings.num_threads + 16;
+    return rl.rlim_cur > spare ? rl.rlim_cur - spare : 0;
 }
 
 /* Keep what a takeover brought: its listeners, its connections (a
@@ -462,7 +358,7 @@ succession_take_over(void)
         if (sc.pred.index_bytes > 0) {
             cache_image_stage(sc.pred.index_bytes);
         }
-        takeover_send(sc.pred.fd, TAKEOVER_GO);
+        takeover_send_go(sc.pred.fd, conn_room());
     }
     takeover_step("new", "offered");
     rc = takeover_receive(&sc.pred, &got);
@@ -524,8 +420,20 @@ succession_given_checked(void)
 
 /* ---- serving ---------------------------------------------------------- */
 
-/* Keep the listeners in systemd's fd store (those no .socket unit keeps),
- * so that even a crash leaves the port taking connections. */
+/* Is fd a .socket unit's listener (which systemd holds itself)? */
+static bool
+unit_socket(int fd)
+{
+    for (size_t k = 0; k < sc.ngiven; k++) {
+        if (sc.given[k].fd == fd && sc.given[k].origin == GIVEN_UNIT) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The listeners into the fd store: a crash, too, leaves the port taking
+ * connections. */
 static void
 store_listeners(void)
 {
@@ -533,18 +441,7 @@ store_listeners(void)
     size_t n = listen_fds(fds, MAX_SOCKETS);
 
     n += udp_fds(fds + n, MAX_SOCKETS - n);
-    sdaemon_store_remove(HANDOVER_LISTEN_NAME);
-    for (size_t i = 0; i < n; i++) {
-        bool unit = false;
-
-        for (size_t k = 0; k < sc.ngiven; k++) {
-            unit |= sc.given[k].fd == fds[i] &&
-                    sc.given[k].origin == GIVEN_UNIT;
-        }
-        if (!unit) {
-            sdaemon_store(fds[i], HANDOVER_LISTEN_NAME);
-        }
-    }
+    fdstore_keep_listeners(fds, n, unit_socket);
 }
 
 void
@@ -567,9 +464,21 @@ succession_serving(void)
         sc.pred.fd = -1;
         log_info("takeover: serving in place of pid %d, with its %zu "
                  "connections", (int)sc.pred.pid, n);
+        if (sdaemon_notifying()) {
+            /* the unit's main process now (the node taken over from says
+             * so too); needs NotifyAccess=all until the manager agrees */
+            char msg[32];
+
+            snprintf(msg, sizeof(msg), "MAINPID=%d", (int)getpid());
+            sdaemon_notify(msg, NULL, 0);
+        }
     }
+    stats.server.handover_conns_taken = sc.conns.nconns;
+    stats.server.handover_conns_closed = sc.conns.closed;
     worker_adopt_all(&sc.conns);
-    takeover_step("new", "dispatched");
+    if (sc.pred.pid > 0) {
+        takeover_step("new", "dispatched");
+    }
     listen_start();
     if (sdaemon_fdstore()) {
         store_listeners();
@@ -652,14 +561,8 @@ send_index(int sock, int room)
 void
 succession_store_index(void)
 {
-    int fd = index_written(sc.index_room);
-
+    fdstore_put_index(index_written(sc.index_room));
     sc.index_room = -1;
-
-    if (fd >= 0) {
-        sdaemon_store(fd, HANDOVER_INDEX_NAME);
-        close(fd);
-    }
 }
 
 /* The successor went away before it served: serve on, the memory file
@@ -706,15 +609,57 @@ resume(const struct takeover_peer *p, bool reopen)
     listen_start();
 }
 
+/* Under systemd, pid is the unit's main process from now on: said by
+ * the process the manager knows as such, and read by it (BARRIER)
+ * before that one exits, which would otherwise look like the service's
+ * end. */
+static void
+name_main_pid(pid_t pid)
+{
+    char msg[32];
+
+    if (sdaemon_notifying()) {
+        snprintf(msg, sizeof(msg), "MAINPID=%d", (int)pid);
+        sdaemon_notify(msg, NULL, 0);
+        sdaemon_barrier(1000);
+    }
+}
+
+/* Where the connections left are more than what takes them (`who`) has
+ * room for: the last ones close (all are at a request boundary),
+ * counted, and said once. */
+static void
+fit_room(struct handover *h, uint64_t room, const char *who)
+{
+    size_t keep = h->nconns, n = h->nconns;
+
+    if (room >= n) {
+        return;
+    }
+    /* the ones sent ahead stay: the successor holds those already */
+    for (size_t i = n; i-- > 0 && keep > room;) {
+        if (h->conns[i].presented < 0) {
+            close(h->conns[i].fd);
+            free(h->conns[i].left);
+            h->conns[i] = h->conns[--h->nconns];
+            keep--;
+        }
+    }
+    h->closed += (uint32_t)(n - keep);
+    log_error("%s has room for %llu connections: %zu of the %zu closed at "
+              "a request boundary", who, (unsigned long long)room, n - keep,
+              n);
+}
+
 /* Send the successor the sockets of the connections ahead of the pause
  * (a socket is only a reference: this node serves on them until it
  * lets go).  0, or -1 (the successor is gone). */
 static int
-present(int sock)
+present(int sock, uint64_t room)
 {
     int *fds = NULL;
     size_t n = 0;
-    int rc = worker_present_all(&fds, &n);
+    int rc = worker_present_all(&fds, &n, room);
 
     /* room for their records (touched now, not in the pause) */
     (void)handover_reserve(&sc.left, n);
@@ -734,11 +679,13 @@ static int
 hand_over(struct takeover_peer *p)
 {
     int room = p->version >= 2 ? cache_image_room() : -1;
+    uint64_t conns_room = UINT64_MAX;
+    char who[64];
 
     /* While the successor makes room this node serves on, its main
      * thread (accepts, the clock) waiting: for a while only. */
     if (p->version >= 3 &&
-        takeover_wait(p->fd, TAKEOVER_GO, READY_MS) != 0) {
+        takeover_wait_go(p->fd, READY_MS, &conns_room) != 0) {
         /* it went away, or hangs: nothing has stopped */
         log_error("takeover: pid %d was not ready: serving on",
                   (int)p->pid);
@@ -748,7 +695,7 @@ hand_over(struct takeover_peer *p)
         return -1;
     }
     takeover_step("old", "offered");
-    if (p->version >= 4 && present(p->fd) != 0) {
+    if (p->version >= 4 && present(p->fd, conns_room) != 0) {
         log_error("takeover: pid %d went away: serving on", (int)p->pid);
         if (room >= 0) {
             close(room);
@@ -759,6 +706,8 @@ hand_over(struct takeover_peer *p)
     listen_stop();
     worker_leave_all(&sc.left, DRAIN_MS);
     takeover_step("old", "left");
+    snprintf(who, sizeof(who), "takeover: pid %d", (int)p->pid);
+    fit_room(&sc.left, conns_room, who);
     if (send_sockets(p->fd, p->version) != 0) {
         if (room >= 0) {
             close(room);
@@ -779,6 +728,7 @@ hand_over(struct takeover_peer *p)
         resume(p, true);
         return -1;
     }
+    name_main_pid(p->pid);
     worker_left_free();
     log_info("takeover: pid %d serves, with %zu connections", (int)p->pid,
              sc.left.nconns);
@@ -838,9 +788,6 @@ succession_listen(struct event_base *base)
 bool
 succession_store(void)
 {
-    char name[64];
-    int state;
-
     if (!sdaemon_fdstore()) {
         return false;
     }
@@ -848,21 +795,8 @@ succession_store(void)
     sc.index_room = cache_image_room();     /* while it still serves */
     listen_stop();
     worker_leave_all(&sc.left, DRAIN_MS);
-    for (size_t i = 0; i < sc.left.nconns; i++) {
-        snprintf(name, sizeof(name), "%s%zu", HANDOVER_CONN_PREFIX, i);
-        sdaemon_store(sc.left.conns[i].fd, name);
-    }
-    for (size_t i = 0; i < sc.left.nudp; i++) {
-        sdaemon_store(sc.left.udp[i], HANDOVER_LISTEN_NAME);
-    }
-    /* the state last: a start that finds it finds every connection */
-    if ((state = handover_save(&sc.left, HANDOVER_STORE_VERSION)) >= 0) {
-        sdaemon_store(state, HANDOVER_STATE_NAME);
-        close(state);
-    }
+    fdstore_put(&sc.left);
     worker_left_free();
-    log_info("systemd: %zu connections left in the fd store",
-             sc.left.nconns);
     return true;
 }
 

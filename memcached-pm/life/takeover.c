@@ -165,6 +165,35 @@ takeover_wait(int sock, enum takeover_msg what, int ms)
 }
 
 int
+takeover_send_go(int sock, uint64_t room)
+{
+    struct msg m;
+
+    msg_init(&m, TAKEOVER_GO);
+    snprintf(m.text, sizeof(m.text), "room %llu", (unsigned long long)room);
+    return send_msg(sock, &m, NULL, 0);
+}
+
+int
+takeover_wait_go(int sock, int ms, uint64_t *room)
+{
+    int fds[FDPASS_MAX];
+    struct msg m;
+    size_t n;
+
+    if (recv_msg(sock, &m, fds, &n, ms) != 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        close(fds[i]);
+    }
+    m.text[sizeof(m.text) - 1] = '\0';
+    *room = strncmp(m.text, "room ", 5) == 0
+            ? strtoull(m.text + 5, NULL, 10) : UINT64_MAX;
+    return m.type == TAKEOVER_GO ? 0 : -1;
+}
+
+int
 takeover_wait_gone(int sock, int timeout_ms)
 {
     char b;
@@ -302,13 +331,13 @@ takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
         close(p->fd);
         return -1;
     }
+    p->pid = pid;               /* the kernel's word, not the hello's */
     if (recv_msg(p->fd, &m, fds, &n, HELLO_MS) != 0 ||
         m.type != TAKEOVER_HELLO || n != 0) {
         snprintf(why, len, "a connection that sent no hello");
         close(p->fd);
         return -1;
     }
-    p->pid = (pid_t)m.pid;
     if (m.version > HANDOVER_VERSION || m.version_max < HANDOVER_VERSION_MIN
         || m.version > m.version_max) {
         snprintf(why, len, "pid %d reads handover versions %u to %u, this "

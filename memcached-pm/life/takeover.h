@@ -13,7 +13,9 @@
  *                                      size of its DRAM index), or
  *                                      REFUSE (none: it stops plainly)
  *   makes room for the index
- *   GO (version 3)             ----->
+ *   GO (version 3; 4: with the
+ *   connections it has room for)
+ *                              ----->
  *                              <-----  PRECONNS (version 4: the fds of
  *                                      its connections, while it serves
  *                                      on them)
@@ -104,6 +106,12 @@ int takeover_send(int sock, enum takeover_msg what);
  * it lives).  0, or -1: it went away, said something else, or nothing
  * in time. */
 int takeover_wait(int sock, enum takeover_msg what, int ms);
+
+/* GO (version 3), saying how many connections the successor has room
+ * for (version 4: its descriptors; UINT64_MAX: it does not say), and
+ * waiting for it, at most ms: 0 (*room set), or -1 as takeover_wait(). */
+int takeover_send_go(int sock, uint64_t room);
+int takeover_wait_go(int sock, int ms, uint64_t *room);
 
 /* ---- the successor ---------------------------------------------------- */
 

@@ -546,7 +546,11 @@ leave_point(struct conn *c)
     if (c->out_bytes > 0) {
         return CONN_WRITE;
     }
-    return conn_can_move(c) ? CONN_LEAVE : CONN_CLOSING;
+    if (conn_can_move(c)) {
+        return CONN_LEAVE;
+    }
+    c->list->left.closed++;     /* the successor learns how many */
+    return CONN_CLOSING;
 }
 
 /* Let go of the socket: on the ring once it is through with it (what

@@ -136,6 +136,10 @@ take_pending(struct worker *w, unsigned max)
     }
 }
 
+/* What the workers may still present between them (worker_present_all()'s
+ * max). */
+static int64_t present_budget;
+
 /* Mark and list the connections that may move (worker_present_all()),
  * or clear the marks (worker_present_end()). */
 static void
@@ -168,6 +172,10 @@ present(struct worker *w)
             if (c->is_udp || !conn_can_move(c) || c->presented > 0 ||
                 c->state == CONN_CLOSING || c->state == CONN_LEAVE) {
                 continue;
+            }
+            if (__atomic_fetch_sub(&present_budget, 1, __ATOMIC_RELAXED) <=
+                0) {
+                break;          /* the successor has room for no more */
             }
             w->present_fds[w->npresent++] = c->fd;
             c->presented = ++w->list->presented;
@@ -286,6 +294,7 @@ on_notify(int fd, short what, void *arg)
 
         if (!stopping) {
             w->closed_in_request += closed;
+            w->list->left.closed += closed;
         }
         if (stopping || w->list->n == 0) {
             finish(w);
@@ -763,11 +772,12 @@ worker_adopt_all(struct handover *h)
 }
 
 int
-worker_present_all(int **fds, size_t *n)
+worker_present_all(int **fds, size_t *n, uint64_t max)
 {
     struct timespec deadline;
     int rc = 0;
 
+    present_budget = max > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)max;
     for (unsigned i = 0; i < nworkers; i++) {
         struct worker *w = &workers[i];
 

@@ -96,10 +96,11 @@ void worker_adopt_all(struct handover *h);
  * present_base.  The fds, in that order, are appended to *fds (n in
  * *n), for the successor to hold before the pause; they stay open until
  * the node has handed over, or worker_present_end() (a connection that
- * closes meanwhile is shut down).  0, or -1 when out of memory (then
- * call worker_present_end()).
+ * closes meanwhile is shut down).  At most max (the successor's room):
+ * the rest go in the pause, as far as there is room.  0, or -1 when out
+ * of memory (then call worker_present_end()).
  */
-int worker_present_all(int **fds, size_t *n);
+int worker_present_all(int **fds, size_t *n, uint64_t max);
 
 /* The takeover stopped before its pause: the marks go, and the sockets
  * of connections closed since close. */

@@ -1,0 +1,86 @@
+/*
+ * respawn.c: the node starts its own successor (respawn.h).
+ */
+#include "config.h"
+
+#include "memcached-pm/life/respawn.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "memcached-pm/base/log.h"
+#include "memcached-pm/base/settings.h"
+
+static char exe[PATH_MAX];      /* the path, not the file: an upgrade
+                                   replaces what is there */
+static char **args;             /* the command line, NULL-terminated */
+static pid_t child;             /* the last successor started */
+
+void
+respawn_remember(int argc, char **argv)
+{
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+    exe[n > 0 ? n : 0] = '\0';
+    if ((args = calloc((size_t)argc + 1, sizeof(*args))) == NULL) {
+        return;
+    }
+    for (int i = 0; i < argc; i++) {
+        if ((args[i] = strdup(argv[i])) == NULL) {
+            respawn_free();
+            return;
+        }
+    }
+}
+
+void
+respawn_start(void)
+{
+    sigset_t none;
+    pid_t pid;
+
+    if (settings.takeover == NULL) {
+        log_error("SIGUSR2: without -o takeover there is no successor to "
+                  "start");
+        return;
+    }
+    if (exe[0] == '\0' || args == NULL) {
+        log_error("SIGUSR2: this node's binary or command line is not "
+                  "known: no successor started");
+        return;
+    }
+    if (child > 0 && waitpid(child, NULL, WNOHANG) == 0) {
+        log_error("SIGUSR2: pid %d, started before, is still taking over",
+                  (int)child);
+        return;
+    }
+    pid = fork();
+    if (pid == 0) {
+        /* only async-signal-safe calls between fork and exec */
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execv(exe, args);
+        _exit(127);
+    }
+    if (pid < 0) {
+        log_error("SIGUSR2: cannot start a successor: %s", strerror(errno));
+        return;
+    }
+    child = pid;
+    log_info("SIGUSR2: pid %d started from %s to take over", (int)pid, exe);
+}
+
+void
+respawn_free(void)
+{
+    for (size_t i = 0; args != NULL && args[i] != NULL; i++) {
+        free(args[i]);
+    }
+    free(args);
+    args = NULL;
+}
