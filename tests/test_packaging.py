@@ -110,31 +110,43 @@ def test_systemd_units_verify(binary, tmp_path):
                     "NoNewPrivileges=yes", "ProtectSystem=strict",
                     "PrivateTmp=yes", "ExecStart=/usr/local/bin/memcached-pm",
                     "EnvironmentFile=/etc/memcached-pm",
-                    # restarts no client sees (doc/POOL.md)
-                    "Type=notify", "NotifyAccess=main"):
+                    # restarts no client sees (doc/POOL.md): a reload
+                    # is a takeover whose successor names itself MAINPID
+                    "Type=notify", "NotifyAccess=all",
+                    "ExecReload=/bin/kill -USR2 $MAINPID",
+                    "RuntimeDirectory=memcached-pm"):
             assert key in text, (unit.name, key)
         assert "sh -c" not in text
-        # the fd store holds every connection -c allows, and the rest
-        store = int(re.search(r"^FileDescriptorStoreMax=(\d+)$", text,
-                              re.M).group(1))
+        assert re.search(r" -o takeover=%t/memcached-pm(/%i)?/takeover\.sock ",
+                         text)
+
+        def number(key, text=text):
+            return int(re.search(r"^%s=(\d+)$" % key, text, re.M).group(1))
+
+        # a restart's fd store holds every connection -c allows and the
+        # listeners, and says its size to a systemd before 254; the
+        # descriptor limit leaves room for what the server reserves
         conf = (REPO / "contrib" / ("memcached-pm-node.conf" if "@" in
                                     unit.name else "memcached-pm.conf"))
-        maxconn = int(re.search(r"^MAXCONN=(\d+)$", conf.read_text(),
-                                re.M).group(1))
+        maxconn = number("MAXCONN", conf.read_text())
+        store = number("FileDescriptorStoreMax")
         assert store >= maxconn + 2
+        assert number("Environment=FDSTORE") == store
+        assert number("LimitNOFILE") >= maxconn + 100
     for sock, want in zip(SOCKETS, ["ListenStream=127.0.0.1:11211",
                                     "ListenStream=127.0.0.1:%i"]):
         assert want in sock.read_text().splitlines()
 
 
-def exec_start(unit, conf, instance, state):
-    """The command systemd runs for the unit: ExecStart with %i and %S
-    expanded, and the EnvironmentFile's variables (${NAME} one word,
+def exec_start(unit, conf, instance, state, runtime=None):
+    """The command systemd runs for the unit: ExecStart with %i, %S and
+    %t expanded, and the EnvironmentFile's variables (${NAME} one word,
     $NAME split at white space)."""
     line = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
     env = dict(re.findall(r"^(\w+)=(.*)$", conf, re.M))
     words = []
-    for w in line.replace("%i", instance).replace("%S", state).split():
+    line = line.replace("%i", instance).replace("%S", state)
+    for w in line.replace("%t", runtime or state).split():
         m = re.fullmatch(r"\$(\{)?(\w+)(?(1)\})", w)
         if m is None:
             words.append(w)

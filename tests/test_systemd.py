@@ -346,7 +346,9 @@ def test_the_shipped_units_start_with_their_socket(binary, managers,
                                                    tmp_path):
     """What memcached-pm.service runs with its options file, given the
     socket memcached-pm.socket listens on (the port made this test's),
-    takes that socket: the shipped files name the same address."""
+    takes that socket: the shipped files name the same address.  Its
+    ExecReload= hands the node to a successor over the takeover socket
+    ExecStart= names, the open connection and its item carried."""
     from test_packaging import REPO, exec_start
     unit = (REPO / "contrib" / "memcached-pm.service").read_text()
     conf = (REPO / "contrib" / "memcached-pm.conf").read_text()
@@ -365,5 +367,12 @@ def test_the_shipped_units_start_with_their_socket(binary, managers,
     m.start([binary] + args + engine_args() +
             (["-u", "root"] if os.geteuid() == 0 else []))
     assert inode(m.proc.pid, 3) == os.fstat(lst.fileno()).st_ino
+    assert re.search(r"^ExecReload=/bin/kill -USR2 \$MAINPID$", unit, re.M)
     with Conn(port) as c:
         c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
+        old = m.main_pid
+        m.reload()
+        assert m.main_pid != old
+        c.call(b"get a\r\n", b"VALUE a 0 1\r\n1\r\nEND\r\n")
+        assert c.stats()["pid"] == str(m.main_pid)
+    assert (tmp_path / "memcached-pm" / "takeover.sock").is_socket()
