@@ -100,7 +100,7 @@ stop_with_image(void)
     int fd = memfd_create("test-image", MFD_CLOEXEC);
 
     cache_stop();
-    if (cache_image_write(fd) != 0) {
+    if (cache_image_write(fd, NULL) != 0) {
         close(fd);
         fd = -1;
     }
@@ -261,7 +261,7 @@ test_image_in_its_room(void)
         stored &= put(k, "g", 1);
     }
     cache_stop();
-    ok(stored && cache_image_write(fd) == 0, "the image written in it");
+    ok(stored && cache_image_write(fd, NULL) == 0, "the image written in it");
     cache_shutdown();
     r = start(CACHE_TIER_PMEM, fd);
     ok(r.image == 1 && all_there() && strcmp(test_val("grown199"), "g") == 0,
@@ -278,11 +278,144 @@ test_image_in_its_room(void)
     }
     ok(grown_past(before + before / 16 + MB), "the table grew past it");
     cache_stop();
-    ok(cache_image_write(fd) == 0, "an outgrown room: written all the same");
+    ok(cache_image_write(fd, NULL) == 0, "an outgrown room: written all the same");
     cache_shutdown();
     r = start(CACHE_TIER_PMEM, fd);
     ok(r.image == 1 && strcmp(test_val("more599999"), "m") == 0 &&
        all_there(), "and taken");
+}
+
+/* A copy of the first n bytes of fd, in a memfd: the room as the
+ * successor copied it ahead of the pause. */
+static int
+snapshot(int fd, size_t n)
+{
+    int snap = memfd_create("test-image-snap", MFD_CLOEXEC);
+    char *buf = malloc(n);
+    bool good = buf != NULL && snap >= 0 &&
+                pread(fd, buf, n, 0) == (ssize_t)n &&
+                write(snap, buf, n) == (ssize_t)n;
+
+    free(buf);
+    if (!good && snap >= 0) {
+        close(snap);
+        snap = -1;
+    }
+    return snap;
+}
+
+/* The address range the image says the file had, held (PROT_NONE) so
+ * that nothing else is mapped there. */
+static size_t guard_len;
+
+static void *
+file_range(int fd)
+{
+    uint64_t h[5];
+
+    if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+        return MAP_FAILED;
+    }
+    guard_len = (size_t)h[4];
+    return mmap((void *)(uintptr_t)h[3], guard_len, PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+}
+
+/* The marks a delta file holds that are set, or -1. */
+static long
+marked(int fd, long *pages)
+{
+    uint64_t head[2];
+    unsigned char m;
+    long n = 0;
+
+    if (pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
+        return -1;
+    }
+    *pages = (long)head[1];
+    for (uint64_t i = 0; i < head[1]; i++) {
+        if (pread(fd, &m, 1, (off_t)(sizeof(head) + i)) != 1) {
+            return -1;
+        }
+        n += m != 0;
+    }
+    return n;
+}
+
+/* The table copied ahead of the pause (cache_image_precopy()), changed
+ * while "serving" (stores, deletes, overwrites), then only the pages
+ * written since copied again: the successor, having copied the room as
+ * it was, takes the image with the marks and finds every change. */
+static void
+test_image_precopied(void)
+{
+    struct cache_recovery r;
+    uint64_t at = 0, len = 0;
+    long pages = 0, dirty;
+    int room = cache_image_room(), snap, delta = -1;
+    void *guard;
+    size_t bytes = cache_image_size();
+    char k[32];
+    bool good = true;
+
+    ok(room >= 0 && cache_image_precopy(&at, &len) == 0 && len > 8,
+       "the table copied into the room while serving");
+    snap = snapshot(room, (size_t)(at + len));
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "late%d", i);
+        good &= put(k, "L", 1);
+        snprintf(k, sizeof(k), "more%d", i * 1000);
+        good &= cache_delete(k, strlen(k), test_hv(k), 0, NULL) ==
+                CACHE_DELETED;
+        snprintf(k, sizeof(k), "more%d", i * 1000 + 1);
+        good &= put(k, "changed", 7);
+    }
+    ok(good, "stores, deletes and overwrites after it");
+    cache_stop();
+    ok(cache_image_write(room, &delta) == 0 && delta >= 0,
+       "the image written, with the pages written since");
+    dirty = marked(delta, &pages);
+    ok(dirty > 0 && dirty <= 120 && pages > 4 * dirty,
+       "only the pages written since are marked");
+    printf("# %ld of %ld pages marked\n", dirty, pages);
+    cache_shutdown();
+    /* the successor: room made and filled from the room as it was, not
+     * where the file must go (in a process of its own it is not) */
+    guard = file_range(room);
+    ok(guard != MAP_FAILED && snap >= 0 && cache_image_stage(bytes) == 0 &&
+       cache_image_prefill(snap, at, len) == 0, "the successor's copy");
+    close(snap);
+    if (guard != MAP_FAILED) {
+        munmap(guard, guard_len);
+    }
+    set_opts(CACHE_TIER_PMEM, room);
+    opts.image_delta_fd = delta;
+    ok(cache_init(&opts, 2) == 0, "the successor starts");
+    cache_recovery_stats(&r);
+    close(room);
+    close(delta);
+    opts.image_delta_fd = -1;
+    good = r.image == 1 && all_there();
+    for (int i = 0; i < 40 && good; i++) {
+        snprintf(k, sizeof(k), "late%d", i);
+        good &= strcmp(test_val(k), "L") == 0;
+        snprintf(k, sizeof(k), "more%d", i * 1000);
+        good &= strcmp(test_val(k), "") == 0;
+        snprintf(k, sizeof(k), "more%d", i * 1000 + 1);
+        good &= strcmp(test_val(k), "changed") == 0;
+        snprintf(k, sizeof(k), "more%d", i * 1000 + 2);
+        good &= strcmp(test_val(k), "m") == 0;
+    }
+    ok(good, "the image taken, every change there");
+    /* put them back as the later tests count them */
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "late%d", i);
+        cache_delete(k, strlen(k), test_hv(k), 0, NULL);
+        snprintf(k, sizeof(k), "more%d", i * 1000);
+        put(k, "m", 1);
+        snprintf(k, sizeof(k), "more%d", i * 1000 + 1);
+        put(k, "m", 1);
+    }
 }
 
 /* Point the first list end of the image's LRU section (a word that is
@@ -362,6 +495,7 @@ main(void)
     test_image_taken();
     test_image_of_another_generation();
     test_image_in_its_room();
+    test_image_precopied();
     test_image_out_of_the_file();
     test_no_image_with_items_in_dram();
     cache_shutdown();

@@ -404,9 +404,10 @@ def stopped(pid):
         return False
 
 
-STEPS = [("old", "offered"), ("old", "presented"), ("old", "sent"),
-         ("old", "released"),
-         ("new", "offered"), ("new", "received"), ("new", "serving")]
+STEPS = [("old", "offered"), ("old", "precopied"), ("old", "presented"),
+         ("old", "sent"), ("old", "released"),
+         ("new", "precopied"), ("new", "offered"), ("new", "received"),
+         ("new", "serving")]
 # Each side stopped at each step, then killed, or the other side killed.
 # While the old node stands at "released" the new one finishes the
 # takeover on its own: killing it then is a crash after a takeover, not
@@ -464,6 +465,37 @@ def test_a_kill_at_any_step_leaves_a_node_serving_every_item(
         s.predecessors = [(p, f) for p, f in s.predecessors if p is not old]
         s.take_over()
         assert_items(s, want)
+
+
+def test_writes_while_the_table_is_copied_come_over(server_factory, memfile,
+                                                   tsock):
+    """The hash table goes ahead of the pause (version 5), and in the
+    pause only its pages written since: with the successor stopped just
+    after its copy (MCPM_TAKEOVER_PAUSE=new:precopied), the node it takes
+    over serves on and takes deletes, overwrites and new keys; each of
+    them is there after, from the index handed over, not a scan."""
+    s = node(server_factory, memfile, tsock)
+    fill(s, 20000)
+    c = s.conn()        # (its main thread waits: no new one is accepted)
+    old = s.take_over(env={"MCPM_TAKEOVER_PAUSE": "new:precopied"},
+                      wait=False)
+    new = s.proc
+    wait_for(lambda: stopped(new.pid), 10, "the successor's copy")
+    with c:                                 # the old node, serving on
+        for i in range(0, 20000, 10):
+            c.send(b"delete k%d noreply\r\n" % i)
+        for i in range(1, 20000, 10):
+            c.send(b"set k%d 1 0 7 noreply\r\nchanged\r\n" % i)
+        for i in range(20000, 22000):
+            c.send(b"set k%d 2 0 3 noreply\r\nnew\r\n" % i)
+        c.sync()
+        want = {i: gets(c, b"k%d" % i) for i in range(22000)}
+    assert want[0] == b"END\r\n" and b" 1 7 " in want[1]
+    new.send_signal(signal.SIGCONT)
+    s.wait_taken_over(old)
+    st = s.stats()
+    assert (st["recovery_image"], st["curr_items"]) == ("1", str(22000 - 2000))
+    assert_items(s, want)
 
 
 # --------------------------------------------------------------------------
@@ -570,9 +602,10 @@ def test_a_node_refuses_a_successor_of_another_user(server_factory, memfile,
                              stdout=subprocess.PIPE, text=True,
                              preexec_fn=as_nobody)
     assert other.communicate(30)[0] == "answered 0 bytes\n"
-    assert "takeover: a successor on the takeover socket: pid %d runs as " \
+    said = "takeover: a successor on the takeover socket: pid %d runs as " \
         "uid %d, neither this node's user (uid 0) nor root: refused" \
-        % (other.pid, NOBODY) in s.stderr()
+        % (other.pid, NOBODY)
+    wait_for(lambda: said in s.stderr(), 10, "the refusal in the log")
     s.check_alive()
     assert_items(s, want)
     s.take_over()           # its own user still takes over
@@ -609,15 +642,24 @@ def test_a_successor_that_cannot_read_this_version_gets_a_plain_stop(
 
 # What a successor that reads versions up to v is sent: version 1, the
 # sockets and their state; 2, the DRAM index too (IMAGE); 3, after it
-# says GO; 4, the connections' sockets ahead of the pause (PRECONNS).
+# says GO; 4, the connections' sockets ahead of the pause (PRECONNS); 5,
+# the hash table ahead of the pause too (PREIMAGE, answered PRECOPIED), and
+# in IMAGE the pages of it written since.
 LISTENERS, CONNS, STATE, RELEASED, IMAGE, GO, PRECONNS = 4, 5, 6, 7, 9, 10, 11
+PREIMAGE, PRECOPIED = 12, 13
+
+
+def message(kind):
+    return (b"MCPM-TO\0" + struct.pack("=IIIII", kind, 0, 0, os.getpid(), 0)
+            + b"\0" * 100)
 
 
 @pytest.mark.parametrize("version,sent", [
     (1, [LISTENERS, CONNS, STATE, RELEASED]),
     (2, [LISTENERS, CONNS, STATE, IMAGE, RELEASED]),
     (3, [LISTENERS, CONNS, STATE, IMAGE, RELEASED]),
-    (4, [PRECONNS, LISTENERS, CONNS, STATE, IMAGE, RELEASED])])
+    (4, [PRECONNS, LISTENERS, CONNS, STATE, IMAGE, RELEASED]),
+    (5, [PREIMAGE, PRECONNS, LISTENERS, CONNS, STATE, IMAGE, RELEASED])])
 def test_each_version_gets_what_it_reads_and_the_node_serves_on(
         server_factory, memfile, tsock, version, sent):
     """A successor is offered the newest version it reads, and sent what
@@ -634,18 +676,26 @@ def test_each_version_gets_what_it_reads_and_the_node_serves_on(
         assert struct.unpack("=II", m[8:16]) == (2, version)    # OFFER
         if version >= 3:
             assert m[28:34] == b"index "    # the size of the index to come
-            t.send(b"MCPM-TO\0" + struct.pack("=IIIII", GO, 0, 0,
-                                              os.getpid(), 0) + b"\0" * 100)
+            t.send(message(GO))
+        nfds = {}
         while not types or types[-1] != RELEASED:
             m, fds, _, _ = socket.recv_fds(t, 200, 300)
             for fd in fds:
                 os.close(fd)
             types.append(struct.unpack("=I", m[8:12])[0])
+            nfds[types[-1]] = len(fds)
+            if types[-1] == PREIMAGE:
+                assert m[28:31] == b"at " and nfds[PREIMAGE] == 1
+                t.send(message(PRECOPIED))
+        # the image, and with version 5 the pages written since
+        assert nfds.get(IMAGE, 0) == (2 if version >= 5 else
+                                      1 if version >= 2 else 0)
     assert types == sent
     wait_for(lambda: serves(s.port), 10, "the node to serve on")
     assert s.proc.poll() is None
     assert_items(s, want)
-    assert "went away before it served: serving on" in s.stderr()
+    wait_for(lambda: "went away before it served: serving on" in s.stderr(),
+             10, "the node to say it serves on")
 
 
 OLD_NODE = r"""

@@ -48,8 +48,10 @@
  *   4  and the connections' sockets go before the node stops
  *      (PRECONNS), the records name them; a record has the peer's
  *      address, and says whether the connection was busy
+ *   5  and the hash table goes before the node stops too (PREIMAGE),
+ *      the pause copying only its pages written since
  */
-#define HANDOVER_VERSION     4
+#define HANDOVER_VERSION     5
 #define HANDOVER_VERSION_MIN 1
 
 

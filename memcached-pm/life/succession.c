@@ -23,6 +23,7 @@
 #include "memcached-pm/base/stats.h"
 #include "memcached-pm/conn/handover.h"
 #include "memcached-pm/life/fdstore.h"
+#include "memcached-pm/life/image.h"
 #include "memcached-pm/life/restart.h"
 #include "memcached-pm/life/sdaemon.h"
 #include "memcached-pm/life/takeover.h"
@@ -206,7 +207,8 @@ keep_got(struct takeover_got *got)
             close(settings.cache.image_fd);     /* the fd store's: older */
         }
         settings.cache.image_fd = got->image;   /* cache_init() takes it */
-        got->image = -1;
+        settings.cache.image_delta_fd = got->image_delta;
+        got->image = got->image_delta = -1;
     }
 }
 
@@ -331,7 +333,8 @@ refuse_foreign(void)
 int
 succession_take_over(void)
 {
-    struct takeover_got got = { .state = -1 };
+    struct takeover_got got = { .state = -1, .image = -1,
+                                .image_delta = -1 };
     char why[256];
     int rc;
 
@@ -359,6 +362,9 @@ succession_take_over(void)
             cache_image_stage(sc.pred.index_bytes);
         }
         takeover_send_go(sc.pred.fd, conn_room());
+    }
+    if (sc.pred.version >= 5) {
+        image_precopy_take(sc.pred.fd);
     }
     takeover_step("new", "offered");
     rc = takeover_receive(&sc.pred, &got);
@@ -449,10 +455,6 @@ succession_serving(void)
 {
     size_t n = sc.conns.nconns;
 
-    if (settings.cache.image_fd >= 0) {
-        close(settings.cache.image_fd);
-        settings.cache.image_fd = -1;
-    }
     if (sc.pred.fd >= 0) {
         /* Until this is said the node taken over from may serve again:
          * not a byte is read from its connections before. */
@@ -480,6 +482,7 @@ succession_serving(void)
         takeover_step("new", "dispatched");
     }
     listen_start();
+    image_let_go();
     if (sdaemon_fdstore()) {
         store_listeners();
     }
@@ -532,36 +535,10 @@ send_sockets(int sock, uint32_t version)
     return rc;
 }
 
-/* The index written into fd (a cache_image_room()), after cache_stop():
- * or -1 (closed) when none was written. */
-static int
-index_written(int fd)
-{
-    if (fd >= 0 && cache_image_write(fd) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-/* The index to the successor, so that it need not scan the file.  0,
- * or -1: the successor is gone (no index to send is no fault). */
-static int
-send_index(int sock, int room)
-{
-    int fd = index_written(room), rc = 0;
-
-    if (fd >= 0) {
-        rc = takeover_send_fds(sock, TAKEOVER_IMAGE, &fd, 1);
-        close(fd);
-    }
-    return rc;
-}
-
 void
 succession_store_index(void)
 {
-    fdstore_put_index(index_written(sc.index_room));
+    fdstore_put_index(image_written(sc.index_room, NULL));
     sc.index_room = -1;
 }
 
@@ -695,6 +672,13 @@ hand_over(struct takeover_peer *p)
         return -1;
     }
     takeover_step("old", "offered");
+    if (p->version >= 5 && image_precopy(p, room, READY_MS) != 0) {
+        log_error("takeover: pid %d went away: serving on", (int)p->pid);
+        if (room >= 0) {
+            close(room);
+        }
+        return -1;
+    }
     if (p->version >= 4 && present(p->fd, conns_room) != 0) {
         log_error("takeover: pid %d went away: serving on", (int)p->pid);
         if (room >= 0) {
@@ -718,7 +702,7 @@ hand_over(struct takeover_peer *p)
     takeover_step("old", "sent");
     cache_stop();               /* its memory is freed once it exits */
     restart_meta_write(true);
-    if ((room >= 0 && send_index(p->fd, room) != 0) ||
+    if ((room >= 0 && image_send(p->fd, room) != 0) ||
         takeover_send(p->fd, TAKEOVER_RELEASED) != 0) {
         resume(p, true);
         return -1;

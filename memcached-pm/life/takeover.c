@@ -194,6 +194,47 @@ takeover_wait_go(int sock, int ms, uint64_t *room)
 }
 
 int
+takeover_send_preimage(int sock, int fd, uint64_t at, uint64_t len)
+{
+    struct msg m;
+
+    msg_init(&m, TAKEOVER_PREIMAGE);
+    m.count = fd >= 0 ? 1 : 0;
+    if (fd >= 0) {
+        snprintf(m.text, sizeof(m.text), "at %llu len %llu",
+                 (unsigned long long)at, (unsigned long long)len);
+    }
+    return send_msg(sock, &m, &fd, fd >= 0 ? 1 : 0);
+}
+
+int
+takeover_wait_preimage(int sock, int ms, int *fd, uint64_t *at,
+                       uint64_t *len)
+{
+    int fds[FDPASS_MAX];
+    unsigned long long a, l;
+    struct msg m;
+    size_t n;
+
+    *fd = -1;
+    if (recv_msg(sock, &m, fds, &n, ms) != 0) {
+        return -1;
+    }
+    m.text[sizeof(m.text) - 1] = '\0';
+    if (m.type == TAKEOVER_PREIMAGE && n == 1 &&
+        sscanf(m.text, "at %llu len %llu", &a, &l) == 2) {
+        *fd = fds[0];
+        *at = a;
+        *len = l;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        close(fds[i]);
+    }
+    return m.type == TAKEOVER_PREIMAGE ? 0 : -1;
+}
+
+int
 takeover_wait_gone(int sock, int timeout_ms)
 {
     char b;
@@ -493,12 +534,16 @@ keep(struct takeover_got *got, const struct msg *m, const int *fds,
     case TAKEOVER_STATE:
     case TAKEOVER_IMAGE: {
         int *slot = m->type == TAKEOVER_STATE ? &got->state : &got->image;
+        size_t most = m->type == TAKEOVER_IMAGE ? 2 : 1;
 
-        if (n != 1 || *slot >= 0) {
+        if (n == 0 || n > most || *slot >= 0) {
             rc = -1;
             break;
         }
         *slot = fds[0];
+        if (n == 2) {
+            got->image_delta = fds[1];
+        }
         return 0;
     }
     case TAKEOVER_RELEASED:
@@ -522,7 +567,7 @@ takeover_receive(struct takeover_peer *p, struct takeover_got *got)
     struct msg m;
     size_t n;
 
-    got->state = got->image = -1;
+    got->state = got->image = got->image_delta = -1;
     for (;;) {
         int rc;
 
@@ -562,8 +607,11 @@ takeover_got_free(struct takeover_got *got)
     if (got->image >= 0) {
         close(got->image);
     }
+    if (got->image_delta >= 0) {
+        close(got->image_delta);
+    }
     free(got->given);
     free(got->conns);
     memset(got, 0, sizeof(*got));
-    got->state = got->image = -1;
+    got->state = got->image = got->image_delta = -1;
 }

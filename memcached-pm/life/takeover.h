@@ -16,6 +16,12 @@
  *   GO (version 3; 4: with the
  *   connections it has room for)
  *                              ----->
+ *                              <-----  PREIMAGE (version 5: the room for
+ *                                      its DRAM index, the hash table
+ *                                      copied into it, while it serves;
+ *                                      or no fd: none)
+ *   copies the table
+ *   PRECOPIED                  ----->
  *                              <-----  PRECONNS (version 4: the fds of
  *                                      its connections, while it serves
  *                                      on them)
@@ -28,7 +34,9 @@
  *                                      among PRECONNS, records' order)
  *                              <-----  STATE (the records, handover.h)
  *                                      closes its memory file (clean)
- *                              <-----  IMAGE (version 2: its DRAM index)
+ *                              <-----  IMAGE (version 2: its DRAM index;
+ *                                      5: and the table's pages written
+ *                                      since PREIMAGE)
  *                              <-----  RELEASED
  *   opens the memory file
  *   TAKEN                      ----->  exits
@@ -66,7 +74,9 @@ enum takeover_msg {
     TAKEOVER_TAKEN,
     TAKEOVER_IMAGE,         /* version 2: the DRAM index, a memfd */
     TAKEOVER_GO,            /* version 3: the successor is ready */
-    TAKEOVER_PRECONNS       /* version 4: sockets ahead of the pause */
+    TAKEOVER_PRECONNS,      /* version 4: sockets ahead of the pause */
+    TAKEOVER_PREIMAGE,      /* version 5: the table ahead of the pause */
+    TAKEOVER_PRECOPIED      /* version 5: ... copied by the successor */
 };
 
 /* The other side of a takeover. */
@@ -113,6 +123,13 @@ int takeover_wait(int sock, enum takeover_msg what, int ms);
 int takeover_send_go(int sock, uint64_t room);
 int takeover_wait_go(int sock, int ms, uint64_t *room);
 
+/* PREIMAGE (version 5): the room fd (-1: none) with the table at
+ * [at, at + len) of it; and the successor's side, waiting at most ms:
+ * 0 (*fd -1 when none came), or -1 as takeover_wait(). */
+int takeover_send_preimage(int sock, int fd, uint64_t at, uint64_t len);
+int takeover_wait_preimage(int sock, int ms, int *fd, uint64_t *at,
+                           uint64_t *len);
+
 /* ---- the successor ---------------------------------------------------- */
 
 /*
@@ -136,6 +153,8 @@ struct takeover_got {
     size_t               npre;
     int                  state;     /* the state file, or -1 */
     int                  image;     /* the DRAM index, or -1 */
+    int                  image_delta;   /* its table's pages written
+                                           since PREIMAGE, or -1 */
     bool                 released;  /* the memory file is closed */
 };
 

@@ -121,6 +121,7 @@ write_converted(const struct mcfile *f, const char *tmp, uint64_t items,
     opts.memory_file_fresh = true;
     opts.memory_file_restart = true;
     opts.image_fd = -1;
+    opts.image_delta_fd = -1;
     unlink(tmp);
     if (cache_init(&opts, (unsigned)settings.num_threads) != 0) {
         return -1;

@@ -75,6 +75,9 @@ enum hash_algorithm {
                                                  taken over from          \
                                                  (cache_image_write()), or \
                                                  -1: the file is scanned */ \
+    X(int,         image_delta_fd,     -1)    /* with it, the table's     \
+                                                 pages written since its  \
+                                                 precopy, or -1 */          \
     X(const char *, memory_kind,       NULL)  /* "dax:<dir>" or "kmem":   \
                                                  a memkind heap for DRAM */ \
     X(bool,        prealloc,           false) /* -L */                      \

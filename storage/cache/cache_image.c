@@ -27,7 +27,7 @@
 #include "storage/cache/cache_image.h"
 #include "storage/base/crc.h"
 #include "storage/cache/cache_priv.h"
-#include "storage/index/assoc.h"
+#include "storage/index/assoc_image.h"
 #include "storage/lru/lru.h"
 #include "storage/slab/chunkid.h"
 #include "storage/slab/slabs.h"
@@ -124,6 +124,16 @@ static struct {
     size_t len;
 } room = { -1, NULL, 0 };
 
+/* The table copied into the room ahead of the pause
+ * (cache_image_precopy()): its section's place and bytes, and the
+ * length of the section before it then. */
+static struct {
+    int    fd;
+    size_t at;
+    size_t len;
+    size_t chunkid_len;
+} pre = { -1, 0, 0, 0 };
+
 static void
 room_unmap(void)
 {
@@ -139,6 +149,7 @@ void
 cache_image_drop_room(void)
 {
     room_unmap();
+    pre.fd = -1;
 }
 
 int
@@ -149,6 +160,7 @@ cache_image_room(void)
     char *p;
 
     room_unmap();
+    pre.fd = -1;
     if (n == 0 || (fd = memfd_create("mcpm-index", MFD_CLOEXEC)) < 0) {
         return -1;
     }
@@ -184,16 +196,61 @@ image_map(int fd, off_t off, size_t total)
     return mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
 }
 
-/* The image into fd from offset off (page aligned): its length, or 0. */
+int
+cache_image_precopy(uint64_t *at, uint64_t *len)
+{
+    size_t chunkid = chunkid_image(NULL);
+    size_t off = sizeof(struct header) + placed(chunkid), n;
+
+    pre.fd = -1;
+    if (room.map == NULL || off >= room.len ||
+        (n = assoc_image_pre(room.map + off, room.len - off)) == 0) {
+        return -1;
+    }
+    pre.fd = room.fd;
+    pre.at = off;
+    pre.len = n;
+    pre.chunkid_len = chunkid;
+    *at = off;
+    *len = n;
+    return 0;
+}
+
+/* The marks of a precopy's pages, as a memfd for the successor: the
+ * bytes of buckets the precopy held, the marks' count, the marks.  -1
+ * when none can be made (the successor then copies it all). */
+static int
+delta_file(const unsigned char *map, size_t n)
+{
+    uint64_t head[2] = { pre.len - sizeof(uint64_t), n };
+    int fd = memfd_create("mcpm-index-delta", MFD_CLOEXEC);
+
+    if (fd >= 0 &&
+        (write(fd, head, sizeof(head)) != (ssize_t)sizeof(head) ||
+         write(fd, map, n) != (ssize_t)n)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* The image into fd from offset off (page aligned): its length, or 0.
+ * With delta, where a precopy went into fd (the room) and still fits,
+ * the table's section is brought up to date rather than written anew,
+ * and *delta is a delta_file() (else -1). */
 static size_t
-write_at(int fd, off_t off)
+write_at(int fd, off_t off, int *delta)
 {
     struct tier *t = slabs_tier(TIER_PMEM);
     struct header h = { MAGIC, VERSION, SBLOCK_VERSION, 0, 0, 0, 0, 0, 0,
                         0, 0, { 0 } };
-    size_t total = sizeof(h);
+    size_t total = sizeof(h), marks = 0;
+    unsigned char *map = NULL;
     char *p;
 
+    if (delta != NULL) {
+        *delta = -1;
+    }
     if (!cache_priv.stopped || t == NULL || !fits_policy(cache_priv.opts)) {
         return 0;
     }
@@ -208,28 +265,44 @@ write_at(int fd, off_t off)
         h.len[s] = section(s, NULL, h.largest);
         total += placed(h.len[s]);
     }
+    if (delta != NULL && fd == pre.fd && off == 0 &&
+        h.len[SEC_CHUNKID] == pre.chunkid_len &&
+        h.len[SEC_ASSOC] >= pre.len &&
+        (marks = assoc_delta_len(pre.len)) > 0) {
+        map = malloc(marks);
+    }
     if ((p = image_map(fd, off, total)) == MAP_FAILED) {
+        free(map);
         return 0;
     }
     memcpy(p, &h, sizeof(h));
     total = sizeof(h);
     for (unsigned s = 0; s < NSECTIONS; s++) {
-        section(s, p + total, h.largest);
+        if (s == SEC_ASSOC && map != NULL) {
+            assoc_image_delta(p + total, pre.len, map, marks);
+        } else {
+            section(s, p + total, h.largest);
+        }
         total += placed(h.len[s]);
+    }
+    if (map != NULL) {
+        *delta = delta_file(map, marks);
+        free(map);
     }
     if (p == room.map) {
         room_unmap();
     } else {
         munmap(p, total);
     }
+    pre.fd = -1;
     /* the room's spare pages go: the image is what the file holds */
     return ftruncate(fd, off + (off_t)total) == 0 ? total : 0;
 }
 
 int
-cache_image_write(int fd)
+cache_image_write(int fd, int *delta)
 {
-    return write_at(fd, 0) != 0 ? 0 : -1;
+    return write_at(fd, 0, delta) != 0 ? 0 : -1;
 }
 
 /* ---- the successor ---------------------------------------------------- */
@@ -240,6 +313,54 @@ cache_image_stage(size_t bytes)
     return assoc_stage(bytes);
 }
 
+int
+cache_image_prefill(int fd, uint64_t at, uint64_t len)
+{
+    struct stat st;
+    char *p;
+    int rc;
+
+    if (fstat(fd, &st) != 0 || at > (uint64_t)st.st_size ||
+        len > (uint64_t)st.st_size - at || len == 0) {
+        return -1;
+    }
+    /* Mapped for the copy only: the memory file is not mapped yet, and
+     * this must not stay where it will go. */
+    p = mmap(NULL, at + len, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        return -1;
+    }
+    rc = assoc_stage_fill(p + at, len);
+    munmap(p, at + len);
+    return rc;
+}
+
+/* The marks a delta_file() holds, into d (its map malloc()ed): 0, or -1
+ * (none: the table is copied whole). */
+static int
+read_delta(int fd, struct assoc_delta *d)
+{
+    uint64_t head[2];
+    unsigned char *map;
+    struct stat st;
+
+    memset(d, 0, sizeof(*d));
+    if (fd < 0 || fstat(fd, &st) != 0 ||
+        pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
+        (uint64_t)st.st_size != sizeof(head) + head[1] || head[1] == 0 ||
+        (map = malloc(head[1])) == NULL) {
+        return -1;
+    }
+    if (pread(fd, map, head[1], sizeof(head)) != (ssize_t)head[1]) {
+        free(map);
+        return -1;
+    }
+    d->map = map;
+    d->len = head[1];
+    d->copied = head[0];
+    return 0;
+}
+
 static int map_at(struct cache_image *img, const struct cache_options *o,
                   int fd, off_t off);
 
@@ -247,10 +368,11 @@ int
 cache_image_map(struct cache_image *img, const struct cache_options *o)
 {
     memset(img, 0, sizeof(*img));
-    img->fd = -1;
+    img->fd = img->delta_fd = -1;
     if (o->image_fd < 0) {
         return -1;
     }
+    img->delta_fd = o->image_delta_fd;
     return map_at(img, o, o->image_fd, 0);
 }
 
@@ -294,7 +416,7 @@ cache_image_unmap(struct cache_image *img)
         close(img->fd);
     }
     memset(img, 0, sizeof(*img));
-    img->fd = -1;
+    img->fd = img->delta_fd = -1;
 }
 
 /* Is the file the one the image describes, where it was?  NULL, or
@@ -354,6 +476,7 @@ cache_image_adopt(const struct cache_image *img, struct cache_recovery *out,
                   const char **why)
 {
     struct header h;
+    struct assoc_delta d;
     size_t off = sizeof(h);
     const char *p;
     int rc = 0;
@@ -375,7 +498,9 @@ cache_image_adopt(const struct cache_image *img, struct cache_recovery *out,
      * on a section that does not load is a fault, not a mismatch. */
     rc |= chunkid_image_load(p + off, h.len[SEC_CHUNKID]);
     off += placed(h.len[SEC_CHUNKID]);
-    rc |= assoc_image_load(p + off, h.len[SEC_ASSOC]);
+    rc |= assoc_image_load(p + off, h.len[SEC_ASSOC],
+                           read_delta(img->delta_fd, &d) == 0 ? &d : NULL);
+    free((void *)d.map);
     off += placed(h.len[SEC_ASSOC]);
     rc |= slabs_image_load(p + off, h.len[SEC_SLABS]);
     off += placed(h.len[SEC_SLABS]);
@@ -474,7 +599,7 @@ cache_image_save(void)
     if (fd < 0) {
         goto out;
     }
-    if ((len = write_at(fd, SAVED_AT)) != 0 &&
+    if ((len = write_at(fd, SAVED_AT, NULL)) != 0 &&
         image_crc(fd, len, &sv.image_crc) == 0 &&
         pwrite(fd, &sv, sizeof(sv), 0) == (ssize_t)sizeof(sv) &&
         (tier_pmem_durability(t) != TIER_DURABLE_POWER || fsync(fd) == 0) &&
@@ -499,7 +624,7 @@ cache_image_map_saved(struct cache_image *img, const struct cache_options *o)
     int fd;
 
     memset(img, 0, sizeof(*img));
-    img->fd = -1;
+    img->fd = img->delta_fd = -1;
     if (o->memory_file == NULL || !fits_policy(o) ||
         (path = saved_path(o->memory_file, ".index")) == NULL) {
         return -1;
@@ -517,7 +642,7 @@ cache_image_map_saved(struct cache_image *img, const struct cache_options *o)
         image_crc(fd, img->len, &crc) != 0 || crc != img->saved.image_crc) {
         close(fd);
         memset(img, 0, sizeof(*img));
-        img->fd = -1;
+        img->fd = img->delta_fd = -1;
         return -1;
     }
     img->owned = true;

@@ -28,9 +28,12 @@ struct sblock;
  * generation, layout, classes and hash, the file mapped at the address,
  * every item in the file: tier_policy pmem, without the simulator);
  * else, as without one, the file is scanned.  0, or -1 (nothing written:
- * a cache with items in DRAM, or the write failed).
+ * a cache with items in DRAM, or the write failed).  With delta, where
+ * cache_image_precopy() copied the table into fd, only its pages
+ * written since are copied again, and *delta is a memfd naming them for
+ * the successor (opts->image_delta_fd), else -1.
  */
-int cache_image_write(int fd);
+int cache_image_write(int fd, int *delta);
 
 /* After cache_stop() of a clean stop: the same image, kept beside the
  * memory file (<file>.index) for its next start, which takes it in place
@@ -48,11 +51,22 @@ size_t cache_image_size(void);
  * only copies.  -1 when there will be no image. */
 int cache_image_room(void);
 
+/* While serving, in the room cache_image_room() made: the hash table
+ * copied ahead of the pause (storage/index/assoc_image.h), the
+ * successor told where (*at, *len bytes) to copy it from in turn.  0, or
+ * -1 (none: the pause copies it whole). */
+int cache_image_precopy(uint64_t *at, uint64_t *len);
+
 /* A successor, told the size of the index to come, makes room for it
  * before its predecessor stops, so that taking the index (in the
  * clients' pause) copies into memory that is there.  Before
  * cache_init().  0 or -1. */
 int cache_image_stage(size_t bytes);
+
+/* The successor's half of the precopy: the table at [at, at + len) of
+ * fd (the room) into the room cache_image_stage() made, while its
+ * predecessor still serves.  0 or -1. */
+int cache_image_prefill(int fd, uint64_t at, uint64_t len);
 
 /* ---- cache_open.c's -------------------------------------------------- */
 
@@ -71,6 +85,7 @@ struct cache_image_saved {
 /* A predecessor's DRAM index (cache_image.c). */
 struct cache_image {
     int     fd;             /* -1: none */
+    int     delta_fd;       /* the pages written since a precopy, or -1 */
     off_t   off;            /* where in fd the image starts */
     size_t  len;
     void   *base;           /* where the predecessor had the file */

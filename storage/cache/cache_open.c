@@ -15,6 +15,7 @@
 #include "storage/cache/cache_image.h"
 #include "storage/cache/cache_priv.h"
 #include "storage/index/assoc.h"
+#include "storage/index/assoc_image.h"
 #include "storage/lru/crawler.h"
 #include "storage/lru/evict.h"
 #include "storage/lru/link.h"
@@ -42,7 +43,7 @@ static struct cache_priv *const ca = &cache_priv;
 
 /* The DRAM index handed over by the node taken over from, while
  * cache_init() runs (cache_image.c). */
-static struct cache_image image = { .fd = -1 };
+static struct cache_image image = { .fd = -1, .delta_fd = -1 };
 
 /* ---- threads ---------------------------------------------------------- */
 
@@ -627,6 +628,7 @@ fail_slabs:
     pmem_layers_destroy();
 fail_locks:
     locks_destroy();
+    assoc_stage_drop();
     cache_image_unmap(&image);
     return -1;
 }
@@ -660,6 +662,7 @@ cache_shutdown(void)
     slabs_destroy();
     pmem_layers_destroy();
     assoc_destroy();
+    assoc_stage_drop();         /* room for an image that never came */
     locks_destroy();
 }
 

@@ -43,6 +43,7 @@
  * Lock order: maint_lock, then item locks.
  */
 #include "storage/index/assoc.h"
+#include "storage/index/assoc_priv.h"
 
 #include "storage/base/affinity.h"
 #include "storage/base/hash.h"
@@ -51,17 +52,19 @@
 #include "storage/slab/chunkid.h"
 #include "storage/slab/item.h"
 
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ASSOC_POWER_DEFAULT 16
-#define ASSOC_POWER_MAX     32
 #define BUSY_YIELDS         64          /* then sleep between trylocks */
 #define BUSY_SLEEP_NS       (200 * 1000)
 /* Buckets past this many are backed by 2 MB pages where the kernel
@@ -72,13 +75,11 @@
  * instead of waiting for the next clock tick. */
 #define FOLLOW_NS           (10 * 1000 * 1000)
 
-static uint32_t *table;
-static uint64_t reserved;               /* buckets the mapping holds */
-static _Atomic uint64_t shape;
+uint32_t *assoc_table;
+uint64_t assoc_reserved;                /* buckets the mapping holds */
+_Atomic uint64_t assoc_shape;
 static atomic_bool grower;              /* someone may change shape */
 static unsigned bulk_move;
-static char *stage;                     /* assoc_stage()'s room */
-static size_t stage_len;
 
 static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t maint_cond = PTHREAD_COND_INITIALIZER;
@@ -90,24 +91,6 @@ static bool thread_running;             /* start/stop callers only */
 static pthread_t expander;
 
 #define RELAXED memory_order_relaxed
-
-static inline unsigned
-level_of(uint64_t s)
-{
-    return (unsigned)(s >> 32);
-}
-
-static inline uint64_t
-split_of(uint64_t s)
-{
-    return (uint32_t)s;
-}
-
-static inline uint64_t
-buckets_of(uint64_t s)
-{
-    return ((uint64_t)1 << level_of(s)) + split_of(s);
-}
 
 static inline uint64_t
 bucket_index(uint32_t hv, uint64_t s)
@@ -140,13 +123,50 @@ key_of(const struct item *it)
 static inline uint32_t *
 slot_for(uint32_t hv)
 {
-    return &table[bucket_index(hv, atomic_load_explicit(&shape, RELAXED))];
+    uint64_t s = atomic_load_explicit(&assoc_shape, RELAXED);
+
+    return &assoc_table[bucket_index(hv, s)];
 }
 
 static inline struct item *
 item_at(uint32_t id)
 {
     return chunkid_ptr(id);
+}
+
+unsigned char *assoc_written;
+static size_t written_len;
+bool assoc_barrier_ok;
+
+int
+assoc_written_init(uint64_t n)
+{
+    size_t len = (n * sizeof(uint32_t) + ((size_t)1 << ASSOC_PAGE_SHIFT) -
+                  1) >> ASSOC_PAGE_SHIFT;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+    if (p == MAP_FAILED) {
+        return -1;
+    }
+    assoc_written = p;
+    written_len = len;
+    /* Without it there is no precopy: the pause copies the whole table,
+     * as before (assoc_image.c). */
+    assoc_barrier_ok = syscall(__NR_membarrier,
+                               MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                               0, 0) == 0;
+    return 0;
+}
+
+void
+assoc_written_free(void)
+{
+    if (assoc_written != NULL) {
+        munmap(assoc_written, written_len);
+    }
+    assoc_written = NULL;
+    written_len = 0;
 }
 
 /* Reserve the largest table the address space allows, down to `least`
@@ -180,15 +200,20 @@ assoc_init(unsigned power, unsigned bulk)
         power = ASSOC_POWER_DEFAULT;
     }
     /* Each stripe must cover whole buckets of every shape. */
-    if (table != NULL || power > ASSOC_POWER_MAX || locks_power() == 0 ||
-        power <= locks_power()) {
+    if (assoc_table != NULL || power > ASSOC_POWER_MAX ||
+        locks_power() == 0 || power <= locks_power()) {
         return -1;
     }
-    table = table_reserve((uint64_t)1 << power, &reserved);
-    if (table == NULL) {
+    assoc_table = table_reserve((uint64_t)1 << power, &assoc_reserved);
+    if (assoc_table == NULL) {
         return -1;
     }
-    atomic_store(&shape, (uint64_t)power << 32);
+    if (assoc_written_init(assoc_reserved) != 0) {
+        munmap(assoc_table, assoc_reserved * sizeof(uint32_t));
+        assoc_table = NULL;
+        return -1;
+    }
+    atomic_store(&assoc_shape, (uint64_t)power << 32);
     atomic_store(&grower, false);
     bulk_move = bulk > 0 ? bulk : 1;
     atomic_store(&want_buckets, 0);
@@ -200,13 +225,13 @@ void
 assoc_destroy(void)
 {
     assoc_thread_stop();
-    if (table != NULL) {
-        munmap(table, reserved * sizeof(uint32_t));
+    if (assoc_table != NULL) {
+        munmap(assoc_table, assoc_reserved * sizeof(uint32_t));
     }
-    table = NULL;
-    reserved = 0;
-    assoc_stage_drop();
-    atomic_store(&shape, 0);
+    assoc_table = NULL;
+    assoc_reserved = 0;
+    assoc_written_free();
+    atomic_store(&assoc_shape, 0);
     atomic_store(&grower, false);
     atomic_store(&want_buckets, 0);
     atomic_store(&last_count, 0);
@@ -215,11 +240,11 @@ assoc_destroy(void)
 void
 assoc_presize(uint64_t items)
 {
-    uint64_t n = buckets_for(items), s = atomic_load(&shape);
+    uint64_t n = buckets_for(items), s = atomic_load(&assoc_shape);
     unsigned level = level_of(s);
 
-    if (n > reserved) {
-        n = reserved;
+    if (n > assoc_reserved) {
+        n = assoc_reserved;
     }
     if (n <= buckets_of(s)) {
         return;
@@ -228,116 +253,7 @@ assoc_presize(uint64_t items)
         level++;
     }
     s = (uint64_t)level << 32 | (n - ((uint64_t)1 << level));
-    atomic_store(&shape, s);
-}
-
-static void load_buckets(const char *src, size_t n);
-
-size_t
-assoc_image(void *dst)
-{
-    uint64_t s = atomic_load(&shape);
-    size_t n = sizeof(s) + buckets_of(s) * sizeof(*table);
-
-    if (dst != NULL) {
-        memcpy(dst, &s, sizeof(s));
-        memcpy((char *)dst + sizeof(s), table, n - sizeof(s));
-    }
-    return n;
-}
-
-int
-assoc_image_check(const void *src, size_t len)
-{
-    uint64_t s;
-
-    if (len < sizeof(s)) {
-        return -1;
-    }
-    memcpy(&s, src, sizeof(s));
-    if (level_of(s) > ASSOC_POWER_MAX || split_of(s) >> level_of(s) != 0 ||
-        buckets_of(s) > reserved ||
-        len != sizeof(s) + buckets_of(s) * sizeof(*table) ||
-        level_of(s) <= locks_power()) {
-        return -1;
-    }
-    return 0;
-}
-
-int
-assoc_image_load(const void *src, size_t len)
-{
-    uint64_t s;
-
-    if (assoc_image_check(src, len) != 0) {
-        return -1;
-    }
-    memcpy(&s, src, sizeof(s));
-    load_buckets((const char *)src + sizeof(s), len - sizeof(s));
-    atomic_store(&shape, s);
-    return 0;
-}
-
-#define STAGE_ALIGN ((size_t)2 << 20)   /* a transparent huge page */
-
-int
-assoc_stage(size_t bytes)
-{
-    size_t len = (bytes + STAGE_ALIGN - 1) & ~(STAGE_ALIGN - 1);
-    char *p;
-
-    if (stage != NULL || len == 0) {
-        return -1;
-    }
-    /* Aligned to a huge page, so that huge pages move as they are. */
-    p = mmap(NULL, len + STAGE_ALIGN, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-        return -1;
-    }
-    stage = (char *)(((uintptr_t)p + STAGE_ALIGN - 1) & ~(STAGE_ALIGN - 1));
-    if (stage > p) {
-        munmap(p, (size_t)(stage - p));
-    }
-    munmap(stage + len, (size_t)(p + STAGE_ALIGN - stage));
-    stage_len = len;
-    madvise(stage, len, MADV_HUGEPAGE);
-    if (madvise(stage, len, MADV_POPULATE_WRITE) != 0) {
-        memset(stage, 0, len);          /* a kernel before 5.14 */
-    }
-    return 0;
-}
-
-void
-assoc_stage_drop(void)
-{
-    if (stage != NULL) {
-        munmap(stage, stage_len);
-    }
-    stage = NULL;
-    stage_len = 0;
-}
-
-/* n bytes of buckets into the table: through the staged room when it
- * holds them (copied there, then moved over the table's first pages),
- * else straight in. */
-static void
-load_buckets(const char *src, size_t n)
-{
-    if (stage == NULL || stage_len < n ||
-        stage_len > reserved * sizeof(*table) ||
-        ((uintptr_t)table & (STAGE_ALIGN - 1)) != 0) {
-        memcpy(table, src, n);
-        return;
-    }
-    memcpy(stage, src, n);
-    if (mremap(stage, stage_len, stage_len, MREMAP_MAYMOVE | MREMAP_FIXED,
-               table) == MAP_FAILED) {
-        memcpy(table, src, n);
-        munmap(stage, stage_len);
-    }
-    stage = NULL;
-    stage_len = 0;
+    atomic_store(&assoc_shape, s);
 }
 
 struct item *
@@ -373,8 +289,8 @@ peek_key_is(const struct item *it, const char *key, size_t nkey,
 struct item *
 assoc_peek(const char *key, size_t nkey, uint32_t hv, uint32_t seq, bool *ok)
 {
-    uint64_t s = atomic_load_explicit(&shape, memory_order_acquire);
-    uint32_t id = __atomic_load_n(&table[bucket_index(hv, s)],
+    uint64_t s = atomic_load_explicit(&assoc_shape, memory_order_acquire);
+    uint32_t id = __atomic_load_n(&assoc_table[bucket_index(hv, s)],
                                   __ATOMIC_RELAXED);
     struct item *it = chunkid_peek(id);
 
@@ -407,6 +323,7 @@ assoc_insert(struct item *it, uint32_t hv)
 
     it->h_next = item_at(*slot);
     __atomic_store_n(slot, chunkid_of(it), __ATOMIC_RELAXED);
+    assoc_mark(slot);
 }
 
 void
@@ -421,6 +338,7 @@ assoc_insert_shared(struct item *it, uint32_t hv)
     } while (!__atomic_compare_exchange_n(slot, &head, id, true,
                                           __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
+    assoc_mark(slot);
 }
 
 void
@@ -434,6 +352,7 @@ assoc_delete(const char *key, size_t nkey, uint32_t hv)
             if (prev == NULL) {
                 __atomic_store_n(slot, chunkid_of(it->h_next),
                                  __ATOMIC_RELAXED);
+                assoc_mark(slot);
             } else {
                 prev->h_next = it->h_next;
             }
@@ -474,7 +393,7 @@ static void
 split_bucket(uint64_t s)
 {
     uint64_t b = split_of(s), n = (uint64_t)1 << level_of(s);
-    struct item *it = item_at(table[b]), *next;
+    struct item *it = item_at(assoc_table[b]), *next;
     struct item *lo = NULL, *hi = NULL, **lt = &lo, **ht = &hi;
 
     for (; it != NULL; it = next) {
@@ -488,8 +407,10 @@ split_bucket(uint64_t s)
         }
     }
     *lt = *ht = NULL;
-    __atomic_store_n(&table[b], chunkid_of(lo), __ATOMIC_RELAXED);
-    __atomic_store_n(&table[b + n], chunkid_of(hi), __ATOMIC_RELAXED);
+    __atomic_store_n(&assoc_table[b], chunkid_of(lo), __ATOMIC_RELAXED);
+    __atomic_store_n(&assoc_table[b + n], chunkid_of(hi), __ATOMIC_RELAXED);
+    assoc_mark(&assoc_table[b]);
+    assoc_mark(&assoc_table[b + n]);
 }
 
 static uint64_t
@@ -508,7 +429,7 @@ next_shape(uint64_t s)
 static bool
 can_grow(uint64_t s)
 {
-    return level_of(s) < ASSOC_POWER_MAX && buckets_of(s) < reserved;
+    return level_of(s) < ASSOC_POWER_MAX && buckets_of(s) < assoc_reserved;
 }
 
 /*
@@ -541,7 +462,7 @@ prefetch_bucket(uint64_t b, uint64_t s, unsigned depth)
         return;
     }
     quiesce_enter();            /* the page stays mapped (quiesce.h) */
-    it = chunkid_peek(__atomic_load_n(&table[b], __ATOMIC_RELAXED));
+    it = chunkid_peek(__atomic_load_n(&assoc_table[b], __ATOMIC_RELAXED));
     if (depth > 0 && it != NULL) {
         it = __atomic_load_n(&it->h_next, __ATOMIC_RELAXED);
     }
@@ -566,14 +487,14 @@ split_next(uint64_t *s, bool wait)
     uint64_t b = split_of(*s);
 
     /* the new bucket's page is faulted in before the lock */
-    __atomic_store_n(&table[b + ((uint64_t)1 << level_of(*s))], 0,
+    __atomic_store_n(&assoc_table[b + ((uint64_t)1 << level_of(*s))], 0,
                      __ATOMIC_RELAXED);
     if (wait ? !lock_bucket(b) : !locks_trylock((uint32_t)b)) {
         return false;
     }
     split_bucket(*s);
     *s = next_shape(*s);
-    atomic_store_explicit(&shape, *s, memory_order_release);
+    atomic_store_explicit(&assoc_shape, *s, memory_order_release);
     locks_unlock((uint32_t)b);
     return true;
 }
@@ -599,12 +520,12 @@ grower_drop(void)
 void
 assoc_grow_step(void)
 {
-    uint64_t s = atomic_load_explicit(&shape, RELAXED);
+    uint64_t s = atomic_load_explicit(&assoc_shape, RELAXED);
 
     if (!behind(s) || !grower_try()) {
         return;
     }
-    s = atomic_load_explicit(&shape, RELAXED);
+    s = atomic_load_explicit(&assoc_shape, RELAXED);
     for (unsigned i = 0; i < GROW_STEP && behind(s); i++) {
         if (!split_next(&s, false)) {
             break;
@@ -630,7 +551,7 @@ grow(void)
     if (!grower_try()) {
         return;
     }
-    s = atomic_load(&shape);
+    s = atomic_load(&assoc_shape);
     for (unsigned i = 1; i < SPLIT_AHEAD; i++) {
         prefetch_bucket(split_of(s) + i, s, 0);
     }
@@ -650,7 +571,7 @@ grow(void)
         if (!grower_try()) {
             return;
         }
-        s = atomic_load(&shape);
+        s = atomic_load(&assoc_shape);
     }
     grower_drop();
 }
@@ -666,17 +587,17 @@ static void
 prefault_ahead(void)
 {
     const uint64_t per_page = 4096 / sizeof(uint32_t);
-    uint64_t from = buckets_of(atomic_load(&shape));
+    uint64_t from = buckets_of(atomic_load(&assoc_shape));
     uint64_t to = atomic_load_explicit(&want_buckets, RELAXED);
 
     to += to >= HUGE_FROM ? ((uint64_t)2 << 20) / sizeof(uint32_t)
                           : per_page;
 
-    if (to > reserved) {
-        to = reserved;
+    if (to > assoc_reserved) {
+        to = assoc_reserved;
     }
     for (uint64_t b = from; b < to; b += per_page) {
-        __atomic_fetch_add(&table[b], 0, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&assoc_table[b], 0, __ATOMIC_RELAXED);
     }
 }
 
@@ -733,7 +654,7 @@ expander_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&maint_lock);
     while (!atomic_load(&stop_thread)) {
-        uint64_t s = atomic_load(&shape);
+        uint64_t s = atomic_load(&assoc_shape);
 
         if (!following && !behind(s)) {
             pthread_cond_wait(&maint_cond, &maint_lock);
@@ -743,11 +664,11 @@ expander_main(void *arg)
         wait_follow();
         follow_count();
         prefault_ahead();
-        if (atomic_load(&shape) == s && behind(s)) {
+        if (atomic_load(&assoc_shape) == s && behind(s)) {
             grow();
         }
-        following = behind(atomic_load(&shape)) ||
-                    atomic_load(&shape) != s;
+        following = behind(atomic_load(&assoc_shape)) ||
+                    atomic_load(&assoc_shape) != s;
     }
     pthread_mutex_unlock(&maint_lock);
     return NULL;
@@ -759,7 +680,7 @@ assoc_thread_start(uint64_t (*items)(void))
     if (thread_running) {
         return 0;
     }
-    if (table == NULL) {
+    if (assoc_table == NULL) {
         return -1;
     }
     count_items = items;
@@ -790,7 +711,7 @@ assoc_thread_stop(void)
 void
 assoc_maybe_expand(uint64_t curr_items)
 {
-    uint64_t s = atomic_load_explicit(&shape, RELAXED);
+    uint64_t s = atomic_load_explicit(&assoc_shape, RELAXED);
 
     if (!can_grow(s) || buckets_of(s) >= buckets_for(curr_items)) {
         return;
@@ -809,13 +730,13 @@ void
 assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
             uint64_t *hash_is_expanding)
 {
-    uint64_t s = atomic_load(&shape);
+    uint64_t s = atomic_load(&assoc_shape);
 
     /* memcached's readers take it for the power of two of buckets the
      * table has reached: a table past 2^level has passed it */
     *hash_power_level = level_of(s) + (split_of(s) > 0 ? 1 : 0);
-    *hash_bytes = table != NULL ? buckets_of(s) * sizeof(uint32_t) : 0;
-    *hash_is_expanding = table != NULL && behind(s);
+    *hash_bytes = assoc_table != NULL ? buckets_of(s) * sizeof(uint32_t) : 0;
+    *hash_is_expanding = assoc_table != NULL && behind(s);
 }
 
 /* Lock-free: the slot is always inside the mapping, which lives as long
@@ -823,10 +744,12 @@ assoc_stats(uint64_t *hash_power_level, uint64_t *hash_bytes,
 const void *
 assoc_bucket_hint(uint32_t hv)
 {
-    if (table == NULL) {
+    uint64_t s = atomic_load_explicit(&assoc_shape, RELAXED);
+
+    if (assoc_table == NULL) {
         return NULL;
     }
-    return &table[bucket_index(hv, atomic_load_explicit(&shape, RELAXED))];
+    return &assoc_table[bucket_index(hv, s)];
 }
 
 const struct item *
@@ -850,12 +773,12 @@ assoc_walk(int (*fn)(struct item *it, void *ctx), void *ctx)
     while (!grower_try()) {
         sched_yield();
     }
-    n = table != NULL ? buckets_of(atomic_load(&shape)) : 0;
+    n = assoc_table != NULL ? buckets_of(atomic_load(&assoc_shape)) : 0;
     for (uint64_t b = 0; b < n && rc == 0; b++) {
         struct item *it, *next;
 
         locks_lock((uint32_t)b);
-        for (it = item_at(table[b]); it != NULL && rc == 0; it = next) {
+        for (it = item_at(assoc_table[b]); it != NULL && rc == 0; it = next) {
             next = it->h_next;
             rc = fn(it, ctx);
         }

@@ -32,24 +32,7 @@ void assoc_destroy(void);
  * (recovery knows how many it will link). */
 void assoc_presize(uint64_t items);
 
-/* The table's shape and buckets for a successor (cache_image.c): written
- * to dst (NULL: the bytes needed only), the bytes.  assoc_image_load()
- * takes them into an empty table: 0, or -1 when they cannot be (more
- * buckets than it can hold).  Before serving, no thread running. */
-size_t assoc_image(void *dst);
-int    assoc_image_load(const void *src, size_t len);
-
-/* Before any section of an image is loaded: 0 when assoc_image_load()
- * would take these bytes, else -1. */
-int    assoc_image_check(const void *src, size_t len);
-
-/* Before assoc_init(): room for a table of about `bytes` to come from an
- * image, its pages faulted in now (a successor does it while its
- * predecessor still serves), so that assoc_image_load() copies into
- * memory that is there and moves it into place.  0 or -1. */
-int    assoc_stage(size_t bytes);
-/* The room assoc_stage() made and no image took, given back. */
-void   assoc_stage_drop(void);
+/* Its image for a successor: assoc_image.h. */
 
 struct item *assoc_find(const char *key, size_t nkey, uint32_t hv);
 void assoc_insert(struct item *it, uint32_t hv);       /* key not present */
