@@ -5,6 +5,8 @@ clean restart of the same node, at a given item count.
     python3 bench/takeover.py [--items 10000000] [--dir /dev/shm]
         [--value-size 32] [--rounds 3] [--json FILE]
         [--server-args "FLAGS"]
+    python3 bench/takeover.py --connections 0,1000,5000,10000,18000
+        [--takeovers 10] [--clients 4] [--systemd] [--json FILE]
 
 One memcached-pm with N items in a memory file (`-e <dir>/... -m <sized
 for N> -o takeover=<socket>`), loaded by mcload (--preload, pipelined).
@@ -26,6 +28,12 @@ the clean restart (goal: a pause at most the clean restart plus 50 ms;
 at 10M items, under 100 ms).  Environment: MCPM_BIN
 [build/memcached-pm/memcached-pm], MCLOAD_BIN [build/bench/mcload].
 Needs about 140 bytes of --dir per item.
+
+With --connections, the pause against the connections a node holds
+instead (bench/takeover_conns.py): for each N, N idle connections each
+checked after, --clients active clients, a probe, and --takeovers
+takeovers in a row, by -o takeover or (--systemd) by reloads under the
+played service manager of tests/svcman.py.
 """
 
 import argparse
@@ -41,6 +49,7 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from server_probe import (binaries, free_port, mcload_argv,  # noqa: E402
                           remove_server, start_timed, stats)
+import takeover_conns  # noqa: E402
 
 
 class Node:
@@ -130,8 +139,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
     ap.add_argument("--server-args", default="")
+    ap.add_argument("--connections",
+                    help="comma-separated idle connection counts")
+    ap.add_argument("--takeovers", type=int, default=10)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--systemd", action="store_true")
     args = ap.parse_args()
     args.mcpm, args.mcload = binaries(ROOT)
+    if args.connections:
+        return takeover_conns.run(args)
     with tempfile.TemporaryDirectory(prefix="mcpm-takeover-") as tmp:
         node = Node(args, args.items, tmp)
         try:

@@ -4,11 +4,13 @@
  *
  *   argv           base/cmdline.c through base/settings.h's table
  *   inheritance    life/succession.c: systemd's sockets, a memcached on
- *                  the memory file (migrate/foreign.c), the node taken
- *                  over from (life/takeover.c)
+ *                  the memory file (migrate/foreign.c)
  *   process        set_up(): security/ (TLS keys, credentials) before
  *                  -u drops root; limits, -d, -k; base/placement.c
  *   counters       base/stats.c, a block per worker
+ *   takeover       life/succession.c: the node taken over from
+ *                  (life/takeover.c), the workers' rings made while it
+ *                  still serves (serve/worker.c)
  *   storage        life/restart.c's check of -e's .meta (migrate/
  *                  convert.c for a file of memcached's), cache_init()
  *   watch          watch/logger.c's mc-log thread
@@ -369,12 +371,14 @@ start(void)
     int rc;
 
     if ((rc = succession_from_systemd()) != 0 ||
-        (rc = succession_find_foreign()) != 0 || (rc = set_up()) != 0 ||
-        (rc = succession_take_over()) != 0) {
+        (rc = succession_find_foreign()) != 0 || (rc = set_up()) != 0) {
         return rc;
     }
     if (stats_init((unsigned)settings.num_threads) != 0) {
         return EXIT_FAILURE;
+    }
+    if ((rc = succession_take_over()) != 0) {
+        return rc;
     }
     restart_meta_check();       /* converts a file of memcached's */
     if (cache_init(&settings.cache, (unsigned)settings.num_threads) != 0 ||

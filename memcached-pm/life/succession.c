@@ -356,11 +356,13 @@ succession_take_over(void)
         return EX_UNAVAILABLE;
     }
     if (sc.pred.version >= 3) {
-        /* room for the index while the node still serves: its faults
-         * are then no part of the pause */
+        /* room for the index, and the workers' rings, while the node
+         * still serves: their faults and set-up are then no part of the
+         * pause */
         if (sc.pred.index_bytes > 0) {
             cache_image_stage(sc.pred.index_bytes);
         }
+        worker_prepare((unsigned)settings.num_threads);
         takeover_send_go(sc.pred.fd, conn_room());
     }
     if (sc.pred.version >= 5) {

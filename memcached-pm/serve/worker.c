@@ -370,22 +370,37 @@ worker_main(void *arg)
     return NULL;
 }
 
-/* Under -o event_engine=io_uring, the worker's ring; a worker whose ring
- * cannot be made says why and runs on epoll.  0, or -1 when out of
- * memory. */
-static int
-ring_setup(struct worker *w)
+static struct ring_config
+ring_config(void)
 {
-    struct ring_config cfg = {
+    return (struct ring_config){
         .entries = settings.ring_entries,
         .buffers = settings.ring_buffers,
         .buffer_size = RING_BUFFER_SIZE,
         .sqpoll = settings.ring_sqpoll,
         .files = settings.ring_files ? (unsigned)settings.maxconns : 0,
     };
+}
+
+/* Rings made ahead by worker_prepare(), each taken by its worker. */
+static struct ring **made;
+static unsigned nmade;
+
+/* Under -o event_engine=io_uring, the worker's ring; a worker whose ring
+ * cannot be made says why and runs on epoll.  0, or -1 when out of
+ * memory. */
+static int
+ring_setup(struct worker *w)
+{
+    struct ring_config cfg = ring_config();
     char why[128];
 
     if (settings.event_engine != ENGINE_IO_URING) {
+        return 0;
+    }
+    if (w->id < nmade && made[w->id] != NULL) {
+        w->ring = made[w->id];
+        made[w->id] = NULL;
         return 0;
     }
     w->ring = ring_new(&cfg, w->stats, why, sizeof(why));
@@ -444,25 +459,67 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
     return 0;
 }
 
+/* The engine, once: io_uring where the kernel has what it needs. */
+static void
+choose_engine(void)
+{
+    static bool chosen;
+    char why[128];
+
+    if (chosen || settings.event_engine == ENGINE_EPOLL) {
+        chosen = true;
+        return;
+    }
+    chosen = true;
+    if (ring_probe(why, sizeof(why))) {
+        settings.event_engine = ENGINE_IO_URING;
+    } else if (settings.event_engine == ENGINE_AUTO) {
+        log_info("io_uring cannot be used (%s): the workers use epoll", why);
+        settings.event_engine = ENGINE_EPOLL;
+    } else {
+        log_error("io_uring cannot be used (%s): the workers use epoll",
+                  why);
+        settings.event_engine = ENGINE_EPOLL;
+    }
+}
+
+void
+worker_prepare(unsigned n)
+{
+    struct ring_config cfg = ring_config();
+    char why[128];
+
+    choose_engine();
+    if (settings.event_engine != ENGINE_IO_URING || made != NULL ||
+        (made = calloc(n, sizeof(*made))) == NULL) {
+        return;
+    }
+    nmade = n;
+    for (unsigned i = 0; i < n; i++) {
+        made[i] = ring_new(&cfg, &stats.threads[i], why, sizeof(why));
+    }
+}
+
+/* What worker_prepare() made and no worker took. */
+static void
+made_free(void)
+{
+    for (unsigned i = 0; i < nmade; i++) {
+        if (made[i] != NULL) {
+            ring_free(made[i]);
+        }
+    }
+    free(made);
+    made = NULL;
+    nmade = 0;
+}
+
 int
 worker_start_all(unsigned n)
 {
     struct conn_list *lists = conn_lists_new(n);
-    char why[128];
 
-    if (settings.event_engine != ENGINE_EPOLL) {
-        if (ring_probe(why, sizeof(why))) {
-            settings.event_engine = ENGINE_IO_URING;
-        } else if (settings.event_engine == ENGINE_AUTO) {
-            log_info("io_uring cannot be used (%s): the workers use epoll",
-                     why);
-            settings.event_engine = ENGINE_EPOLL;
-        } else {
-            log_error("io_uring cannot be used (%s): the workers use epoll",
-                      why);
-            settings.event_engine = ENGINE_EPOLL;
-        }
-    }
+    choose_engine();
     workers = calloc(n, sizeof(*workers));
     if (workers == NULL || lists == NULL) {
         return -1;
@@ -487,6 +544,7 @@ worker_start_all(unsigned n)
         pthread_setname_np(workers[i].thread, "mc-worker");
         affinity_apply(workers[i].thread, AFFINITY_WORKER, i);
     }
+    made_free();
     return 0;
 }
 
@@ -739,14 +797,17 @@ worker_adopt_all(struct handover *h)
         tail[i] = &head[i];
     }
     /* The busy ones go first, on their own: their clients wait while
-     * the idle ones are queued. */
-    for (int busy = 1; busy >= 0; busy--) {
+     * the others are queued; then those that made a request in the last
+     * second (the clients that are talking: their next request is on
+     * its way); then the thousands that say nothing. */
+    for (unsigned turn = 0; turn < 3; turn++) {
         for (size_t i = 0; i < h->nconns; i++) {
             struct handover_conn *hc = &h->conns[i];
             struct pending *p;
             unsigned k;
 
-            if (hc->fd < 0 || hc->busy != (busy == 1)) {
+            if (hc->fd < 0 ||
+                (hc->busy ? 0u : hc->idle == 0 ? 1u : 2u) != turn) {
                 continue;
             }
             if (head == NULL || tail == NULL ||
