@@ -28,6 +28,7 @@
 #include "memcached-pm/life/sdaemon.h"
 #include "memcached-pm/life/takeover.h"
 #include "memcached-pm/migrate/foreign.h"
+#include "memcached-pm/serve/engine.h"
 #include "memcached-pm/serve/udp.h"
 #include "memcached-pm/serve/worker.h"
 #include "storage/cache/cache.h"
@@ -362,7 +363,7 @@ succession_take_over(void)
         if (sc.pred.index_bytes > 0) {
             cache_image_stage(sc.pred.index_bytes);
         }
-        worker_prepare((unsigned)settings.num_threads);
+        engine_prepare((unsigned)settings.num_threads);
         takeover_send_go(sc.pred.fd, conn_room());
     }
     if (sc.pred.version >= 5) {

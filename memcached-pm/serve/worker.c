@@ -24,6 +24,7 @@
 #include "memcached-pm/net/evloop.h"
 #include "memcached-pm/net/ring.h"
 #include "memcached-pm/security/tls.h"
+#include "memcached-pm/serve/engine.h"
 #include "memcached-pm/serve/machine.h"
 #include "memcached-pm/serve/udp.h"
 #include "memcached-pm/watch/logger.h"
@@ -370,46 +371,6 @@ worker_main(void *arg)
     return NULL;
 }
 
-static struct ring_config
-ring_config(void)
-{
-    return (struct ring_config){
-        .entries = settings.ring_entries,
-        .buffers = settings.ring_buffers,
-        .buffer_size = RING_BUFFER_SIZE,
-        .sqpoll = settings.ring_sqpoll,
-        .files = settings.ring_files ? (unsigned)settings.maxconns : 0,
-    };
-}
-
-/* Rings made ahead by worker_prepare(), each taken by its worker. */
-static struct ring **made;
-static unsigned nmade;
-
-/* Under -o event_engine=io_uring, the worker's ring; a worker whose ring
- * cannot be made says why and runs on epoll.  0, or -1 when out of
- * memory. */
-static int
-ring_setup(struct worker *w)
-{
-    struct ring_config cfg = ring_config();
-    char why[128];
-
-    if (settings.event_engine != ENGINE_IO_URING) {
-        return 0;
-    }
-    if (w->id < nmade && made[w->id] != NULL) {
-        w->ring = made[w->id];
-        made[w->id] = NULL;
-        return 0;
-    }
-    w->ring = ring_new(&cfg, w->stats, why, sizeof(why));
-    if (w->ring == NULL) {
-        log_error("worker %u: no io_uring (%s): it uses epoll", w->id, why);
-    }
-    return 0;
-}
-
 static int
 worker_setup(struct worker *w, unsigned id, struct conn_list *list)
 {
@@ -425,8 +386,11 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
         return -1;
     }
     w->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->notify_fd < 0 || ring_setup(w) != 0) {
+    if (w->notify_fd < 0) {
         return -1;
+    }
+    if (settings.event_engine == ENGINE_IO_URING) {
+        w->ring = engine_ring(id, w->stats);
     }
     if (w->ring != NULL) {
         w->notify_io = ring_add(w->ring, w->notify_fd, true, on_notify, w);
@@ -459,67 +423,12 @@ worker_setup(struct worker *w, unsigned id, struct conn_list *list)
     return 0;
 }
 
-/* The engine, once: io_uring where the kernel has what it needs. */
-static void
-choose_engine(void)
-{
-    static bool chosen;
-    char why[128];
-
-    if (chosen || settings.event_engine == ENGINE_EPOLL) {
-        chosen = true;
-        return;
-    }
-    chosen = true;
-    if (ring_probe(why, sizeof(why))) {
-        settings.event_engine = ENGINE_IO_URING;
-    } else if (settings.event_engine == ENGINE_AUTO) {
-        log_info("io_uring cannot be used (%s): the workers use epoll", why);
-        settings.event_engine = ENGINE_EPOLL;
-    } else {
-        log_error("io_uring cannot be used (%s): the workers use epoll",
-                  why);
-        settings.event_engine = ENGINE_EPOLL;
-    }
-}
-
-void
-worker_prepare(unsigned n)
-{
-    struct ring_config cfg = ring_config();
-    char why[128];
-
-    choose_engine();
-    if (settings.event_engine != ENGINE_IO_URING || made != NULL ||
-        (made = calloc(n, sizeof(*made))) == NULL) {
-        return;
-    }
-    nmade = n;
-    for (unsigned i = 0; i < n; i++) {
-        made[i] = ring_new(&cfg, &stats.threads[i], why, sizeof(why));
-    }
-}
-
-/* What worker_prepare() made and no worker took. */
-static void
-made_free(void)
-{
-    for (unsigned i = 0; i < nmade; i++) {
-        if (made[i] != NULL) {
-            ring_free(made[i]);
-        }
-    }
-    free(made);
-    made = NULL;
-    nmade = 0;
-}
-
 int
 worker_start_all(unsigned n)
 {
     struct conn_list *lists = conn_lists_new(n);
 
-    choose_engine();
+    engine_choose();
     workers = calloc(n, sizeof(*workers));
     if (workers == NULL || lists == NULL) {
         return -1;
@@ -544,7 +453,7 @@ worker_start_all(unsigned n)
         pthread_setname_np(workers[i].thread, "mc-worker");
         affinity_apply(workers[i].thread, AFFINITY_WORKER, i);
     }
-    made_free();
+    engine_prepared_free();
     return 0;
 }
 

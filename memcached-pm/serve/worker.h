@@ -25,10 +25,6 @@ struct pending;
 struct ring;
 struct ring_io;
 
-/* Bytes of each provided receive buffer of a worker's ring: memcached's
- * read size. */
-#define RING_BUFFER_SIZE 16384
-
 struct worker {
     unsigned             id;
     pthread_t            thread;
@@ -62,12 +58,6 @@ struct worker {
 /* Start n workers; 0, or -1 with a message. */
 int worker_start_all(unsigned n);
 
-/* Before the workers start (a successor, while the node it takes over
- * still serves): the engine chosen and the io_uring rings of n workers
- * made, which worker_start_all() then takes, so that their set-up (a
- * few milliseconds, at times ten) is no part of a takeover's pause.
- * After stats_init(). */
-void worker_prepare(unsigned n);
 
 /* Hand an accepted fd to the next worker, round robin (with tls, the
  * worker starts its TLS session).  0, or -1 (the fd is closed). */
