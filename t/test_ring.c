@@ -431,6 +431,78 @@ test_completion_overflow(void)
     }
 }
 
+/* Sources added in one pass have their files registered in one call
+ * before the next submission, 256 at most a call: 300 of them, each
+ * with bytes waiting, are all served. */
+static void
+test_files_registered_in_batches(void)
+{
+    enum { N = 300 };
+    struct ring *r = ring_with(1024, 64, N + 10);
+    static struct seen s[N];
+    static struct ring_io *io[N];
+    static int sv[N][2];
+    unsigned served = 0, dropped = 0;
+    char buf[8];
+
+    memset(s, 0, sizeof(s));
+    for (int i = 0; i < N; i++) {
+        pair(sv[i]);
+        if (write(sv[i][1], "ping", 4) != 4) {
+            exit(1);
+        }
+        io[i] = ring_add(r, sv[i][0], false, on_ready, &s[i]);
+        ring_wait(io[i], EV_READ);
+    }
+    for (int pass = 0; pass < 100 && served < N; pass++) {
+        ring_pass(r, false);
+        for (int i = 0; i < N; i++) {
+            if (s[i].calls > 0 && ring_read(io[i], buf, sizeof(buf)) == 4) {
+                served++;
+            }
+        }
+    }
+    is_int(served, N, "300 sources registered in batches, each served");
+    for (int i = 0; i < N; i++) {
+        dropped += drop(r, io[i]);
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+    is_int(dropped, N, "and removed");
+    ring_free(r);
+}
+
+/* A batch the table refuses (here one socket closed behind the ring's
+ * back before the registration) goes by fd: the other source, armed on
+ * its slot already, is served all the same. */
+static void
+test_a_refused_batch_goes_by_fd(void)
+{
+    struct ring *r = ring_with(64, 16, 16);
+    struct seen sa = { 0, 0 }, sb = { 0, 0 };
+    struct ring_io *a, *b;
+    int va[2], vb[2];
+    char buf[8];
+
+    pair(va);
+    pair(vb);
+    a = ring_add(r, va[0], false, on_ready, &sa);
+    b = ring_add(r, vb[0], false, on_ready, &sb);
+    ring_wait(a, EV_READ);
+    ring_wait(b, EV_READ);
+    close(va[0]);
+    is_int(write(vb[1], "pong", 4), 4, "bytes for the other source");
+    pass_until(r, &sb, 1);
+    ok(sb.calls >= 1 && ring_read(b, buf, sizeof(buf)) == 4 &&
+       memcmp(buf, "pong", 4) == 0, "served by its fd");
+    is_int(drop(r, b), 1, "removed");
+    is_int(drop(r, a), 1, "the other removed too");
+    ring_free(r);
+    close(va[1]);
+    close(vb[0]);
+    close(vb[1]);
+}
+
 int
 main(void)
 {
@@ -451,5 +523,7 @@ main(void)
     test_short_and_failed_sends();
     test_remove_with_a_send_in_the_ring();
     test_completion_overflow();
+    test_files_registered_in_batches();
+    test_a_refused_batch_goes_by_fd();
     return done_testing();
 }

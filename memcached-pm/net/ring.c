@@ -196,6 +196,7 @@ publish_bufs(struct ring *r)
 static int
 submit(struct ring *r)
 {
+    ring_register(r);
     publish_bufs(r);
     return io_uring_submit(&r->uring);
 }
@@ -205,6 +206,7 @@ submit(struct ring *r)
 static int
 submit_and_get(struct ring *r, bool wait)
 {
+    ring_register(r);
     publish_bufs(r);
     return wait ? io_uring_submit_and_wait(&r->uring, 1)
                 : io_uring_submit_and_get_events(&r->uring);

@@ -17,6 +17,7 @@ enum op { OP_NONE, OP_RECV, OP_SEND, OP_POLL, OP_TIMER };
 #define OP_MASK 7u
 
 #define BGID 0                  /* the worker's one buffer group */
+#define RING_REG_MAX 256        /* files registered in one call */
 #define NO_BUF (-1)
 
 struct ring_io {
@@ -62,9 +63,14 @@ struct ring {
     struct io_uring           uring;
     struct thread_stats      *stats;
 
-    /* registered files: the free slots of the table, a stack */
+    /* registered files: the free slots of the table, a stack; and the
+     * sources given slots from reg_first on, their files registered in
+     * one call before the next submission (ring_add()) */
     int                      *slots;
     unsigned                  nslots;
+    struct ring_io           *reg[RING_REG_MAX];
+    unsigned                  nreg;
+    int                       reg_first;
 
     /* provided receive buffers */
     struct io_uring_buf_ring *br;
@@ -125,6 +131,10 @@ ring_fixed(struct io_uring_sqe *sqe, const struct ring_io *io)
 
 /* Start a ring made disabled, on the thread that will submit to it. */
 int ring_enable(struct ring *r);
+
+/* Register the files of the sources ring_add() gave slots since the
+ * last call: before any submission. */
+void ring_register(struct ring *r);
 
 /* A free submission slot (NULL only before the ring is taken over). */
 struct io_uring_sqe *ring_sqe(struct ring *r);
