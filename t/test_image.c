@@ -379,22 +379,23 @@ test_image_precopied(void)
        "only the pages written since are marked");
     printf("# %ld of %ld pages marked\n", dirty, pages);
     cache_shutdown();
-    /* the successor: room made and filled from the room as it was, not
-     * where the file must go (in a process of its own it is not) */
+    /* the successor: the file's range held first, as a successor holds
+     * it (so that its room does not land there), the room made and
+     * filled from the room as it was; the file moves over the hold */
     guard = file_range(room);
     ok(guard != MAP_FAILED && snap >= 0 && cache_image_stage(bytes) == 0 &&
        cache_image_prefill(snap, at, len) == 0, "the successor's copy");
     close(snap);
-    if (guard != MAP_FAILED) {
-        munmap(guard, guard_len);
-    }
     set_opts(CACHE_TIER_PMEM, room);
     opts.image_delta_fd = delta;
+    opts.image_hold_base = (uint64_t)(uintptr_t)guard;
+    opts.image_hold_len = guard_len;
     ok(cache_init(&opts, 2) == 0, "the successor starts");
     cache_recovery_stats(&r);
     close(room);
     close(delta);
     opts.image_delta_fd = -1;
+    ok(opts.image_hold_len == 0, "the hold taken by the file");
     good = r.image == 1 && all_there();
     for (int i = 0; i < 40 && good; i++) {
         snprintf(k, sizeof(k), "late%d", i);

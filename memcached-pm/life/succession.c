@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sysexits.h>
 #include <time.h>
@@ -331,6 +332,31 @@ refuse_foreign(void)
     return EXIT_FAILURE;
 }
 
+/* Where the node taken over maps its memory file, held (PROT_NONE) by
+ * this process before it maps anything more (the index's room, the
+ * rings, the workers' arenas), so that the file can be mapped there and
+ * the index taken: with address space randomised, a 14 GB file would
+ * otherwise find its range taken in about one takeover in a hundred, and
+ * the file would be scanned.  cache_init() moves the file over it. */
+static void
+hold_file_range(void)
+{
+    void *want = (void *)(uintptr_t)sc.pred.file_base, *p;
+
+    if (sc.pred.file_len == 0 || want == NULL) {
+        return;
+    }
+    p = mmap(want, (size_t)sc.pred.file_len, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+             MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == want) {
+        settings.cache.image_hold_base = sc.pred.file_base;
+        settings.cache.image_hold_len = sc.pred.file_len;
+    } else if (p != MAP_FAILED) {
+        munmap(p, (size_t)sc.pred.file_len);    /* no NOREPLACE here */
+    }
+}
+
 int
 succession_take_over(void)
 {
@@ -361,6 +387,7 @@ succession_take_over(void)
          * still serves: their faults and set-up are then no part of the
          * pause */
         if (sc.pred.index_bytes > 0) {
+            hold_file_range();
             cache_image_stage(sc.pred.index_bytes);
         }
         engine_prepare((unsigned)settings.num_threads);
@@ -727,11 +754,14 @@ on_successor(evutil_socket_t lfd, short what, void *arg)
 {
     struct takeover_peer p;
     char why[256];
-    int rc = takeover_accept(lfd, &p, cache_image_size(), why,
-                             sizeof(why));
+    uint64_t file[2];
+    int rc;
 
     (void)what;
     (void)arg;
+    cache_image_file(&file[0], &file[1]);
+    rc = takeover_accept(lfd, &p, cache_image_size(), file, why,
+                         sizeof(why));
     if (rc < 0) {
         log_info("takeover: %s", why);
         return;

@@ -352,7 +352,7 @@ takeover_listen(const char *path, struct given *g, size_t n)
 
 int
 takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
-                char *why, size_t len)
+                const uint64_t index_file[2], char *why, size_t len)
 {
     int fds[FDPASS_MAX];
     struct msg m;
@@ -394,8 +394,10 @@ takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
                                                  : HANDOVER_VERSION;
     msg_init(&m, TAKEOVER_OFFER);
     m.version = p->version;
-    snprintf(m.text, sizeof(m.text), "index %llu",
-             (unsigned long long)index_bytes);
+    snprintf(m.text, sizeof(m.text), "index %llu file %llx %llx",
+             (unsigned long long)index_bytes,
+             (unsigned long long)index_file[0],
+             (unsigned long long)index_file[1]);
     if (send_msg(p->fd, &m, NULL, 0) != 0) {
         snprintf(why, len, "pid %d went away", (int)p->pid);
         close(p->fd);
@@ -411,6 +413,7 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
                  size_t len)
 {
     int fds[FDPASS_MAX];
+    unsigned long long bytes, base = 0, flen = 0;
     struct sockaddr_un sun;
     struct stat st;
     struct msg m;
@@ -477,8 +480,12 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
     }
     p->version = m.version;
     m.text[sizeof(m.text) - 1] = '\0';
-    p->index_bytes = strncmp(m.text, "index ", 6) == 0
-                     ? strtoull(m.text + 6, NULL, 10) : 0;
+    if (sscanf(m.text, "index %llu file %llx %llx", &bytes, &base,
+               &flen) >= 1) {
+        p->index_bytes = bytes;
+        p->file_base = base;
+        p->file_len = flen;
+    }
     return 0;
 }
 

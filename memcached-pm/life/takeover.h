@@ -85,6 +85,8 @@ struct takeover_peer {
     pid_t    pid;
     uint32_t version;           /* the handover's version agreed on */
     uint64_t index_bytes;       /* OFFER: the size of the index to come */
+    uint64_t file_base;         /* OFFER: where the node maps its memory */
+    uint64_t file_len;          /* file, and how much (0: unknown) */
 };
 
 /* ---- the running node ------------------------------------------------- */
@@ -96,13 +98,14 @@ int takeover_listen(const char *path, struct given *g, size_t n);
 
 /*
  * A successor connected to lfd: take its HELLO (within a second).  0: an
- * OFFER was sent, saying the index will take index_bytes, and p
+ * OFFER was sent, saying the index will take index_bytes and the memory
+ * file is mapped at index_file[0], index_file[1] bytes (0: no index), and p
  * describes the successor; 1: it reads no version this build writes, a
  * REFUSE was sent, and why says so (the node then stops as it would
  * without a successor); -1: no successor after all (why).
  */
 int takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
-                    char *why, size_t len);
+                    const uint64_t index_file[2], char *why, size_t len);
 
 /* Send fds (at most 250 a message) as `what` (LISTENERS, PRECONNS or
  * CONNS), the

@@ -78,6 +78,12 @@ enum hash_algorithm {
     X(int,         image_delta_fd,     -1)    /* with it, the table's     \
                                                  pages written since its  \
                                                  precopy, or -1 */          \
+    X(uint64_t,    image_hold_base,    0)     /* the predecessor's file  \
+                                                 address, held (PROT_NONE) \
+                                                 since before anything was \
+                                                 mapped, image_hold_len   \
+                                                 bytes; 0: none */          \
+    X(uint64_t,    image_hold_len,     0)                                   \
     X(const char *, memory_kind,       NULL)  /* "dax:<dir>" or "kmem":   \
                                                  a memkind heap for DRAM */ \
     X(bool,        prealloc,           false) /* -L */                      \

@@ -117,6 +117,18 @@ cache_image_size(void)
     return n;
 }
 
+void
+cache_image_file(uint64_t *base, uint64_t *len)
+{
+    struct tier *t = slabs_tier(TIER_PMEM);
+
+    *base = *len = 0;
+    if (cache_image_size() > 0) {
+        *base = (uint64_t)(uintptr_t)tier_pmem_base(t);
+        *len = tier_pmem_mapped_len(t);
+    }
+}
+
 /* The room made for the image (cache_image_room()), mapped. */
 static struct {
     int    fd;

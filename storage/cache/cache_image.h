@@ -45,6 +45,11 @@ int cache_image_save(void);
  * it would write none), to tell the successor. */
 size_t cache_image_size(void);
 
+/* While serving: where the memory file is mapped (*len 0: no image
+ * would be written), for the successor to hold that range before it maps
+ * anything else (opts->image_hold_base). */
+void cache_image_file(uint64_t *base, uint64_t *len);
+
 /* While serving: a memfd for the image, of about the size it will take,
  * its pages allocated, cleared and mapped now, so that writing the image
  * into it (cache_image_write() with this fd), in the clients' pause,

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -134,7 +135,7 @@ restart_file(const struct cache_options *opts)
 }
 
 static struct tier *
-pmem_tier_open(const struct cache_options *opts)
+pmem_tier_open(struct cache_options *opts)
 {
     struct tier_pmem_options po = {
         .path = opts->memory_file,
@@ -147,10 +148,19 @@ pmem_tier_open(const struct cache_options *opts)
         .strict = opts->pmem_strict,
         .durability = (enum tier_durability)opts->pmem_durability,
         .want_base = image.base,
+        .want_held = image.base != NULL &&
+                     opts->image_hold_base == (uint64_t)(uintptr_t)image.base
+                     ? (size_t)opts->image_hold_len : 0,
     };
     char err[512];
     struct tier *t;
 
+    if (opts->image_hold_len > 0 && po.want_held == 0) {
+        /* held for an image that is not here: let go */
+        munmap((void *)(uintptr_t)opts->image_hold_base,
+               (size_t)opts->image_hold_len);
+    }
+    opts->image_hold_base = opts->image_hold_len = 0;   /* taken */
     restart_file(opts);
     t = tier_pmem_open(&po, err, sizeof(err));
     if (t == NULL) {

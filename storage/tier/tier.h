@@ -125,6 +125,9 @@ struct tier_pmem_options {
     void       *want_base;  /* an existing file mapped here if that range
                                is free (a successor that takes over the
                                predecessor's pointers), or NULL: anywhere */
+    size_t      want_held;  /* bytes at want_base this process holds for
+                               the file (PROT_NONE): it moves over them;
+                               what it does not take is unmapped */
 };
 
 /*

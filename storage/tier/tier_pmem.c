@@ -574,13 +574,14 @@ tier_pmem_file_busy(const char *path)
 }
 
 /* Move the file's mapping to `want` when nothing is mapped there (a
- * reservation claims the range first, so that MREMAP_FIXED replaces
- * nothing but it).  The kernel moves the page tables, copies nothing.
+ * reservation claims the range first, or the caller holds it already,
+ * `held` bytes, so that MREMAP_FIXED replaces nothing but that).  The kernel moves the page tables, copies nothing.
  * false: it stays where it is. */
 static bool
-move_mapping(struct pmem_state *s, void *want)
+move_mapping(struct pmem_state *s, void *want, size_t held)
 {
-    void *r = mmap(want, s->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+    void *r = held >= s->len ? want :
+              mmap(want, s->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
                    MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
 
     if (r == MAP_FAILED) {
@@ -716,7 +717,15 @@ state_open(const struct tier_pmem_options *o, char *err, size_t errlen)
     }
     if (o->want_base != NULL && !s->strict && !s->created &&
         (void *)s->shared != o->want_base) {
-        move_mapping(s, o->want_base);
+        move_mapping(s, o->want_base, o->want_held);
+    }
+    if (o->want_held > 0) {
+        /* the hold, or what the file left of it, goes */
+        if ((void *)s->shared != o->want_base) {
+            munmap(o->want_base, o->want_held);
+        } else if (o->want_held > s->len) {
+            munmap((char *)o->want_base + s->len, o->want_held - s->len);
+        }
     }
     s->base = s->shared;
     if (s->strict && !strict_setup(s, o->path, o->page_size, err, errlen)) {
