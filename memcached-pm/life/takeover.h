@@ -10,8 +10,10 @@
  *   successor                          running node
  *   HELLO (versions it reads)  ----->
  *                              <-----  OFFER (the version it writes, the
- *                                      size of its DRAM index), or
+ *                                      size of its DRAM index and where
+ *                                      its memory file is mapped), or
  *                                      REFUSE (none: it stops plainly)
+ *   holds that address range,
  *   makes room for the index
  *   GO (version 3; 4: with the
  *   connections it has room for)
