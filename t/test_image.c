@@ -342,6 +342,56 @@ marked(int fd, long *pages)
     return n;
 }
 
+/* The changes test_image_precopied() makes while "serving": 40 stores
+ * of new keys, 40 deletes and 40 overwrites; all made. */
+static bool
+change_while_serving(void)
+{
+    char k[32];
+    bool good = true;
+
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "late%d", i);
+        good &= put(k, "L", 1);
+        snprintf(k, sizeof(k), "more%d", i * 1000);
+        good &= cache_delete(k, strlen(k), test_hv(k), 0, NULL) ==
+                CACHE_DELETED;
+        snprintf(k, sizeof(k), "more%d", i * 1000 + 1);
+        good &= put(k, "changed", 7);
+    }
+    return good;
+}
+
+/* Is every one of them there (and a key beside them untouched)?  With
+ * undo, put them back as the later tests count them. */
+static bool
+changes_there(bool undo)
+{
+    char k[32];
+    bool good = true;
+
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "late%d", i);
+        good &= strcmp(test_val(k), "L") == 0;
+        if (undo) {
+            cache_delete(k, strlen(k), test_hv(k), 0, NULL);
+        }
+        snprintf(k, sizeof(k), "more%d", i * 1000);
+        good &= strcmp(test_val(k), "") == 0;
+        if (undo) {
+            put(k, "m", 1);
+        }
+        snprintf(k, sizeof(k), "more%d", i * 1000 + 1);
+        good &= strcmp(test_val(k), "changed") == 0;
+        if (undo) {
+            put(k, "m", 1);
+        }
+        snprintf(k, sizeof(k), "more%d", i * 1000 + 2);
+        good &= strcmp(test_val(k), "m") == 0;
+    }
+    return good;
+}
+
 /* The table copied ahead of the pause (cache_image_precopy()), changed
  * while "serving" (stores, deletes, overwrites), then only the pages
  * written since copied again: the successor, having copied the room as
@@ -355,22 +405,11 @@ test_image_precopied(void)
     int room = cache_image_room(), snap, delta = -1;
     void *guard;
     size_t bytes = cache_image_size();
-    char k[32];
-    bool good = true;
 
     ok(room >= 0 && cache_image_precopy(&at, &len) == 0 && len > 8,
        "the table copied into the room while serving");
     snap = snapshot(room, (size_t)(at + len));
-    for (int i = 0; i < 40; i++) {
-        snprintf(k, sizeof(k), "late%d", i);
-        good &= put(k, "L", 1);
-        snprintf(k, sizeof(k), "more%d", i * 1000);
-        good &= cache_delete(k, strlen(k), test_hv(k), 0, NULL) ==
-                CACHE_DELETED;
-        snprintf(k, sizeof(k), "more%d", i * 1000 + 1);
-        good &= put(k, "changed", 7);
-    }
-    ok(good, "stores, deletes and overwrites after it");
+    ok(change_while_serving(), "stores, deletes and overwrites after it");
     cache_stop();
     ok(cache_image_write(room, &delta) == 0 && delta >= 0,
        "the image written, with the pages written since");
@@ -396,27 +435,8 @@ test_image_precopied(void)
     close(delta);
     opts.image_delta_fd = -1;
     ok(opts.image_hold_len == 0, "the hold taken by the file");
-    good = r.image == 1 && all_there();
-    for (int i = 0; i < 40 && good; i++) {
-        snprintf(k, sizeof(k), "late%d", i);
-        good &= strcmp(test_val(k), "L") == 0;
-        snprintf(k, sizeof(k), "more%d", i * 1000);
-        good &= strcmp(test_val(k), "") == 0;
-        snprintf(k, sizeof(k), "more%d", i * 1000 + 1);
-        good &= strcmp(test_val(k), "changed") == 0;
-        snprintf(k, sizeof(k), "more%d", i * 1000 + 2);
-        good &= strcmp(test_val(k), "m") == 0;
-    }
-    ok(good, "the image taken, every change there");
-    /* put them back as the later tests count them */
-    for (int i = 0; i < 40; i++) {
-        snprintf(k, sizeof(k), "late%d", i);
-        cache_delete(k, strlen(k), test_hv(k), 0, NULL);
-        snprintf(k, sizeof(k), "more%d", i * 1000);
-        put(k, "m", 1);
-        snprintf(k, sizeof(k), "more%d", i * 1000 + 1);
-        put(k, "m", 1);
-    }
+    ok(r.image == 1 && all_there() && changes_there(true),
+       "the image taken, every change there");
 }
 
 /* Point the first list end of the image's LRU section (a word that is

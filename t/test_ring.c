@@ -391,6 +391,26 @@ test_remove_with_a_send_in_the_ring(void)
 
 /* Forty sources ready at once on a ring whose completion queue holds 16:
  * the kernel keeps the rest, and every one is served. */
+/* Passes until each of n sources, with 4 bytes waiting, has read them
+ * (or a bound): how many did. */
+static unsigned
+serve_each(struct ring *r, struct ring_io **io, const struct seen *s,
+           unsigned n)
+{
+    unsigned served = 0;
+    char buf[8];
+
+    for (int pass = 0; pass < 100 && served < n; pass++) {
+        ring_pass(r, false);
+        for (unsigned i = 0; i < n; i++) {
+            if (s[i].calls > 0 && ring_read(io[i], buf, sizeof(buf)) == 4) {
+                served++;
+            }
+        }
+    }
+    return served;
+}
+
 static void
 test_completion_overflow(void)
 {
@@ -399,9 +419,8 @@ test_completion_overflow(void)
     struct seen s[N];
     struct ring_io *io[N];
     int sv[N][2];
-    unsigned served = 0, dropped = 0;
+    unsigned served, dropped = 0;
     uint64_t before = counters.ring_cq_overflows;
-    char buf[8];
 
     memset(s, 0, sizeof(s));
     for (int i = 0; i < N; i++) {
@@ -410,14 +429,7 @@ test_completion_overflow(void)
         io[i] = ring_add(r, sv[i][0], false, on_ready, &s[i]);
         ring_wait(io[i], EV_READ);
     }
-    for (int pass = 0; pass < 100 && served < N; pass++) {
-        ring_pass(r, false);
-        for (int i = 0; i < N; i++) {
-            if (s[i].calls > 0 && ring_read(io[i], buf, sizeof(buf)) == 4) {
-                served++;
-            }
-        }
-    }
+    served = serve_each(r, io, s, N);
     is_int(served, N, "every source served");
     ok(counters.ring_cq_overflows > before, "ring_cq_overflows counted");
     for (int i = 0; i < N; i++) {
@@ -442,8 +454,7 @@ test_files_registered_in_batches(void)
     static struct seen s[N];
     static struct ring_io *io[N];
     static int sv[N][2];
-    unsigned served = 0, dropped = 0;
-    char buf[8];
+    unsigned served, dropped = 0;
 
     memset(s, 0, sizeof(s));
     for (int i = 0; i < N; i++) {
@@ -454,14 +465,7 @@ test_files_registered_in_batches(void)
         io[i] = ring_add(r, sv[i][0], false, on_ready, &s[i]);
         ring_wait(io[i], EV_READ);
     }
-    for (int pass = 0; pass < 100 && served < N; pass++) {
-        ring_pass(r, false);
-        for (int i = 0; i < N; i++) {
-            if (s[i].calls > 0 && ring_read(io[i], buf, sizeof(buf)) == 4) {
-                served++;
-            }
-        }
-    }
+    served = serve_each(r, io, s, N);
     is_int(served, N, "300 sources registered in batches, each served");
     for (int i = 0; i < N; i++) {
         dropped += drop(r, io[i]);

@@ -34,6 +34,7 @@ What systemd does, done here too:
 
 import ctypes
 import os
+import select
 import signal
 import socket
 import struct
@@ -66,13 +67,22 @@ class MainProcess:
         return self.returncode
 
     def wait(self, timeout=None):
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(["pid %d" % self.pid],
-                                                timeout)
-            time.sleep(0.005)
-        return self.returncode
+        """Until it exits: its pidfd turns readable then (pidfd_open(2)),
+        whoever its parent is."""
+        if self.poll() is None:
+            try:
+                fd = os.pidfd_open(self.pid)
+            except ProcessLookupError:      # gone already
+                fd = None
+            if fd is not None:
+                try:
+                    exited, _, _ = select.select([fd], [], [], timeout)
+                finally:
+                    os.close(fd)
+                if not exited:
+                    raise subprocess.TimeoutExpired(["pid %d" % self.pid],
+                                                    timeout)
+        return self.poll()                  # a zombie: reaped, or gone
 
     def send_signal(self, sig):
         if self.poll() is None:
@@ -261,20 +271,19 @@ class ServiceManager:
         Returns the new main process."""
         old = self.proc
         os.kill(self.main_pid, signal.SIGUSR2)
-        deadline = time.monotonic() + timeout
-        while True:
-            with self.lock:
-                moved = self.proc is not old
-            if moved and old.poll() is not None:
-                break
-            if old.poll() is not None and not moved:
-                self.ended = True
-                raise AssertionError("the main process exited without "
-                                     "naming a successor:\n" + self.stderr())
-            if time.monotonic() > deadline:
-                raise AssertionError("no takeover in %s s:\n%s"
-                                     % (timeout, self.stderr()))
-            time.sleep(0.005)
+        try:
+            old.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("no takeover in %s s:\n%s"
+                                 % (timeout, self.stderr())) from None
+        # it named its successor (MAINPID=, behind a BARRIER) before it
+        # exited, or never will
+        with self.lock:
+            moved = self.proc is not old
+        if not moved:
+            self.ended = True
+            raise AssertionError("the main process exited without "
+                                 "naming a successor:\n" + self.stderr())
         if old.returncode != 0:
             raise AssertionError("the old main process exited %s:\n%s"
                                  % (old.returncode, self.stderr()))

@@ -680,6 +680,29 @@ present(int sock, uint64_t room)
     return rc;
 }
 
+/* What goes before the pause, this node serving on: the successor's
+ * GO (it has made room) with the connections it can take (*conns_room),
+ * the hash table, the connections' sockets.  0, or -1 when the successor
+ * went away or hangs (nothing has stopped). */
+static int
+ahead_of_pause(const struct takeover_peer *p, int room, uint64_t *conns_room)
+{
+    /* its main thread (accepts, the clock) waits: for a while only */
+    if (p->version >= 3 &&
+        takeover_wait_go(p->fd, READY_MS, conns_room) != 0) {
+        log_error("takeover: pid %d was not ready: serving on",
+                  (int)p->pid);
+        return -1;
+    }
+    takeover_step("old", "offered");
+    if ((p->version >= 5 && image_precopy(p, room, READY_MS) != 0) ||
+        (p->version >= 4 && present(p->fd, *conns_room) != 0)) {
+        log_error("takeover: pid %d went away: serving on", (int)p->pid);
+        return -1;
+    }
+    return 0;
+}
+
 /* Hand everything to the successor p: 0 once it serves, -1 when it went
  * away first (this node then serves on). */
 static int
@@ -689,28 +712,7 @@ hand_over(struct takeover_peer *p)
     uint64_t conns_room = UINT64_MAX;
     char who[64];
 
-    /* While the successor makes room this node serves on, its main
-     * thread (accepts, the clock) waiting: for a while only. */
-    if (p->version >= 3 &&
-        takeover_wait_go(p->fd, READY_MS, &conns_room) != 0) {
-        /* it went away, or hangs: nothing has stopped */
-        log_error("takeover: pid %d was not ready: serving on",
-                  (int)p->pid);
-        if (room >= 0) {
-            close(room);
-        }
-        return -1;
-    }
-    takeover_step("old", "offered");
-    if (p->version >= 5 && image_precopy(p, room, READY_MS) != 0) {
-        log_error("takeover: pid %d went away: serving on", (int)p->pid);
-        if (room >= 0) {
-            close(room);
-        }
-        return -1;
-    }
-    if (p->version >= 4 && present(p->fd, conns_room) != 0) {
-        log_error("takeover: pid %d went away: serving on", (int)p->pid);
+    if (ahead_of_pause(p, room, &conns_room) != 0) {
         if (room >= 0) {
             close(room);
         }

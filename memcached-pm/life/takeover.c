@@ -148,20 +148,30 @@ takeover_send(int sock, enum takeover_msg what)
     return send_msg(sock, &m, NULL, 0);
 }
 
-int
-takeover_wait(int sock, enum takeover_msg what, int ms)
+/* A message that carries no fds (any that come are closed), its text
+ * ended: 0, or -1 as recv_msg(). */
+static int
+recv_bare(int sock, struct msg *m, int ms)
 {
     int fds[FDPASS_MAX];
-    struct msg m;
     size_t n;
 
-    if (recv_msg(sock, &m, fds, &n, ms) != 0) {
+    if (recv_msg(sock, m, fds, &n, ms) != 0) {
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
         close(fds[i]);
     }
-    return m.type == what ? 0 : -1;
+    m->text[sizeof(m->text) - 1] = '\0';
+    return 0;
+}
+
+int
+takeover_wait(int sock, enum takeover_msg what, int ms)
+{
+    struct msg m;
+
+    return recv_bare(sock, &m, ms) == 0 && m.type == what ? 0 : -1;
 }
 
 int
@@ -177,17 +187,11 @@ takeover_send_go(int sock, uint64_t room)
 int
 takeover_wait_go(int sock, int ms, uint64_t *room)
 {
-    int fds[FDPASS_MAX];
     struct msg m;
-    size_t n;
 
-    if (recv_msg(sock, &m, fds, &n, ms) != 0) {
+    if (recv_bare(sock, &m, ms) != 0) {
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        close(fds[i]);
-    }
-    m.text[sizeof(m.text) - 1] = '\0';
     *room = strncmp(m.text, "room ", 5) == 0
             ? strtoull(m.text + 5, NULL, 10) : UINT64_MAX;
     return m.type == TAKEOVER_GO ? 0 : -1;
@@ -408,18 +412,15 @@ takeover_accept(int lfd, struct takeover_peer *p, uint64_t index_bytes,
 
 /* ---- the successor ---------------------------------------------------- */
 
-int
-takeover_connect(const char *path, struct takeover_peer *p, char *why,
-                 size_t len)
+/* Connect to the node at path, if it is one of this user's (or
+ * root's): 0 (*fd, and *pid the kernel's word for it), 1 (nobody
+ * serves there), or -1 with why. */
+static int
+dial(const char *path, int *fd, pid_t *pid, char *why, size_t len)
 {
-    int fds[FDPASS_MAX];
-    unsigned long long bytes, base = 0, flen = 0;
     struct sockaddr_un sun;
     struct stat st;
-    struct msg m;
     uid_t uid;
-    pid_t pid;
-    size_t n;
 
     if (path_addr(path, &sun) != 0) {
         snprintf(why, len, "the path is too long");
@@ -433,39 +434,58 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
                  (unsigned)geteuid());
         return -1;
     }
-    p->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (p->fd < 0) {
+    if ((*fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0) {
         snprintf(why, len, "socket: %s", strerror(errno));
         return -1;
     }
-    if (connect(p->fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+    if (connect(*fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
         int e = errno;
 
-        close(p->fd);
-        p->fd = -1;
+        close(*fd);
+        *fd = -1;
         if (e == ENOENT || e == ECONNREFUSED) {
             return 1;
         }
         snprintf(why, len, "connect: %s", strerror(e));
         return -1;
     }
-    if (check_peer(p->fd, &uid, &pid, why, len) != 0) {
-        close(p->fd);
-        p->fd = -1;
+    if (check_peer(*fd, &uid, pid, why, len) != 0) {
+        close(*fd);
+        *fd = -1;
         return -1;
     }
+    return 0;
+}
+
+int
+takeover_connect(const char *path, struct takeover_peer *p, char *why,
+                 size_t len)
+{
+    unsigned long long bytes, base = 0, flen = 0;
+    int fds[FDPASS_MAX];
+    struct msg m;
+    size_t n = 0;
+    pid_t pid;
+    int rc = dial(path, &p->fd, &pid, why, len);
+
+    if (rc != 0) {
+        return rc;
+    }
+    p->pid = pid;               /* the kernel's word, not the offer's */
     msg_init(&m, TAKEOVER_HELLO);
     m.version = HANDOVER_VERSION_MIN;
     m.version_max = HANDOVER_VERSION;
     snprintf(m.text, sizeof(m.text), "%s", MCPM_VERSION);
     if (send_msg(p->fd, &m, NULL, 0) != 0 ||
         recv_msg(p->fd, &m, fds, &n, REPLY_MS) != 0 || n != 0) {
+        while (n > 0) {
+            close(fds[--n]);
+        }
         snprintf(why, len, "the node there did not answer");
         return -1;
     }
-    p->pid = (pid_t)m.pid;
+    m.text[sizeof(m.text) - 1] = '\0';
     if (m.type == TAKEOVER_REFUSE) {
-        m.text[sizeof(m.text) - 1] = '\0';
         snprintf(why, len, "pid %d refused: %s", (int)p->pid, m.text);
         return -1;
     }
@@ -479,7 +499,6 @@ takeover_connect(const char *path, struct takeover_peer *p, char *why,
         return -1;
     }
     p->version = m.version;
-    m.text[sizeof(m.text) - 1] = '\0';
     if (sscanf(m.text, "index %llu file %llx %llx", &bytes, &base,
                &flen) >= 1) {
         p->index_bytes = bytes;

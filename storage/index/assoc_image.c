@@ -9,7 +9,6 @@
 #include "storage/index/assoc_priv.h"
 
 #include <linux/membarrier.h>
-#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>

@@ -127,18 +127,26 @@ class_fits(unsigned id, const char *src, size_t len, size_t *off)
     return true;
 }
 
+/* An image's head: taken by a cache with this one's tiers and classes. */
+static bool
+head_fits(const void *src, size_t len)
+{
+    uint64_t largest;
+
+    if (len < sizeof(largest) || sl.tiers[TIER_PMEM] == NULL ||
+        sl.tiers[TIER_DRAM] != NULL) {
+        return false;
+    }
+    memcpy(&largest, src, sizeof(largest));
+    return largest == sl.largest;
+}
+
 int
 slabs_image_check(const void *src, size_t len)
 {
     size_t off = sizeof(uint64_t);
-    uint64_t largest;
 
-    if (len < off || sl.tiers[TIER_PMEM] == NULL ||
-        sl.tiers[TIER_DRAM] != NULL) {
-        return -1;
-    }
-    memcpy(&largest, src, sizeof(largest));
-    if (largest != sl.largest) {
+    if (!head_fits(src, len)) {
         return -1;
     }
     for (unsigned id = 0; id <= sl.largest; id++) {
@@ -153,14 +161,8 @@ int
 slabs_image_load(const void *src, size_t len)
 {
     size_t off = sizeof(uint64_t);
-    uint64_t largest;
 
-    if (len < off || sl.tiers[TIER_PMEM] == NULL ||
-        sl.tiers[TIER_DRAM] != NULL) {
-        return -1;
-    }
-    memcpy(&largest, src, sizeof(largest));
-    if (largest != sl.largest) {
+    if (!head_fits(src, len)) {
         return -1;
     }
     for (unsigned id = 0; id <= sl.largest; id++) {
