@@ -118,6 +118,7 @@ start(enum cache_tier_policy policy, int fd)
     memset(&r, 0xff, sizeof(r));
     set_opts(policy, fd);
     if (cache_init(&opts, 2) == 0) {
+        cache_recovery_wait();
         cache_recovery_stats(&r);
     }
     if (fd >= 0) {
@@ -430,6 +431,7 @@ test_image_precopied(void)
     opts.image_hold_base = (uint64_t)(uintptr_t)guard;
     opts.image_hold_len = guard_len;
     ok(cache_init(&opts, 2) == 0, "the successor starts");
+    cache_recovery_wait();
     cache_recovery_stats(&r);
     close(room);
     close(delta);

@@ -102,7 +102,11 @@ static bool
 start_opts(bool use_cas, bool reinit)
 {
     set_opts(use_cas, reinit);
-    return cache_init(&opts, 2) == 0;
+    if (cache_init(&opts, 2) != 0) {
+        return false;
+    }
+    cache_recovery_wait();      /* read back while serving: wait for it */
+    return true;
 }
 
 static bool

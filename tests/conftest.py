@@ -441,8 +441,11 @@ class Server:
     """One server process; start() waits until `version` answers."""
 
     def __init__(self, binary, flags, reference, tls=None, env=None,
-                 preexec=None, port=None):
+                 preexec=None, port=None, recovered=True):
         self.binary = binary
+        # ready means every item of a memory file read back (stats
+        # recovery_running 0), unless the test watches the recovery
+        self.recovered = recovered
         self.flags = list(flags)
         self.reference = reference
         self.proc = None
@@ -613,7 +616,18 @@ class Server:
         line = c.req(b"version\r\n")
         if "-Y" in self.flags:
             return line == b"CLIENT_ERROR unauthenticated\r\n"
-        return VERSION_RE.match(line) is not None
+        if VERSION_RE.match(line) is None:
+            return False
+        return (not self.may_recover() or
+                c.stats().get("recovery_running", "0") == "0")
+
+    def may_recover(self):
+        """Whether start-up may read a memory file back while it serves:
+        one the test chose (a file of the memory-file pass is made anew,
+        and no reply is asked for it: counters stay memcached's)."""
+        return (self.recovered and not self.reference and
+                ("-e" in self.flags or
+                 any("memory_file=" in f for f in self.flags)))
 
     def binary_only(self):
         f = self.flags
@@ -791,12 +805,14 @@ def server_factory(binary, reference):
     connections use (by default one that takes any certificate and shows
     none); env adds to the server's environment; preexec runs in the child
     before exec (limits); port is the port to listen on (default: a free
-    one), and binary another build's server."""
+    one), and binary another build's server; with recovered=False it is
+    ready once it answers, its memory file maybe still being read back."""
     started = []
 
     def start(*flags, tls=None, env=None, preexec=None, port=None,
-              binary=binary):
-        s = Server(binary, flags, reference, tls, env, preexec, port)
+              binary=binary, recovered=True):
+        s = Server(binary, flags, reference, tls, env, preexec, port,
+                   recovered)
         started.append(s)
         return s.start()
 

@@ -34,14 +34,15 @@ STRICT = ("-o", "memory_file_strict")
 # epoch (whole seconds again).  Seen: up to 1.6 s after one restart, and
 # 2.2 s in a sanitizer build on a busy machine (the tick fired late).
 TTL_SLACK = 3.0
-RECOVERY_STATS = ("recovery_items", "recovery_pages",
-                  "recovery_dropped_torn", "recovery_dropped_expired",
-                  "recovery_dropped_flushed", "recovery_dropped_replaced",
-                  "recovery_checksummed")
-# The time of the whole start-up read, and of its phases.
-RECOVERY_TIMES = ("recovery_seconds", "recovery_scan_seconds",
-                  "recovery_link_seconds", "recovery_free_seconds",
-                  "recovery_lru_seconds")
+RECOVERY_STATS = ("recovery_running", "recovery_items", "recovery_pages",
+                  "recovery_pages_done", "recovery_dropped_torn",
+                  "recovery_dropped_expired", "recovery_dropped_flushed",
+                  "recovery_dropped_replaced", "recovery_dropped_removed",
+                  "recovery_removals", "recovery_checksummed")
+# The time of the whole read, and of its phases: before serving (pages
+# claimed, table sized), the pages, the chunked values.
+RECOVERY_TIMES = ("recovery_seconds", "recovery_start_seconds",
+                  "recovery_scan_seconds", "recovery_link_seconds")
 
 
 # --------------------------------------------------------------------------

@@ -146,14 +146,21 @@
  * printed in seconds with six decimals.
  */
 #define CACHE_RECOVERY_STATS(X)                                             \
+    X(running,                GAUGE,   COUNT) /* 1 while items are still  \
+                                                 being read back */         \
     X(items,                  GAUGE,   COUNT) /* recovered and linked */    \
     X(pages,                  GAUGE,   COUNT) /* given a class by the     \
                                                  page table */              \
+    X(pages_done,             GAUGE,   COUNT) /* of those, read back */     \
     X(dropped_torn,           GAUGE,   COUNT) /* a header, chain or       \
                                                  checksum failed */         \
     X(dropped_expired,        GAUGE,   COUNT)                               \
     X(dropped_flushed,        GAUGE,   COUNT)                               \
     X(dropped_replaced,       GAUGE,   COUNT) /* an older live copy */      \
+    X(dropped_removed,        GAUGE,   COUNT) /* its key removed since    \
+                                                 the start */               \
+    X(removals,               GAUGE,   COUNT) /* keys removed while       \
+                                                 recovering (tomb.h) */     \
     X(checksummed,            GAUGE,   COUNT) /* the checksum pass ran */   \
     X(downtime,               GAUGE,   COUNT) /* seconds from the file's  \
                                                  last write to this start  \
@@ -163,13 +170,16 @@
                                                  the file started empty */  \
     X(image,                  GAUGE,   COUNT) /* 1: the DRAM index came  \
                                                  from the node taken over  \
-                                                 from, no scan */           \
-    X(threads,                GAUGE,   COUNT) /* scan and link threads */   \
-    X(seconds,                GAUGE,   US)    /* all of it, of which: */    \
-    X(scan_seconds,           GAUGE,   US)    /* pages read, pieces sorted */\
-    X(link_seconds,           GAUGE,   US)    /* heads checked, hashed */   \
-    X(free_seconds,           GAUGE,   US)    /* free chunks listed */      \
-    X(lru_seconds,            GAUGE,   US)    /* sorted by age, listed */
+                                                 from, or saved at a clean \
+                                                 stop: no scan */           \
+    X(threads,                GAUGE,   COUNT) /* recovery threads */        \
+    X(start_seconds,          GAUGE,   US)    /* before serving: pages    \
+                                                 claimed, table sized */    \
+    X(seconds,                GAUGE,   US)    /* all of it (so far), of   \
+                                                 which: */                  \
+    X(scan_seconds,           GAUGE,   US)    /* pages read and linked */  \
+    X(link_seconds,           GAUGE,   US)    /* chunked values, at the   \
+                                                 end */
 
 #define CACHE_METRIC_FIELD(name, kind, extra) uint64_t name;
 

@@ -22,6 +22,7 @@
 #include "storage/base/observe.h"
 #include "storage/cache/cache_priv.h"
 #include "storage/index/assoc.h"
+#include "storage/index/tomb.h"
 #include "storage/lru/link.h"
 #include "storage/lru/place.h"
 #include "storage/lru/policy.h"
@@ -549,6 +550,10 @@ cache_mdelete(const char *key, size_t nkey, uint32_t hv,
     it = cache_find_live(key, nkey, hv, &st);
     if (it == NULL) {
         st = CACHE_NOT_FOUND;
+        if (tomb_active()) {
+            /* not read back yet, maybe: it must not come back */
+            tomb_note(key, nkey, hv);
+        }
     } else if (a->compare && item_cas(it) != a->compare_cas) {
         st = CACHE_EXISTS;
     } else {

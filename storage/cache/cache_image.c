@@ -84,6 +84,15 @@ fits_policy(const struct cache_options *o)
            !o->pmem_strict;
 }
 
+/* Is every item of the file in the index?  Not while a recovery reads
+ * them back, nor once it stopped before the end: a successor, or the
+ * next start, must scan. */
+static bool
+items_back(void)
+{
+    return !recover_running(cache_priv.recovering) && !cache_priv.unrecovered;
+}
+
 /* A section's place in the image: its start is 8-byte aligned. */
 static size_t
 placed(uint64_t len)
@@ -108,7 +117,8 @@ cache_image_size(void)
     size_t n = sizeof(struct header);
     unsigned largest = slabs_largest();
 
-    if (slabs_tier(TIER_PMEM) == NULL || !fits_policy(cache_priv.opts)) {
+    if (slabs_tier(TIER_PMEM) == NULL || !fits_policy(cache_priv.opts) ||
+        !items_back()) {
         return 0;
     }
     for (unsigned s = 0; s < NSECTIONS; s++) {
@@ -314,6 +324,9 @@ write_at(int fd, off_t off, int *delta)
 int
 cache_image_write(int fd, int *delta)
 {
+    if (!items_back()) {
+        return -1;
+    }
     return write_at(fd, 0, delta) != 0 ? 0 : -1;
 }
 

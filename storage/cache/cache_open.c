@@ -33,6 +33,7 @@
 #include "storage/tier/sblock.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -465,11 +466,47 @@ adopt_image(void)
     return rc;
 }
 
+/* The log of keys removed while recovering, beside the file (tomb.h). */
+static char *
+tomb_log_path(const char *file)
+{
+    size_t n = strlen(file) + sizeof(".removed");
+    char *p = malloc(n);
+
+    if (p != NULL) {
+        snprintf(p, n, "%s.removed", file);
+    }
+    return p;
+}
+
+/* Start reading the file's items back while the node serves
+ * (recover.h).  0, or -1 with a message. */
+static int
+start_recovery(struct cache_options *opts, const struct recover_params *base)
+{
+    struct recover_params *p = &ca->rparams;
+
+    *p = *base;
+    ca->tomb_log = tomb_log_path(opts->memory_file);
+    p->tomb_log = ca->tomb_log;
+    p->file_id = (uint64_t)ca->sb.epoch;
+    p->mark = ca->sb.cas_hwm;
+    p->sync = tier_pmem_durability(slabs_tier(TIER_PMEM)) ==
+              TIER_DURABLE_POWER;
+    p->name = opts->memory_file;
+    if (ca->tomb_log == NULL) {
+        fprintf(stderr, "cache: out of memory\n");
+        return -1;
+    }
+    ca->recovering = recover_start(slabs_tier(TIER_PMEM), p);
+    return ca->recovering != NULL ? 0 : -1;
+}
+
 /*
- * Read the file's items back (recover.h), or take the index handed
- * over (cache_image.c), in the file's time, then mark
- * the file not clean before anything is served: from here on a crash
- * must bring the checksum pass back.
+ * Take the index handed over (cache_image.c), or start reading the
+ * file's items back while the node serves (recover.h), in the file's
+ * time; then mark the file not clean before anything is served: from
+ * here on a crash must bring the checksum pass back.
  */
 static int
 pmem_recover(struct cache_options *opts)
@@ -477,7 +514,6 @@ pmem_recover(struct cache_options *opts)
     struct recover_params p = {
         .check_crc = !ca->sb.clean,
         .use_cas = opts->use_cas,
-        .hash_bulk_move = opts->hash_bulk_move,
         .progress_ms = opts->recovery_progress_ms,
         .verbose = opts->verbose,
     };
@@ -494,9 +530,16 @@ pmem_recover(struct cache_options *opts)
     }
     switch (image.fd >= 0 ? adopt_image() : -1) {
     case 0:
+        if (opts->verbose > 0) {
+            fprintf(stderr, "memory file %s: recovered %llu items from "
+                    "%llu pages in %.3f s\n", opts->memory_file,
+                    (unsigned long long)ca->recovery.items,
+                    (unsigned long long)ca->recovery.pages,
+                    (double)ca->recovery.seconds / 1e6);
+        }
         break;
     case -1:
-        if (recover_run(slabs_tier(TIER_PMEM), &p, &ca->recovery) != 0) {
+        if (start_recovery(opts, &p) != 0) {
             return -1;
         }
         break;
@@ -505,17 +548,41 @@ pmem_recover(struct cache_options *opts)
                 "load\n", opts->memory_file);
         return -1;
     }
-    if (opts->verbose > 0) {
-        fprintf(stderr, "memory file %s: recovered %llu items from %llu "
-                "pages in %.3f s\n", opts->memory_file,
-                (unsigned long long)ca->recovery.items,
-                (unsigned long long)ca->recovery.pages,
-                (double)ca->recovery.seconds / 1e6);
-    }
     ca->sb.clean = false;
     ca->sb.alive_time = wall_now();
     sblock_commit(&ca->sb);
     return 0;
+}
+
+/* Wait for the recovery, if one runs (with stop, stop it at its next
+ * page); what it read back is kept in ca->recovery. */
+static void
+end_recovery(bool stop)
+{
+    struct cache_recovery r;
+
+    if (ca->recovering == NULL) {
+        return;
+    }
+    ca->unrecovered = !recover_finish(ca->recovering, stop, &r);
+    ca->recovering = NULL;
+    r.downtime = ca->recovery.downtime;
+    r.discarded_stale = ca->recovery.discarded_stale;
+    ca->recovery = r;
+    free(ca->tomb_log);
+    ca->tomb_log = NULL;
+}
+
+void
+cache_recovery_wait(void)
+{
+    end_recovery(false);
+}
+
+bool
+cache_recovering(void)
+{
+    return recover_running(ca->recovering);
 }
 
 /* The memory file's superblock rules seq and CAS from now on: no value
@@ -650,12 +717,14 @@ cache_stop(void)
         return;
     }
     ca->stopped = true;
+    end_recovery(true);
     stop_threads();
-    /* Nothing writes any more: the file is consistent as it stands. */
+    /* Nothing writes any more: the file is consistent as it stands, but
+     * for the items a stopped recovery did not read back yet. */
     if (ca->sb.tier != NULL) {
         persist_set_sblock(NULL);
         cas_use_sblock(NULL);
-        ca->sb.clean = true;
+        ca->sb.clean = !ca->unrecovered;
         ca->sb.alive_time = wall_now();
         sblock_commit(&ca->sb);
         tier_pmem_unlock(ca->sb.tier);

@@ -22,15 +22,26 @@
  */
 
 /* Set up slabs, hash table, locks and LRUs and start the background
- * threads the options ask for.  Returns 0, or -1 with a message on stderr. */
+ * threads the options ask for.  Returns 0, or -1 with a message on stderr.
+ * A memory file not stopped cleanly (or without an index that fits) is
+ * read back while the node serves (storage/recover/recover.h): a key not
+ * read back yet is a miss, and `stats` says how far it has come. */
 int  cache_init(struct cache_options *opts, unsigned nworkers);
+
+/* True while the memory file's items are still being read back. */
+bool cache_recovering(void);
+
+/* Wait until they are all back (tests, and a caller that serves only
+ * then). */
+void cache_recovery_wait(void);
 
 /* Stop the background threads and free all memory.  No call may be in
  * flight. */
 void cache_shutdown(void);
 
-/* The first half of cache_shutdown(): the background threads stop, the
- * memory file is left clean and its lock let go, so that another server
+/* The first half of cache_shutdown(): a recovery still running and the
+ * background threads stop, the memory file is left clean (unless that
+ * recovery had items left to read: the next start scans again) and its lock let go, so that another server
  * may open it at once; the memory (gigabytes of mapping to take down) is
  * freed by cache_shutdown() later.  No call but cache_shutdown() may
  * follow. */

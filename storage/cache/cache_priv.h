@@ -17,6 +17,7 @@
 #include "storage/base/options.h"
 #include "storage/base/status.h"
 #include "storage/base/tslot.h"
+#include "storage/recover/recover.h"
 #include "storage/tier/sblock.h"
 
 struct item;
@@ -31,6 +32,12 @@ struct cache_priv {
     struct sblock         sb;       /* the memory file's (sb.tier NULL:
                                        no file) */
     struct cache_recovery recovery; /* what start-up read back */
+    struct recovery      *recovering;   /* reading the file back while
+                                           serving (recover.h), or NULL */
+    struct recover_params rparams;      /* its parameters */
+    char                 *tomb_log;     /* <file>.removed (tomb.h) */
+    bool                  unrecovered;  /* stopped before every item was
+                                           back: the file stays unclean */
     uint64_t              downtime; /* seconds since the file's last
                                        write, as start-up measured it */
     bool                  stale;    /* over memory_file_max_downtime */

@@ -155,6 +155,11 @@ bool
 cache_recovery_stats(struct cache_recovery *out)
 {
     *out = ca->recovery;
+    if (ca->recovering != NULL) {
+        recover_progress(ca->recovering, out);
+        out->downtime = ca->recovery.downtime;
+        out->discarded_stale = ca->recovery.discarded_stale;
+    }
     return ca->sb.tier != NULL;
 }
 

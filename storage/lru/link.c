@@ -5,6 +5,7 @@
 #include "storage/base/hash.h"
 #include "storage/base/locks.h"
 #include "storage/index/assoc.h"
+#include "storage/index/tomb.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/policy.h"
 #include "storage/slab/persist.h"
@@ -87,31 +88,6 @@ link_in(struct item *it, uint32_t hv, enum item_lru which)
     assoc_grow_step();
 }
 
-int
-link_recovered(struct lru_runs *runs, struct item *it, unsigned rank)
-{
-    /* No other thread runs yet, and nothing else holds the item: plain
-     * stores, no lock and no locked instruction. */
-    assert(item_flags(it) & ITEM_LINKED);
-    assert(it->refcount == 0);
-    lru_set(it, ITEM_LRU_COLD);
-    __atomic_store_n(&it->refcount, 1, __ATOMIC_RELAXED);
-    if (lru_runs_add(runs, it, rank) != 0) {
-        return -1;
-    }
-    histo_add(it, 1);
-    return 0;
-}
-
-void
-link_unrecovered(struct lru_runs **sets, unsigned nsets, struct item *it,
-                 unsigned rank)
-{
-    lru_runs_remove(sets, nsets, it, rank);
-    __atomic_store_n(&it->refcount, 0, __ATOMIC_RELAXED);
-    histo_add(it, -1);
-}
-
 /* ---- out -------------------------------------------------------------- */
 
 /* An item leaving the cache dies in the file first: itself, or the
@@ -138,9 +114,20 @@ retire_in_file(struct item *it)
     }
 }
 
+/* While a recovery runs, a key that leaves the table is noted, so that
+ * an older copy the recovery reaches later stays out (tomb.h). */
+static void
+note_gone(const struct item *it, uint32_t hv)
+{
+    if (tomb_active()) {
+        tomb_note(item_key(it), item_nkey(it), hv);
+    }
+}
+
 void
 do_link_unlink(struct item *it, uint32_t hv)
 {
+    note_gone(it, hv);
     kill_in_file(it);
     item_flags_clear(it, ITEM_LINKED);
     assoc_delete(item_key(it), item_nkey(it), hv);
@@ -180,6 +167,13 @@ link_unlink(struct item *it, uint32_t hv)
     if (!(item_flags(it) & ITEM_LINKED)) {
         return;
     }
+    note_gone(it, hv);
+    link_unlink_older(it, hv);
+}
+
+void
+link_unlink_older(struct item *it, uint32_t hv)
+{
     kill_in_file(it);
     lru_unlinked(it);
     assoc_delete(item_key(it), item_nkey(it), hv);

@@ -50,21 +50,15 @@ void link_replace(struct item *old, struct item *n, uint32_t hv,
 /* Link an item already committed (or volatile) at the head of `which`. */
 void link_in(struct item *it, uint32_t hv, enum item_lru which);
 
-/* Recovery: an item read back from the file, already in the hash table
- * and ITEM_LINKED, into run `rank` of its class's COLD list (lru.h's
- * runs) with the link's reference.  Before any other storage thread
- * starts: it takes no lock.  -1 when out of memory. */
-struct lru_runs;
-int link_recovered(struct lru_runs *runs, struct item *it, unsigned rank);
-/* Undo link_recovered() (the item was added to run `rank` of one of the
- * sets), as lru_runs_remove() says; the caller takes it out of the hash
- * table and clears ITEM_LINKED. */
-void link_unrecovered(struct lru_runs **sets, unsigned nsets,
-                      struct item *it, unsigned rank);
-
 /* Unlink if linked: dead in the file, off its list and out of the table;
- * the link's reference is dropped (the memory may be freed). */
+ * the link's reference is dropped (the memory may be freed).  While a
+ * recovery runs the key is noted as removed (storage/index/tomb.h), as
+ * do_link_unlink() notes it. */
 void link_unlink(struct item *it, uint32_t hv);
+
+/* link_unlink() of a linked item that an item of the same key replaces
+ * at once, with no note: recovery's older twin. */
+void link_unlink_older(struct item *it, uint32_t hv);
 
 /* link_unlink() of a linked item whose list lock the caller holds. */
 void do_link_unlink(struct item *it, uint32_t hv);

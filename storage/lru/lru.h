@@ -81,27 +81,6 @@ void lru_unlinked(struct item *it);
 void do_lru_push(struct item *it);
 void do_lru_remove(struct item *it);
 
-/*
- * Recovery's rebuild of the lists, before the lists are used.  An item
- * joins run `rank` (0 the oldest, below nruns) of its class in a set of
- * runs, at the run's head; every item of a class must name the same list
- * (lru_set()).  Each set belongs to one thread.  lru_runs_join(), with
- * no other thread running, puts each class's runs of every set, oldest
- * rank first and set after set within a rank, at the head of that list
- * in turn, so the newest ends at the head; counts them in the list and
- * the class; and frees the sets (all with the same nruns).  Ten million
- * items cost no lock, no locked instruction and no array to sort.
- * lru_runs_new() returns NULL, lru_runs_add() -1, when out of memory.
- */
-struct lru_runs;
-struct lru_runs *lru_runs_new(unsigned nruns);
-int  lru_runs_add(struct lru_runs *r, struct item *it, unsigned rank);
-void lru_runs_join(struct lru_runs **sets, unsigned nsets);
-/* An item added to run `rank` of one of the sets, out of it again.  The
- * caller keeps any other thread off the sets meanwhile. */
-void lru_runs_remove(struct lru_runs **sets, unsigned nsets,
-                     struct item *it, unsigned rank);
-
 /* To the head of list `to` of its class, one lock at a time. */
 void lru_move(struct item *it, enum item_lru to);
 

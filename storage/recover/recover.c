@@ -1,39 +1,31 @@
 /*
- * recover.c: reading a memory file's items back (recover.h).
+ * recover.c: reading a memory file's items back while the node serves
+ * (recover.h).
  *
- * Phases, each finished before the next starts:
+ *   start    the caller's thread: every page the page table gives a class
+ *            is claimed in the tier (a byte naming no class is cleared),
+ *            and the hash table sized for a head in every chunk.
+ *   pages    threads, each taking the next page in file order: its
+ *            chunks sorted by their commit words into heads (odd: a live
+ *            item, its header checked against its chunk), pieces of
+ *            chunked values (even) and free chunks (0); an unchunked
+ *            head's checks (crc, expiry, flush) and hash done while its
+ *            lines stream through; what failed cleared in the file; the
+ *            page given to its class (its free chunks to the free list);
+ *            then its heads linked (recover_link.c).
+ *   chunked  one thread, once every page is done: the pieces sorted,
+ *            chains rebuilt, the pieces no head claimed freed, the heads
+ *            linked.
  *
- *   1 claim    one thread: every page the page table gives a class is
- *              claimed in the tier; a byte naming no class is cleared.
- *   2 scan     threads over the pages: each chunk's commit word sorts it
- *              into a head (odd: a live item, its header checked against
- *              its chunk), a piece of a chunked value (even) or free (0).
- *              Volatile fields (links, refcount, LRU bits) are reset.
- *              Everything else recovery needs of a head is read here,
- *              while the pages stream through in memory order: an
- *              unchunked head's crc, expiry and flush checks and its
- *              key's hash.  After a clean stop such a head then goes
- *              straight into the hash table and its thread's LRU runs;
- *              otherwise (and a chunked head always) it is kept, with
- *              its hash and time, for the next phases.
- *   3 pieces   one thread: the pieces sorted by (seq, index).
- *   4 link     threads over the kept heads: rebuild a chunked value's
- *              chain from the pieces with its seq and check it, and put
- *              the heads in the hash table (each thread owns a range of
- *              buckets), keeping the higher seq of a key.
- *   5 free     one thread: each page goes to its class; chunks neither
- *              linked nor claimed by a linked item go on the free lists,
- *              their commit words zeroed and persisted.
- *   6 lru      one thread: the kept heads that were linked into runs by
- *              age, then every thread's runs into COLD, oldest first.
- *
- * A chunk's flags say where it stands between phases: ITEM_LINKED for a
- * head in the hash table, ITEM_CHUNK for a piece claimed by a head that
- * passed its checks, 0 for anything else.
+ * Until its page is given to its class nothing else can reach a chunk;
+ * from then on it is the slabs' like any other (a head that loses is
+ * freed as an item is).  Every head and piece waiting for the end is
+ * counted in use, and the page mover is held off meanwhile.
  */
 #include "storage/recover/recover.h"
 #include "storage/base/affinity.h"
 #include "storage/base/hash.h"
+#include "storage/index/tomb.h"
 #include "storage/recover/recover_check.h"
 #include "storage/recover/recover_link.h"
 #include "storage/slab/chunkid.h"
@@ -41,6 +33,7 @@
 #include "storage/slab/persist.h"
 #include "storage/slab/slabs.h"
 #include "storage/slab/slabs_image.h"
+#include "storage/slab/slabs_move.h"
 #include "storage/tier/pagetab.h"
 
 #include <pthread.h>
@@ -76,7 +69,7 @@ run_threads(struct recovery *rc, void *(*fn)(void *))
     }
 }
 
-/* ---- 1 claim ------------------------------------------------------------ */
+/* ---- start ------------------------------------------------------------ */
 
 static int
 claim_pages(struct recovery *rc)
@@ -111,7 +104,7 @@ claim_pages(struct recovery *rc)
     return 0;
 }
 
-/* ---- 2 scan ------------------------------------------------------------- */
+/* ---- pages -------------------------------------------------------------- */
 
 /* Does the head's header describe an item that fits a chunk of class id
  * with these settings?  Read nothing past the chunk. */
@@ -154,42 +147,48 @@ piece_fits(const struct item_chunk *ch, unsigned id)
            ch->used <= ch->size;
 }
 
-/* A live head: checked now if it can be (a chunked one waits for its
- * pieces), hashed, and linked soon (recover_link_push()) or kept with its
- * hash and time. */
+/* A chunk that does not come back: its commit word cleared (the page is
+ * persisted once the scan of it is done). */
 static void
-scan_head(struct worker *w, struct item *it, unsigned id)
+clear(void *chunk, unsigned *dirty)
 {
-    struct head h = { .it = it, .time = item_time(it) };
+    persist_prefix_of(chunk)->commit = 0;
+    item_flags_store(chunk, 0);
+    (*dirty)++;
+}
+
+/* A live head: checked now if it can be (a chunked one waits for its
+ * pieces) and hashed, for the page's links or for the end. */
+static void
+scan_head(struct worker *w, struct item *it, unsigned id, unsigned *dirty)
+{
+    struct head h = { .it = it, .clsid = id };
 
     if (!head_fits(it, id, w->rc)) {
-        item_flags_store(it, 0);
+        clear(it, dirty);
         w->torn++;
         return;
     }
     reset_head(it);
     if (!(item_flags(it) & ITEM_CHUNKED) && !recover_head_ok(w, it, id)) {
+        clear(it, dirty);
         return;
     }
     h.hv = hash_key(item_key(it), it->nkey);
-    if (item_flags(it) & ITEM_CHUNKED) {
-        (void)recover_link_seen(w->rc, h.hv);
-        w->oom |= !recover_vec_push(&w->heads, &h);
-    } else {
-        recover_link_push(w, &h);
-    }
+    w->oom |= !recover_vec_push((item_flags(it) & ITEM_CHUNKED) ? &w->heads
+                                                                : &w->page,
+                                &h);
 }
 
 static void
-scan_chunk(struct worker *w, void *chunk, unsigned id)
+scan_chunk(struct worker *w, void *chunk, unsigned id, unsigned *dirty)
 {
     uint64_t commit = persist_prefix_of(chunk)->commit;
-    struct item *it = chunk;
 
     if (commit == 0) {
-        item_flags_store(it, 0);
+        item_flags_store(chunk, 0);
     } else if (commit & 1) {
-        scan_head(w, it, id);
+        scan_head(w, chunk, id, dirty);
     } else {
         struct item_chunk *ch = chunk;
         struct piece pc = {
@@ -203,8 +202,49 @@ scan_chunk(struct worker *w, void *chunk, unsigned id)
         ch->refcount = 0;
         if (piece_fits(ch, id)) {
             w->oom |= !recover_vec_push(&w->pieces, &pc);
+        } else {
+            clear(chunk, dirty);
         }
     }
+}
+
+/* keep() for slabs_recover_page: the bytes a chunk the scan kept holds
+ * (a head, or a piece waiting for its head), or 0: free. */
+static size_t
+keep_chunk(void *chunk, void *ctx)
+{
+    uint64_t commit = persist_prefix_of(chunk)->commit;
+    struct item *it = chunk;
+
+    (void)ctx;
+    if (commit == 0) {
+        return 0;
+    }
+    if (commit & 1) {
+        return (item_flags(it) & ITEM_CHUNKED) ? item_header_size(it)
+                                               : item_ntotal(it);
+    }
+    return sizeof(struct item_chunk) + ((struct item_chunk *)chunk)->used;
+}
+
+/* One page whole: scanned, what failed cleared in the file, given to its
+ * class, its heads linked. */
+static void
+recover_page(struct worker *w, const struct page_ref *pg)
+{
+    unsigned id = pg->clsid, n = slabs_perslab(id), dirty = 0;
+
+    for (unsigned c = 0; c < n; c++) {
+        scan_chunk(w, slabs_chunk(id, pg->page, c), id, &dirty);
+    }
+    if (dirty != 0) {
+        tier_persist(w->rc->tier, pg->page, w->rc->tier->page_size);
+    }
+    if (slabs_recover_page(id, pg->page, keep_chunk, NULL) != 0) {
+        w->oom = true;
+        return;
+    }
+    recover_link_page(w);
 }
 
 /* With -v, a line on stderr every progress_ms (a second) of the scan:
@@ -249,103 +289,21 @@ note_progress(struct recovery *rc)
 }
 
 static void *
-scan_thread(void *arg)
+page_thread(void *arg)
 {
     struct worker *w = arg;
     struct recovery *rc = w->rc;
 
-    for (size_t i = w->id; i < rc->npages; i += rc->nthreads) {
-        unsigned id = rc->pages[i].clsid;
-        unsigned n = slabs_perslab(id);
+    while (!__atomic_load_n(&rc->stop, __ATOMIC_RELAXED) && !w->oom) {
+        size_t i = __atomic_fetch_add(&rc->next_page, 1, __ATOMIC_RELAXED);
 
-        for (unsigned c = 0; c < n; c++) {
-            scan_chunk(w, slabs_chunk(id, rc->pages[i].page, c), id);
+        if (i >= rc->npages) {
+            break;
         }
+        recover_page(w, &rc->pages[i]);
         note_progress(rc);
     }
-    recover_link_drain(w);
     return NULL;
-}
-
-/* ---- 3 pieces ----------------------------------------------------------- */
-
-static int
-piece_cmp(const void *a, const void *b)
-{
-    const struct piece *x = a, *y = b;
-
-    if (x->seq != y->seq) {
-        return x->seq < y->seq ? -1 : 1;
-    }
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-static int
-gather_pieces(struct recovery *rc)
-{
-    size_t n = 0;
-
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        n += rc->w[i].pieces.n;
-    }
-    rc->pieces = malloc((n ? n : 1) * sizeof(*rc->pieces));
-    if (rc->pieces == NULL) {
-        return -1;
-    }
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        struct vec *v = &rc->w[i].pieces;
-
-        if (v->n != 0) {
-            memcpy(rc->pieces + rc->npieces, v->v,
-                   v->n * sizeof(struct piece));
-            rc->npieces += v->n;
-        }
-    }
-    qsort(rc->pieces, rc->npieces, sizeof(*rc->pieces), piece_cmp);
-    return 0;
-}
-
-/* ---- 5 free ------------------------------------------------------------- */
-
-/* keep() for slabs_recover_page: bytes in use, or 0 after zeroing a stale
- * commit word (counted in *dirty, so the page gets persisted). */
-static size_t
-keep_chunk(void *chunk, void *ctx)
-{
-    struct persist_prefix *p = persist_prefix_of(chunk);
-    struct item *it = chunk;
-    uint16_t f = item_flags(it);
-
-    if (f & ITEM_LINKED) {
-        return (f & ITEM_CHUNKED) ? item_header_size(it) : item_ntotal(it);
-    }
-    if (f & ITEM_CHUNK) {
-        return sizeof(struct item_chunk) + ((struct item_chunk *)chunk)->used;
-    }
-    if (p->commit != 0) {
-        p->commit = 0;
-        (*(unsigned *)ctx)++;
-    }
-    return 0;
-}
-
-static int
-free_pages(struct recovery *rc)
-{
-    size_t page_size = rc->tier->page_size;
-
-    for (size_t i = 0; i < rc->npages; i++) {
-        unsigned dirty = 0;
-
-        if (slabs_recover_page(rc->pages[i].clsid, rc->pages[i].page,
-                               keep_chunk, &dirty) != 0) {
-            return -1;
-        }
-        if (dirty != 0) {
-            tier_persist(rc->tier, rc->pages[i].page, page_size);
-        }
-    }
-    return 0;
 }
 
 /* ---- the whole run ------------------------------------------------------ */
@@ -366,107 +324,200 @@ thread_count(const struct recover_params *p)
     return n > MAX_THREADS ? MAX_THREADS : n;
 }
 
-static int
-phases(struct recovery *rc, struct cache_recovery *out)
+/* The figures so far: the threads' counts, read as they run. */
+static void
+figures(const struct recovery *rc, struct cache_recovery *out)
 {
-    uint64_t nheads = 0;
-    uint64_t t0 = clock_mono_us(), t1;
+    memset(out, 0, sizeof(*out));
+    out->checksummed = rc->check_crc;
+    out->threads = rc->nthreads;
+    out->pages = rc->npages;
+    out->pages_done = __atomic_load_n(&rc->scanned, __ATOMIC_RELAXED);
+    out->running = __atomic_load_n(&rc->running, __ATOMIC_ACQUIRE);
+    out->removals = tomb_count();
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        const struct worker *w = &rc->w[i];
 
-    if (claim_pages(rc) != 0 || recover_link_runs_new(rc) != 0) {
-        return -1;
+        out->items += __atomic_load_n(&w->linked, __ATOMIC_RELAXED);
+        out->dropped_torn += __atomic_load_n(&w->torn, __ATOMIC_RELAXED);
+        out->dropped_expired += __atomic_load_n(&w->expired,
+                                                __ATOMIC_RELAXED);
+        out->dropped_flushed += __atomic_load_n(&w->flushed,
+                                                __ATOMIC_RELAXED);
+        out->dropped_replaced += __atomic_load_n(&w->replaced,
+                                                 __ATOMIC_RELAXED);
+        out->dropped_removed += __atomic_load_n(&w->removed,
+                                                __ATOMIC_RELAXED);
     }
-    /* The table must be sized before the scan links into it: for at
-     * most a head a chunk. */
+    out->start_seconds = rc->start_len_us;
+    out->seconds = clock_mono_us() - rc->started_us;
+}
+
+/* The recovery's own thread: the pages (with helpers), then the chunked
+ * values; the removals noted are let go of once everything is back. */
+static void *
+recovery_thread(void *arg)
+{
+    struct recovery *rc = arg;
+    bool oom = false;
+    uint64_t t0, t1;
+
+    run_threads(rc, page_thread);
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        oom |= rc->w[i].oom;
+    }
+    t1 = clock_mono_us();
+    rc->complete = !oom && !__atomic_load_n(&rc->stop, __ATOMIC_RELAXED) &&
+                   recover_link_chunked(rc) == 0;
+    if (!rc->complete && !__atomic_load_n(&rc->stop, __ATOMIC_RELAXED)) {
+        fprintf(stderr, "recovery: out of memory: some items of the file "
+                "are not back (the next start scans it again)\n");
+    }
+    tomb_end(rc->complete);
+    t0 = clock_mono_us();
+    figures(rc, &rc->out);
+    rc->out.scan_seconds = t1 - rc->started_us - rc->start_len_us;
+    rc->out.link_seconds = t0 - t1;
+    rc->out.seconds = t0 - rc->started_us;
+    rc->out.running = 0;
+    if (rc->p->verbose > 0) {
+        fprintf(stderr, "memory file %s: recovered %llu items from %llu "
+                "pages in %.3f s%s\n", rc->p->name,
+                (unsigned long long)rc->out.items,
+                (unsigned long long)rc->out.pages,
+                (double)rc->out.seconds / 1e6,
+                rc->complete ? "" : " (stopped before the end)");
+    }
+    slabs_hold_moves(false);
+    __atomic_store_n(&rc->running, false, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void
+recovery_free(struct recovery *rc)
+{
+    for (unsigned i = 0; rc->w != NULL && i < rc->nthreads; i++) {
+        free(rc->w[i].page.v);
+        free(rc->w[i].heads.v);
+        free(rc->w[i].pieces.v);
+    }
+    free(rc->w);
+    free(rc->pieces);
+    free(rc->pages);
+    free(rc);
+}
+
+static struct recovery *
+recovery_new(struct tier *t, const struct recover_params *p)
+{
+    struct recovery *rc = calloc(1, sizeof(*rc));
+
+    if (rc == NULL) {
+        return NULL;
+    }
+    rc->p = p;
+    rc->check_crc = p->check_crc;
+    rc->now = p->now;
+    rc->flush_time = p->flush_time;
+    rc->tier = t;
+    rc->largest = slabs_largest();
+    rc->nthreads = thread_count(p);
+    rc->started_us = clock_mono_us();
+    rc->next_note_us = rc->started_us +
+                       (p->progress_ms ? p->progress_ms : 1000) * 1000ull;
+    rc->w = calloc(rc->nthreads, sizeof(*rc->w));
+    if (rc->w == NULL) {
+        free(rc);
+        return NULL;
+    }
+    for (unsigned i = 0; i < rc->nthreads; i++) {
+        rc->w[i].rc = rc;
+        rc->w[i].id = i;
+        rc->w[i].page.size = sizeof(struct head);
+        rc->w[i].heads.size = sizeof(struct head);
+        rc->w[i].pieces.size = sizeof(struct piece);
+    }
+    return rc;
+}
+
+struct recovery *
+recover_start(struct tier *t, const struct recover_params *p)
+{
+    struct recovery *rc = recovery_new(t, p);
+    uint64_t nheads = 0;
+
+    if (rc == NULL || claim_pages(rc) != 0 ||
+        tomb_begin(p->tomb_log, p->file_id, p->mark, p->sync) != 0) {
+        fprintf(stderr, "recovery: cannot start: out of memory\n");
+        if (rc != NULL) {
+            recovery_free(rc);
+        }
+        return NULL;
+    }
+    /* For at most a head a chunk: the table does not grow meanwhile. */
     for (size_t i = 0; i < rc->npages; i++) {
         nheads += slabs_perslab(rc->pages[i].clsid);
     }
-    if (recover_link_presize(rc, nheads) != 0) {
-        return -1;
+    recover_link_presize(nheads);
+    slabs_hold_moves(true);
+    rc->running = true;
+    rc->start_len_us = clock_mono_us() - rc->started_us;
+    if (pthread_create(&rc->thread, NULL, recovery_thread, rc) != 0) {
+        fprintf(stderr, "recovery: cannot start a thread\n");
+        slabs_hold_moves(false);
+        tomb_end(false);
+        recovery_free(rc);
+        return NULL;
     }
-    run_threads(rc, scan_thread);
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        if (rc->w[i].oom) {
-            return -1;
-        }
+    pthread_setname_np(rc->thread, "mc-recover");
+    affinity_apply(rc->thread, AFFINITY_RECOVERY, 0);
+    return rc;
+}
+
+bool
+recover_running(const struct recovery *rc)
+{
+    return rc != NULL && __atomic_load_n(&rc->running, __ATOMIC_ACQUIRE);
+}
+
+void
+recover_progress(const struct recovery *rc, struct cache_recovery *out)
+{
+    if (recover_running(rc)) {
+        figures(rc, out);
+    } else {
+        *out = rc->out;
     }
-    if (gather_pieces(rc) != 0) {
-        return -1;
+}
+
+bool
+recover_finish(struct recovery *rc, bool stop, struct cache_recovery *out)
+{
+    bool complete;
+
+    if (rc == NULL) {
+        return true;
     }
-    t1 = clock_mono_us();
-    out->scan_seconds = t1 - t0;
-    t0 = t1;
-    run_threads(rc, recover_link_thread);
-    t1 = clock_mono_us();
-    out->link_seconds = t1 - t0;
-    t0 = t1;
-    if (free_pages(rc) != 0) {
-        return -1;
+    if (stop) {
+        __atomic_store_n(&rc->stop, true, __ATOMIC_RELAXED);
     }
-    t1 = clock_mono_us();
-    out->free_seconds = t1 - t0;
-    t0 = t1;
-    if (recover_link_lrus(rc) != 0) {
-        return -1;
+    pthread_join(rc->thread, NULL);
+    complete = rc->complete;
+    if (out != NULL) {
+        *out = rc->out;
     }
-    out->lru_seconds = clock_mono_us() - t0;
-    out->pages = rc->npages;
-    for (unsigned i = 0; i < rc->nthreads; i++) {
-        out->items += rc->w[i].linked;
-        out->dropped_torn += rc->w[i].torn;
-        out->dropped_expired += rc->w[i].expired;
-        out->dropped_flushed += rc->w[i].flushed;
-        out->dropped_replaced += rc->w[i].replaced;
-    }
-    return 0;
+    recovery_free(rc);
+    return complete;
 }
 
 int
 recover_run(struct tier *t, const struct recover_params *p,
             struct cache_recovery *out)
 {
-    struct recovery rc = {
-        .p = p,
-        .check_crc = p->check_crc,
-        .now = p->now,
-        .flush_time = p->flush_time,
-        .tier = t,
-        .largest = slabs_largest(),
-        .nthreads = thread_count(p),
-        .unlink = PTHREAD_MUTEX_INITIALIZER,
-    };
-    uint64_t start = clock_mono_us();
-    int ret;
+    struct recovery *rc = recover_start(t, p);
 
-    rc.started_us = start;
-    rc.next_note_us = start + (p->progress_ms ? p->progress_ms : 1000) *
-                              1000ull;
-    memset(out, 0, sizeof(*out));
-    out->checksummed = p->check_crc;
-    out->threads = rc.nthreads;
-    rc.w = calloc(rc.nthreads, sizeof(*rc.w));
-    if (rc.w == NULL) {
-        fprintf(stderr, "recovery: out of memory\n");
+    if (rc == NULL) {
         return -1;
     }
-    for (unsigned i = 0; i < rc.nthreads; i++) {
-        rc.w[i].rc = &rc;
-        rc.w[i].id = i;
-        rc.w[i].heads.size = sizeof(struct head);
-        rc.w[i].pieces.size = sizeof(struct piece);
-    }
-    ret = phases(&rc, out);
-    if (ret != 0) {
-        fprintf(stderr, "recovery: out of memory\n");
-    }
-    recover_link_runs_free(&rc);
-    for (unsigned i = 0; i < rc.nthreads; i++) {
-        free(rc.w[i].heads.v);
-        free(rc.w[i].pieces.v);
-    }
-    free(rc.w);
-    free(rc.pieces);
-    free(rc.pages);
-    free(rc.seen);
-    out->seconds = clock_mono_us() - start;
-    return ret;
+    return recover_finish(rc, false, out) ? 0 : -1;
 }

@@ -1,22 +1,33 @@
 /*
- * recover.h: reading the items of a memory file back at start-up.
+ * recover.h: reading the items of a memory file back, while the node
+ * serves.
  *
  * The superblock has been loaded and matches the settings; slabs, the hash
- * table and the LRUs are set up and empty; no thread serves yet.  Recovery
- * then trusts only what the commit order made durable (persist.h): the
- * page table, commit words, checksums and the piece tags of chunked items.
- * Every pointer and every volatile header field is rebuilt.
+ * table and the LRUs are set up and empty.  recover_start() claims the
+ * pages the page table names and sizes the hash table (milliseconds at
+ * any size), and returns; threads then read the pages back one at a time
+ * while the workers serve, each page whole before the next:
  *
- *   page table --> claim pages --> scan chunks (threads) --> sort pieces
- *     --> check heads, rebuild chains, keep the newest of a key (threads)
- *     --> free lists, stale commit words cleared --> LRUs, oldest first
+ *   scan its chunks --> its free chunks to its class --> its heads into
+ *   the hash table and COLD, each under its item lock
  *
- * An item comes back only if its commit word is live, its header fits its
- * chunk, its chain is whole, its checksum matches (checked unless the last
- * shutdown was clean), it has not expired, no flush_all covers it and no
- * newer live copy of its key exists.  Every other chunk is freed and its
- * commit word zeroed and persisted before serving, so nothing dropped can
- * come back on a later restart.
+ * and, once every page is done, the chunked values:
+ *
+ *   pieces sorted --> chains rebuilt and checked --> unclaimed pieces
+ *   freed --> the heads linked
+ *
+ * Recovery trusts only what the commit order made durable (persist.h):
+ * the page table, commit words, checksums and the piece tags of chunked
+ * items; every pointer and volatile header field is rebuilt.  An item
+ * comes back only if its commit word is live, its header fits its chunk,
+ * its chain is whole, its checksum matches (checked unless the last
+ * shutdown was clean), it is neither expired nor flushed, and no copy of
+ * its key is newer: neither one in the table (a twin the crash left, or
+ * a value stored since the start) nor a removal since the start
+ * (storage/index/tomb.h).  A key not linked yet is a miss; no older
+ * value is ever served.  Every chunk that does not come back is freed
+ * and its commit word cleared and persisted, so it cannot come back
+ * later.
  */
 #ifndef MCPM_STORAGE_RECOVER_H
 #define MCPM_STORAGE_RECOVER_H
@@ -28,24 +39,50 @@
 #include "storage/base/metrics.h"
 
 struct tier;
+struct recovery;
 
 struct recover_params {
     bool        check_crc;      /* false after a clean shutdown */
     bool        use_cas;        /* items must have the CAS slot or not */
     rel_time_t  now;            /* in the file's time (clock_adopt_epoch) */
     rel_time_t  flush_time;     /* flush_all cut-off; 0 = none */
-    unsigned    nthreads;       /* scan threads; 0 = one per CPU */
-    unsigned    hash_bulk_move; /* for a hash table presized to fit */
-    int         verbose;        /* > 0: progress on stderr */
+    uint64_t    mark;           /* the seq mark at the start: every copy
+                                   in the file is at or below it */
+    const char *tomb_log;       /* keys removed while recovering (tomb.h);
+                                   NULL: not logged */
+    uint64_t    file_id;        /* the log's file (the superblock epoch) */
+    bool        sync;           /* sync the log (power durability) */
+    unsigned    nthreads;       /* recovery threads; 0 = one per CPU */
+    const char *name;           /* the file, for -v */
+    int         verbose;        /* > 0: progress and the end on stderr */
     unsigned    progress_ms;    /* between progress lines (0: 1000) */
 };
 
 /*
- * Recover the PMEM tier `t` (owned by slabs) as above.  0 on success; -1
- * with a message on stderr if memory for the scan runs out or a thread
- * cannot start (nothing is served then; the file is as it was, or with
- * dead chunks cleared).  Not thread-safe: call once, before serving.
+ * Claim the file's pages, size the hash table and start the recovery
+ * threads; it goes on while the caller serves.  NULL, with a message on
+ * stderr, if memory or a thread is lacking (nothing linked then).  `p`
+ * must outlive the recovery.
  */
+struct recovery *recover_start(struct tier *t, const struct recover_params *p);
+
+/* True until the last item is linked. */
+bool recover_running(const struct recovery *rc);
+
+/* How far it has come (final once it ended). */
+void recover_progress(const struct recovery *rc, struct cache_recovery *out);
+
+/*
+ * Wait until it ends (with `stop`, after asking the threads to stop at
+ * the next page) and free it; NULL is allowed.  True if every page was
+ * read back: otherwise the file must be scanned again at the next start
+ * (its superblock stays not clean), and the removals noted are kept for
+ * it.
+ */
+bool recover_finish(struct recovery *rc, bool stop,
+                    struct cache_recovery *out);
+
+/* Start and finish, for a caller that serves only afterwards (tests). */
 int recover_run(struct tier *t, const struct recover_params *p,
                 struct cache_recovery *out);
 

@@ -1,11 +1,10 @@
 /*
  * recover_check.h: the state of one recovery, shared by its three files
  * and nothing else, and the checks a head must pass to come back.
- * recover.c runs the phases (claim, scan, pieces, link, free, lru),
- * recover_link.c puts the heads into the hash table and the LRU runs, in
- * the scan and after it, and recover_check.c (here) decides which heads
- * may come back.  Every function here runs during recover_run(), before
- * any other storage thread.
+ * recover.c runs the phases (claim; each page scanned, freed and linked;
+ * the chunked values), recover_link.c puts the heads into the hash table
+ * and COLD, or drops them, and recover_check.c (here) decides which heads
+ * may come back.  Every function here runs in the recovery's threads.
  */
 #ifndef MCPM_STORAGE_RECOVER_CHECK_H
 #define MCPM_STORAGE_RECOVER_CHECK_H
@@ -16,6 +15,7 @@
 #include <stdint.h>
 
 #include "storage/base/clock.h"
+#include "storage/base/metrics.h"
 #include "storage/slab/item.h"
 
 struct recover_params;
@@ -41,30 +41,24 @@ struct vec {
     size_t      n, cap, size;
 };
 
-/* A head the scan found, and what the later phases need of it. */
+/* A head the scan found, and what linking it needs. */
 struct head {
     struct item        *it;
     uint32_t            hv;         /* its key's hash */
-    rel_time_t          time;
+    unsigned            clsid;      /* of the page it sits in */
 };
 
-/* Heads a scan thread holds back, their buckets prefetched, before it
- * links them (a clean restart). */
-#define RING    16
-
-/* What one scan/link thread works on and finds. */
+/* What one recovery thread works on and finds.  The counts are written
+ * by its thread alone and read by recover_progress() (relaxed). */
 struct worker {
     struct recovery    *rc;
     unsigned            id;
-    struct vec          heads;      /* struct head */
+    struct vec          page;       /* struct head: the page's unchunked
+                                       heads that passed their checks */
+    struct vec          heads;      /* struct head: chunked, for the end */
     struct vec          pieces;     /* struct piece */
-    struct lru_runs    *runs;       /* the COLD lists it rebuilds */
-    struct head         ring[RING]; /* linked in the scan, RING behind */
-    uint64_t            nring;      /* heads through the ring so far */
-    uint64_t            linked;     /* in the hash table and the runs;
-                                       written by its thread alone, read
-                                       by the progress lines (relaxed) */
-    uint64_t            torn, expired, flushed, replaced;
+    uint64_t            linked;
+    uint64_t            torn, expired, flushed, replaced, removed;
     bool                oom;
 };
 
@@ -79,15 +73,18 @@ struct recovery {
     size_t              npages;
     unsigned            largest;
     unsigned            nthreads;
-    pthread_mutex_t     unlink;     /* a twin out of the scan's runs */
     struct worker      *w;
     struct piece       *pieces;     /* all of them, sorted */
-    unsigned            bucket_power;   /* the hash table's, once sized */
-    uint64_t           *seen;       /* after a crash: hashes inserted */
-    uint32_t            seen_mask;  /* bit of a hash in seen */
     size_t              npieces;
-    size_t              scanned;    /* pages, for progress */
+    size_t              next_page;  /* the next page a thread takes */
+    size_t              scanned;    /* pages done */
+    bool                stop;       /* recover_finish() asked */
+    bool                running;    /* until the last item is linked */
+    bool                complete;   /* every page was read back */
+    pthread_t           thread;
+    struct cache_recovery out;      /* the figures, once it ended */
     uint64_t            started_us; /* clock_mono_us() at the start */
+    uint64_t            start_len_us;   /* until the threads started */
     uint64_t            next_note_us;   /* the next progress line */
     size_t              noted;      /* pages the last line said */
 };

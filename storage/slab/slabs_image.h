@@ -12,8 +12,9 @@
 
 /* ---- recovery ----------------------------------------------------------
  *
- * Before serving.  slabs_perslab() and slabs_chunk() name chunk i of a
- * page of class id (the item address, past the prefix).
+ * While recovery runs, before or while the node serves.  slabs_perslab()
+ * and slabs_chunk() name chunk i of a page of class id (the item
+ * address, past the prefix).
  * slabs_recover_page() gives a page the PMEM tier holds (tier_pmem_claim)
  * to class id as it is, without cutting it again: each chunk is offered
  * to keep(), whose answer is the bytes its item asks for (counted as

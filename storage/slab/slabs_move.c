@@ -60,6 +60,9 @@ do_reassign(unsigned t, int src, int dst, bool donor)
     if (!sl.mv.attached) {
         return CACHE_DISABLED;
     }
+    if (sl.mv.held && t == TIER_PMEM) {
+        return CACHE_BUSY;
+    }
     if (sl.mv.pending && (sl.mv.queued || donor)) {
         return CACHE_BUSY;
     }
@@ -99,6 +102,14 @@ slabs_reassign(unsigned tier, int src, int dst)
     st = do_reassign(tier, src, dst, false);
     pthread_mutex_unlock(&sl.lock);
     return st;
+}
+
+void
+slabs_hold_moves(bool held)
+{
+    pthread_mutex_lock(&sl.lock);
+    sl.mv.held = held;
+    pthread_mutex_unlock(&sl.lock);
 }
 
 void

@@ -33,6 +33,10 @@ bool  slabs_steal_page(unsigned tc, unsigned ms);
 /* Wait until no move is queued or running (tests). */
 void  slabs_mover_wait(void);
 
+/* While a recovery reads the memory file's pages back, none of them
+ * moves: a reassign in the file's tier answers CACHE_BUSY. */
+void  slabs_hold_moves(bool held);
+
 /* ---- page moves: the mover's side (mover.c) --------------------------- */
 
 /* A mover thread takes requests from now on (on), or no longer: queued

@@ -43,6 +43,8 @@ struct tcache {
 /* The page move in progress or queued; tier classes. */
 struct move {
     bool         attached;      /* a mover takes requests */
+    bool         held;          /* recovery runs: no page of the memory
+                                   file moves (slabs_hold_moves()) */
     bool         pending;       /* a request is queued or running */
     unsigned     src, dst;
     bool         taken;         /* the mover took the request */

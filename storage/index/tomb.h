@@ -1,0 +1,54 @@
+/*
+ * tomb.h: the keys that left the index while a recovery runs.
+ *
+ * After a crash the node serves at once, and recovery links the memory
+ * file's items behind it (recover.h).  A key that leaves the index
+ * meanwhile (deleted, evicted, expired, flushed), or is deleted before
+ * recovery has reached it, must not come back with an older copy the scan
+ * finds later.  So each such key is noted here with the seq below which
+ * its copies are older than the removal (the seq mark the recovery
+ * started at), and recovery drops every copy it covers.
+ *
+ * A crash during the recovery must not forget them either: every note is
+ * appended to a log beside the memory file (written before the removal is
+ * answered; synced too under power durability), which the next start
+ * reads back before it serves.  A recovery that ends has dropped, and
+ * cleared in the file, every copy the notes cover: it removes the log.
+ *
+ * Locking: tomb_note() and tomb_covers() expect the key's item lock
+ * (locks_lock(hv)) held; the table is striped like the item locks.
+ */
+#ifndef MCPM_STORAGE_TOMB_H
+#define MCPM_STORAGE_TOMB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Start noting keys, each covering copies with a seq up to `mark`.  The
+ * log at `path` (NULL: none) is read first when it belongs to the file
+ * (`file_id`, the superblock's epoch): its keys are covered as they were
+ * noted; then it is appended to, synced after each note when `sync`.
+ * 0, or -1 with a message on stderr.  Before serving.
+ */
+int  tomb_begin(const char *path, uint64_t file_id, uint64_t mark,
+                bool sync);
+
+/* True between tomb_begin() and tomb_end(). */
+bool tomb_active(void);
+
+/* The key left the index (or was deleted unseen) while recovering. */
+void tomb_note(const char *key, size_t nkey, uint32_t hv);
+
+/* Is a copy of the key with this seq older than a removal noted? */
+bool tomb_covers(const char *key, size_t nkey, uint32_t hv, uint64_t seq);
+
+/* Keys noted (the log's and this run's). */
+uint64_t tomb_count(void);
+
+/* Stop noting and free the notes; with `done`, the recovery they served
+ * has ended and the log is removed, else it is kept for the next start. */
+void tomb_end(bool done);
+
+#endif
