@@ -44,6 +44,7 @@
  */
 #include "storage/index/assoc.h"
 #include "storage/index/assoc_priv.h"
+#include "storage/index/tomb.h"
 
 #include "storage/base/affinity.h"
 #include "storage/base/hash.h"
@@ -324,21 +325,9 @@ assoc_insert(struct item *it, uint32_t hv)
     it->h_next = item_at(*slot);
     __atomic_store_n(slot, chunkid_of(it), __ATOMIC_RELAXED);
     assoc_mark(slot);
-}
-
-void
-assoc_insert_shared(struct item *it, uint32_t hv)
-{
-    uint32_t *slot = slot_for(hv);
-    uint32_t head = __atomic_load_n(slot, __ATOMIC_RELAXED);
-    uint32_t id = chunkid_of(it);
-
-    do {
-        it->h_next = item_at(head);
-    } while (!__atomic_compare_exchange_n(slot, &head, id, true,
-                                          __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED));
-    assoc_mark(slot);
+    if (tomb_active()) {
+        tomb_mark(hv);          /* a recovery runs: the key is known */
+    }
 }
 
 void

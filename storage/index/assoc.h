@@ -48,11 +48,6 @@ void assoc_insert(struct item *it, uint32_t hv);       /* key not present */
  */
 struct item *assoc_peek(const char *key, size_t nkey, uint32_t hv,
                         uint32_t seq, bool *ok);
-/* assoc_insert() by several threads at once, with no lock, while the
- * table neither grows nor is read nor loses an item (recovery): a
- * compare-and-swap on the bucket.  Whoever reads the table next must
- * have synchronized with the inserting threads (joined them). */
-void assoc_insert_shared(struct item *it, uint32_t hv);
 void assoc_delete(const char *key, size_t nkey, uint32_t hv);
 
 /* Start or stop the expander thread.  items (may be NULL) counts the

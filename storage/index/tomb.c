@@ -49,6 +49,8 @@ static struct {
     uint32_t        mask;       /* buckets - 1; covers the lock mask */
     uint64_t        mark;
     uint64_t        count;
+    uint64_t       *filter;
+    uint32_t        filter_mask;    /* bits - 1 */
     int             fd;         /* the log, or -1 */
     bool            sync;
     char           *path;
@@ -140,8 +142,40 @@ append(const char *key, size_t nkey, uint64_t seq)
 }
 
 void
+tomb_mark(uint32_t hv)
+{
+    (void)tomb_test_mark(hv);
+}
+
+bool
+tomb_test_mark(uint32_t hv)
+{
+    uint32_t bit = hv & tb.filter_mask;
+    uint64_t m = (uint64_t)1 << (bit & 63);
+
+    return (__atomic_fetch_or(&tb.filter[bit >> 6], m, __ATOMIC_RELAXED) &
+            m) != 0;
+}
+
+const void *
+tomb_hint(uint32_t hv)
+{
+    return &tb.filter[(hv & tb.filter_mask) >> 6];
+}
+
+bool
+tomb_maybe(uint32_t hv)
+{
+    uint32_t bit = hv & tb.filter_mask;
+
+    return (__atomic_load_n(&tb.filter[bit >> 6], __ATOMIC_RELAXED) >>
+            (bit & 63)) & 1;
+}
+
+void
 tomb_note(const char *key, size_t nkey, uint32_t hv)
 {
+    tomb_mark(hv);
     if (put(key, nkey, hv, tb.mark)) {
         append(key, nkey, tb.mark);
     }
@@ -182,7 +216,10 @@ load(uint64_t file_id)
     while (fread(&r, sizeof(r), 1, f) == 1 && r.nkey > 0 &&
            r.nkey <= KEY_MAX && fread(key, 1, r.nkey, f) == r.nkey &&
            rec_crc(&r, key) == r.crc) {
-        (void)put(key, r.nkey, hash_key(key, r.nkey), r.seq);
+        uint32_t hv = hash_key(key, r.nkey);
+
+        tomb_mark(hv);
+        (void)put(key, r.nkey, hv, r.seq);
         end += (off_t)(sizeof(r) + r.nkey);
     }
     fclose(f);
@@ -190,14 +227,18 @@ load(uint64_t file_id)
 }
 
 int
-tomb_begin(const char *path, uint64_t file_id, uint64_t mark, bool sync)
+tomb_begin(const char *path, uint64_t file_id, uint64_t mark, bool sync,
+           unsigned filter_bits)
 {
     unsigned bits = locks_power() + 6;
     off_t end;
 
+    filter_bits = filter_bits < 6 ? 6 : filter_bits > 32 ? 32 : filter_bits;
+    tb.filter_mask = (uint32_t)((1ull << filter_bits) - 1);
+    tb.filter = calloc(((size_t)1 << filter_bits) / 64, sizeof(uint64_t));
     tb.mask = (uint32_t)((1ull << bits) - 1);
     tb.b = calloc((size_t)tb.mask + 1, sizeof(*tb.b));
-    if (tb.b == NULL) {
+    if (tb.b == NULL || tb.filter == NULL) {
         fprintf(stderr, "recovery: out of memory\n");
         return -1;
     }
@@ -253,5 +294,7 @@ tomb_end(bool done)
     }
     free(tb.b);
     tb.b = NULL;
+    free(tb.filter);
+    tb.filter = NULL;
     __atomic_store_n(&tb.count, 0, __ATOMIC_RELAXED);
 }

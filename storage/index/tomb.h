@@ -30,10 +30,11 @@
  * log at `path` (NULL: none) is read first when it belongs to the file
  * (`file_id`, the superblock's epoch): its keys are covered as they were
  * noted; then it is appended to, synced after each note when `sync`.
- * 0, or -1 with a message on stderr.  Before serving.
+ * `filter_bits`: the log2 of the bits of the filter below.  0, or -1
+ * with a message on stderr.  Before serving, the hash table empty.
  */
 int  tomb_begin(const char *path, uint64_t file_id, uint64_t mark,
-                bool sync);
+                bool sync, unsigned filter_bits);
 
 /* True between tomb_begin() and tomb_end(). */
 bool tomb_active(void);
@@ -43,6 +44,21 @@ void tomb_note(const char *key, size_t nkey, uint32_t hv);
 
 /* Is a copy of the key with this seq older than a removal noted? */
 bool tomb_covers(const char *key, size_t nkey, uint32_t hv, uint64_t seq);
+
+/*
+ * A filter of the hashes the table has held, or lost, since the start: a
+ * bit for each value of a hash's low filter_bits, set by every insert
+ * into the table (assoc.c calls tomb_mark()) and every note.  Recovery
+ * searches the table and the notes only for a head whose bit was set
+ * already (tomb_test_mark()); the rest, most of them, cost it no search.
+ * Item lock held, as for the notes.
+ */
+void tomb_mark(uint32_t hv);
+bool tomb_test_mark(uint32_t hv);
+/* The filter's word for hv, to prefetch; and whether its bit is set
+ * now (no lock: a guess, for prefetching what a search will read). */
+const void *tomb_hint(uint32_t hv);
+bool tomb_maybe(uint32_t hv);
 
 /* Keys noted (the log's and this run's). */
 uint64_t tomb_count(void);

@@ -88,6 +88,17 @@ link_in(struct item *it, uint32_t hv, enum item_lru which)
     assoc_grow_step();
 }
 
+void
+do_link_in(struct item *it, uint32_t hv, enum item_lru which)
+{
+    lru_set(it, which);
+    item_flags_set(it, ITEM_LINKED);
+    item_ref_incr(it);
+    assoc_insert(it, hv);
+    do_lru_push(it);
+    histo_add(it, 1);
+}
+
 /* ---- out -------------------------------------------------------------- */
 
 /* An item leaving the cache dies in the file first: itself, or the

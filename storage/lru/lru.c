@@ -173,6 +173,12 @@ lru_lock(unsigned tc, enum item_lru which)
     pthread_mutex_lock(&list_at(tc, which)->lock);
 }
 
+bool
+lru_trylock(unsigned tc, enum item_lru which)
+{
+    return pthread_mutex_trylock(&list_at(tc, which)->lock) == 0;
+}
+
 void
 lru_unlock(unsigned tc, enum item_lru which)
 {

@@ -53,6 +53,7 @@ int  lru_image_check(const void *src, size_t len, unsigned largest,
                      bool (*in_file)(const void *p));
 
 void lru_lock(unsigned tc, enum item_lru which);
+bool lru_trylock(unsigned tc, enum item_lru which);
 void lru_unlock(unsigned tc, enum item_lru which);
 
 /* The tier class of an item's lists. */

@@ -227,8 +227,13 @@ keep_chunk(void *chunk, void *ctx)
     return sizeof(struct item_chunk) + ((struct item_chunk *)chunk)->used;
 }
 
-/* One page whole: scanned, what failed cleared in the file, given to its
- * class, its heads linked. */
+/* Heads waiting while a list lock is busy, at most: past it, a thread
+ * waits for the lock. */
+#define PENDING_MAX     65536
+
+/* One page: scanned, what failed cleared in the file, given to its class,
+ * its heads linked (or left for after the next page, while the list they
+ * go to is busy). */
 static void
 recover_page(struct worker *w, const struct page_ref *pg)
 {
@@ -244,7 +249,7 @@ recover_page(struct worker *w, const struct page_ref *pg)
         w->oom = true;
         return;
     }
-    recover_link_page(w);
+    recover_link_pages(w, w->page.n - w->page_done > PENDING_MAX);
 }
 
 /* With -v, a line on stderr every progress_ms (a second) of the scan:
@@ -303,6 +308,7 @@ page_thread(void *arg)
         recover_page(w, &rc->pages[i]);
         note_progress(rc);
     }
+    recover_link_pages(w, true);
     return NULL;
 }
 
@@ -445,9 +451,9 @@ recover_start(struct tier *t, const struct recover_params *p)
 {
     struct recovery *rc = recovery_new(t, p);
     uint64_t nheads = 0;
+    unsigned power;
 
-    if (rc == NULL || claim_pages(rc) != 0 ||
-        tomb_begin(p->tomb_log, p->file_id, p->mark, p->sync) != 0) {
+    if (rc == NULL || claim_pages(rc) != 0) {
         fprintf(stderr, "recovery: cannot start: out of memory\n");
         if (rc != NULL) {
             recovery_free(rc);
@@ -458,7 +464,13 @@ recover_start(struct tier *t, const struct recover_params *p)
     for (size_t i = 0; i < rc->npages; i++) {
         nheads += slabs_perslab(rc->pages[i].clsid);
     }
-    recover_link_presize(nheads);
+    power = recover_link_presize(nheads);
+    /* 16 bits of filter a bucket: 2 bytes for 1.5 items at most */
+    if (tomb_begin(p->tomb_log, p->file_id, p->mark, p->sync, power + 4)
+        != 0) {
+        recovery_free(rc);
+        return NULL;
+    }
     slabs_hold_moves(true);
     rc->running = true;
     rc->start_len_us = clock_mono_us() - rc->started_us;

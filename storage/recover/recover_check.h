@@ -53,8 +53,10 @@ struct head {
 struct worker {
     struct recovery    *rc;
     unsigned            id;
-    struct vec          page;       /* struct head: the page's unchunked
-                                       heads that passed their checks */
+    struct vec          page;       /* struct head: the unchunked heads
+                                       that passed their checks, of the
+                                       pages given to their classes */
+    size_t              page_done;  /* of those, linked */
     struct vec          heads;      /* struct head: chunked, for the end */
     struct vec          pieces;     /* struct piece */
     uint64_t            linked;

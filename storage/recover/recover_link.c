@@ -22,16 +22,21 @@
 #include "storage/index/assoc.h"
 #include "storage/index/tomb.h"
 #include "storage/lru/link.h"
+#include "storage/lru/lru.h"
 #include "storage/lru/policy.h"
 #include "storage/slab/persist.h"
 #include "storage/slab/slabs.h"
 
 #include <stdlib.h>
 
-void
+unsigned
 recover_link_presize(uint64_t n)
 {
+    uint64_t power, bytes, expanding;
+
     assoc_presize(n);
+    assoc_stats(&power, &bytes, &expanding);
+    return (unsigned)power;
 }
 
 /* The seq of what stands for an item in the file, or the highest for an
@@ -44,38 +49,45 @@ table_seq(const struct item *it)
     return f != NULL ? recover_seq_of(f) : UINT64_MAX;
 }
 
-/* May the head come back?  Item lock held.  The older twin it beats
- * (one the recovery linked: anything stored since the start has a
- * higher seq) leaves the table, and *twin says so. */
-static bool
-newest(struct worker *w, struct item *it, uint32_t hv, bool *twin)
+enum verdict {
+    WIN,                        /* nothing newer of its key is known */
+    TWIN,                       /* it beats an older copy in the table */
+    LOSE,                       /* something newer is known, or dead */
+};
+
+/* May the head come back?  Item lock held.  A copy in the table that it
+ * beats (*old) is one the recovery linked: anything stored since the
+ * start has a higher seq.  Counts what loses (the twin, its caller). */
+static enum verdict
+judge(struct worker *w, struct item *it, uint32_t hv, struct item **old)
 {
     uint64_t seq = recover_seq_of(it);
-    struct item *old;
     bool flushed;
 
-    if (tomb_covers(item_key(it), it->nkey, hv, seq)) {
-        w->removed++;
-        return false;
-    }
     if (link_is_dead(it, clock_now(), &flushed)) {
         if (flushed) {
             w->flushed++;
         } else {
             w->expired++;
         }
-        return false;
+        return LOSE;
     }
-    old = assoc_find(item_key(it), it->nkey, hv);
-    if (old != NULL) {
+    if (!tomb_test_mark(hv)) {
+        return WIN;             /* nothing of its hash known: no search */
+    }
+    if (tomb_covers(item_key(it), it->nkey, hv, seq)) {
+        w->removed++;
+        return LOSE;
+    }
+    *old = assoc_find(item_key(it), it->nkey, hv);
+    if (*old == NULL) {
+        return WIN;
+    }
+    if (table_seq(*old) > seq) {
         w->replaced++;
-        if (table_seq(old) > seq) {
-            return false;
-        }
-        link_unlink_older(old, hv);
-        *twin = true;
+        return LOSE;
     }
-    return true;
+    return TWIN;
 }
 
 /* A head that does not come back: dead in the file, its chunk free, and
@@ -96,47 +108,156 @@ drop_unchained(struct item *it, unsigned clsid)
     slabs_free(it, item_header_size(it), SLABS_TC(TIER_PMEM, clsid));
 }
 
-static bool
+static void
+count_linked(struct worker *w)
+{
+    __atomic_store_n(&w->linked, w->linked + 1, __ATOMIC_RELAXED);
+}
+
+/* One head, its locks taken one at a time. */
+static void
 link_head(struct worker *w, struct item *it, uint32_t hv)
 {
-    bool won, twin = false;
+    struct item *old = NULL;
+    enum verdict v;
 
     locks_lock(hv);
-    won = newest(w, it, hv, &twin);
-    if (won) {
+    v = judge(w, it, hv, &old);
+    if (v == TWIN) {
+        link_unlink_older(old, hv);
+        w->replaced++;
+    }
+    if (v != LOSE) {
         link_in(it, hv, ITEM_LRU_COLD);
     }
     locks_unlock(hv);
-    if (won && !twin) {
-        /* (in place of a twin: as many linked as before) */
-        __atomic_store_n(&w->linked, w->linked + 1, __ATOMIC_RELAXED);
-    } else if (!won) {
+    if (v == WIN) {
+        count_linked(w);        /* (in place of a twin: as many as before) */
+    } else if (v == LOSE) {
         drop(it);
     }
-    return won;
 }
 
 /*
- * Each head's bucket and lock are cache misses (and, over a table of
- * hundreds of megabytes, TLB misses): they are prefetched AHEAD heads
- * before the head is linked.
+ * A run of up to BATCH heads of one page (one class) into COLD under one
+ * hold of its list lock: two recovery threads linking items of the same
+ * class would otherwise pass that lock back and forth, sleeping on it,
+ * for every item.  A thread holding a list lock only tries item locks
+ * (lru.h); a head whose lock is busy, or which has a twin to unlink
+ * (from a list of its own), is linked afterwards the slow way.
+ *
+ * Every head's bucket, filter word and lock are cache misses (and, over
+ * a table of hundreds of megabytes, TLB misses), prefetched FAR heads
+ * ahead; NEAR heads ahead, a head whose filter bit is set will search
+ * its bucket's chain: its first item is prefetched too.
  */
-#define AHEAD   8
+#define BATCH   256
+#define FAR     16
+#define NEAR    8
 
+static void
+prefetch_far(const struct head *h)
+{
+    __builtin_prefetch(assoc_bucket_hint(h->hv), 1);
+    __builtin_prefetch(tomb_hint(h->hv), 1);
+    locks_prefetch(h->hv);
+}
+
+static void
+prefetch_near(const struct head *h)
+{
+    bool empty;
+
+    if (tomb_maybe(h->hv)) {
+        __builtin_prefetch(assoc_hint_head(assoc_bucket_hint(h->hv),
+                                           &empty));
+    }
+}
+
+/* Link h[from, to), all of one class; false (nothing done) when `wait`
+ * is false and the list's lock is busy. */
+static bool
+link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
+           size_t n, bool wait)
+{
+    unsigned tc = SLABS_TC(TIER_PMEM, h[from].clsid);
+    size_t later[BATCH], lost[BATCH], nlater = 0, nlost = 0;
+
+    if (!wait && !lru_trylock(tc, ITEM_LRU_COLD)) {
+        return false;
+    }
+    if (wait) {
+        lru_lock(tc, ITEM_LRU_COLD);
+    }
+    for (size_t i = from; i < to; i++) {
+        struct item *old = NULL;
+        enum verdict v;
+
+        if (i + FAR < n) {
+            prefetch_far(&h[i + FAR]);
+        }
+        if (i + NEAR < n) {
+            prefetch_near(&h[i + NEAR]);
+        }
+        if (!locks_trylock(h[i].hv)) {
+            later[nlater++] = i;
+            continue;
+        }
+        v = judge(w, h[i].it, h[i].hv, &old);
+        if (v == WIN) {
+            do_link_in(h[i].it, h[i].hv, ITEM_LRU_COLD);
+            count_linked(w);
+        } else if (v == TWIN) {
+            later[nlater++] = i;    /* judged again there */
+        } else {
+            lost[nlost++] = i;
+        }
+        locks_unlock(h[i].hv);
+    }
+    lru_unlock(tc, ITEM_LRU_COLD);
+    for (size_t i = 0; i < nlater; i++) {
+        link_head(w, h[later[i]].it, h[later[i]].hv);
+    }
+    for (size_t i = 0; i < nlost; i++) {
+        drop(h[lost[i]].it);
+    }
+    return true;
+}
+
+/*
+ * The heads of the pages given to their classes so far, from where the
+ * last call stopped.  Without `wait`, it stops at the first batch whose
+ * list another thread holds (the other recovery thread, most often,
+ * linking the same class): the caller scans its next page meanwhile and
+ * comes back.
+ */
 void
-recover_link_page(struct worker *w)
+recover_link_pages(struct worker *w, bool wait)
 {
     const struct head *h = w->page.v;
-    size_t n = w->page.n;
+    size_t n = w->page.n, i = w->page_done;
 
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n) {
-            __builtin_prefetch(assoc_bucket_hint(h[i + AHEAD].hv), 1);
-            locks_prefetch(h[i + AHEAD].hv);
-        }
-        (void)link_head(w, h[i].it, h[i].hv);
+    for (size_t j = i; j < n && j < i + FAR; j++) {
+        prefetch_far(&h[j]);
     }
-    w->page.n = 0;
+    for (size_t j = i; j < n && j < i + NEAR; j++) {
+        prefetch_near(&h[j]);
+    }
+    while (i < n) {
+        size_t to = i + 1;
+
+        while (to < n && to < i + BATCH && h[to].clsid == h[i].clsid) {
+            to++;
+        }
+        if (!link_batch(w, h, i, to, n, wait)) {
+            break;
+        }
+        i = to;
+    }
+    w->page_done = i;
+    if (i == n) {
+        w->page.n = w->page_done = 0;
+    }
 }
 
 /* ---- the chunked values, at the end -------------------------------- */
@@ -217,7 +338,7 @@ recover_link_chunked(struct recovery *rc)
 
         for (size_t j = 0; j < rc->w[i].heads.n; j++) {
             if (h[j].it != NULL) {
-                (void)link_head(w0, h[j].it, h[j].hv);
+                link_head(w0, h[j].it, h[j].hv);
             }
         }
     }

@@ -11,10 +11,12 @@
 
 #include "storage/recover/recover_check.h"
 
-/* The hash table presized for n heads. */
-void     recover_link_presize(uint64_t n);
-/* The heads of the page a thread just gave to its class (w->page). */
-void     recover_link_page(struct worker *w);
+/* The hash table presized for n heads; its log2 of buckets. */
+unsigned recover_link_presize(uint64_t n);
+/* The heads of the pages a thread gave to their classes (w->page), from
+ * w->page_done on; without `wait`, only up to a list another thread
+ * holds. */
+void     recover_link_pages(struct worker *w, bool wait);
 /* Once every page is done, one thread: the chunked heads' chains put
  * together and checked, the pieces no head claimed freed, then the heads
  * linked.  -1 when out of memory (nothing linked then). */
