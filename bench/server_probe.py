@@ -73,7 +73,8 @@ def remove_server(proc, path):
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait()
-    for p in (path, path + ".meta", path + ".index", path + ".convert"):
+    for p in (path, path + ".meta", path + ".index", path + ".convert",
+              path + ".removed"):
         if os.path.exists(p):
             os.unlink(p)
 

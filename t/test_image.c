@@ -108,15 +108,25 @@ stop_with_image(void)
     return fd;
 }
 
+static void *file_range(int fd);
+static size_t guard_len;
+
 /* Start over the file, with image fd (closed after); the recovery's
- * figures. */
+ * figures.  The file's range is held first, as a successor holds it, so
+ * that nothing mapped meanwhile (the image, a sanitizer's memory) takes
+ * it. */
 static struct cache_recovery
 start(enum cache_tier_policy policy, int fd)
 {
     struct cache_recovery r;
+    void *guard = fd >= 0 ? file_range(fd) : MAP_FAILED;
 
     memset(&r, 0xff, sizeof(r));
     set_opts(policy, fd);
+    if (guard != MAP_FAILED) {
+        opts.image_hold_base = (uint64_t)(uintptr_t)guard;
+        opts.image_hold_len = guard_len;
+    }
     if (cache_init(&opts, 2) == 0) {
         cache_recovery_wait();
         cache_recovery_stats(&r);
@@ -307,8 +317,6 @@ snapshot(int fd, size_t n)
 
 /* The address range the image says the file had, held (PROT_NONE) so
  * that nothing else is mapped there. */
-static size_t guard_len;
-
 static void *
 file_range(int fd)
 {

@@ -764,10 +764,10 @@ def binary(request):
 
 def remove_memory_file(path):
     """Remove a memory file and what the server keeps beside it (-e's
-    <file>.meta, the index a clean stop saves, and the .tmp files they
-    are written through)."""
+    <file>.meta, the index a clean stop saves, the keys removed while a
+    recovery ran, and the .tmp files they are written through)."""
     for p in (path, path + ".meta", path + ".meta.tmp", path + ".index",
-              path + ".index.tmp"):
+              path + ".index.tmp", path + ".removed"):
         try:
             os.unlink(p)
         except FileNotFoundError:

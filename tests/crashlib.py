@@ -207,12 +207,15 @@ class Worker(threading.Thread):
     the server has work queued when the kill comes and some requests die
     half done; each reply is acknowledged as it is read."""
 
-    def __init__(self, port, state, rng):
+    def __init__(self, port, state, rng, recovering=False):
         super().__init__(daemon=True)
         self.port = port
         self.st = state
         self.rng = rng
         self.ready = threading.Event()
+        # the server reads its file back meanwhile: a key not read back
+        # yet answers as missing (_lenient())
+        self.recovering = recovering
 
     def run(self):
         try:
@@ -238,17 +241,46 @@ class Worker(threading.Thread):
         keys = self.rng.sample(st.data, n)
         keys += self.rng.sample(st.counters, self.rng.randint(0, 1))
         ops = [self._op(key) for key in keys]
-        for key, _req, _want, state in ops:
+        for key, req, _want, state in ops:
             st.inflight[key] = state
+            if (self.recovering and req.startswith(b"add ") and
+                    st.acked[key] is not ABSENT):
+                # cut in flight, it may have stored (the key not read
+                # back yet): the checker allows that version too
+                st.inflight[key] = self._version_in(key, req)
         conn.send(b"".join(op[1] for op in ops))
         for key, req, want, state in ops:
             reply = conn.readline()
-            if reply != want:
+            allowed = {want: state}
+            if self.recovering:
+                allowed.update(self._lenient(key, req, state))
+            if reply not in allowed:
                 raise CrashError("client %d: %r got %r, model expects %r"
                                  % (st.cid, req[:80], reply, want))
-            st.acked[key] = state
+            st.acked[key] = allowed[reply]
             del st.inflight[key]
             st.ops_acked += 1
+
+    def _version_in(self, key, req):
+        """The version a store request carries."""
+        return check_value(key, req[req.index(b"\r\n") + 2:-2])[1]
+
+    def _lenient(self, key, req, _applied):
+        """The other replies a request may get while the server recovers,
+        and the state each leaves: a key not read back yet misses, so a
+        replace or incr of it does nothing, an add of it stores, and a
+        delete of it answers NOT_FOUND but deletes all the same."""
+        old = self.st.acked[key]
+        if old is ABSENT:
+            return {}
+        if req.startswith(b"replace ") or req.startswith(b"incr "):
+            return {b"NOT_STORED\r\n" if req.startswith(b"replace ")
+                    else b"NOT_FOUND\r\n": old}
+        if req.startswith(b"add "):
+            return {b"STORED\r\n": self._version_in(key, req)}
+        if req.startswith(b"delete "):
+            return {b"NOT_FOUND\r\n": ABSENT}
+        return {}
 
     def _op(self, key):
         """(key, request, expected reply, state it leaves) of a random
@@ -380,7 +412,8 @@ def check_all(port, clients, tally):
 def new_tally():
     return dict(points=0, keys_checked=0, ops_acked=0, lost_writes=0,
                 torn_values=0, torn_dropped=0, inflight_applied=0,
-                inflight_dropped=0, live=0, seconds=0.0)
+                inflight_dropped=0, live=0, seconds=0.0,
+                epochs_in_recovery=0)
 
 
 # --------------------------------------------------------------------------
@@ -423,12 +456,13 @@ def kill_after(proc, delay):
     return proc.returncode == -signal.SIGKILL
 
 
-def run_epoch(server, clients, rng, point):
+def run_epoch(server, clients, rng, point, recovering=False):
     """Let the clients run on `server`, then SIGKILL it at a random moment
     in [KILL_MIN, KILL_MAX] seconds.  Returns the kill delay."""
     workers = []
     for st in clients:
-        w = Worker(server.port, st, random.Random(rng.getrandbits(64)))
+        w = Worker(server.port, st, random.Random(rng.getrandbits(64)),
+                   recovering)
         workers.append(w)
         w.start()
     for w in workers:
@@ -448,21 +482,32 @@ def run_epoch(server, clients, rng, point):
     return delay
 
 
-def run_crash_points(start, points, seed, tally, log=None):
+def run_crash_points(start, points, seed, tally, log=None, recover=None):
     """Run `points` crash points on one memory file.
 
     start(strict) starts a server on the file (strict: under the
     power-loss simulator) and returns an object with .port, .proc and
-    .stats().  The servers alternate strict, not strict, ... so every
-    other kill is a power cut and the others a process crash.  Returns the
-    clients (their states after the last check) and the last server."""
+    .stats(), once it has read every item back.  The servers alternate
+    strict, not strict, ... so every other kill is a power cut and the
+    others a process crash.  With recover(strict), each point first
+    crashes the server just checked (nothing in flight) and starts it with
+    recover(), which returns while it still reads its file back: the
+    clients write during that recovery, and the kill lands in it or after
+    it.  Returns the clients (their states after the last check) and the
+    last server."""
     rng = random.Random(seed)
     clients = [ClientState(cid) for cid in range(CLIENTS)]
     began = time.monotonic()
     server = start(True)
     for point in range(points):
         strict = point % 2 == 0
-        delay = run_epoch(server, clients, rng, point)
+        if recover is not None:
+            server.proc.kill()
+            server.proc.wait()
+            server = recover(strict)
+            tally["epochs_in_recovery"] += \
+                server.stats()["recovery_running"] == "1"
+        delay = run_epoch(server, clients, rng, point, recover is not None)
         tally["ops_acked"] = sum(st.ops_acked for st in clients)
         server = start(not strict)
         where = ("seed %d, point %d (killed %s run after %.3f s)"

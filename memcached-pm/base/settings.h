@@ -334,6 +334,13 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
     X(_, HIDE, C(recovery_progress_ms), 0, NULL, "recovery_progress_ms",   \
       UINT(1, 3600000, NULL), "with -v: milliseconds between the lines a "  \
       "restart prints of its progress (default: 1000)")                     \
+    X(_, HIDE, C(recovery_threads), 0, NULL, "recovery_threads",           \
+      UINT(1, 16, NULL), "threads that read a memory file back after a "   \
+      "crash, while the node serves (default: one per CPU)")                \
+    X(_, HIDE, C(recovery_pace_us), 0, NULL, "recovery_pace_us",           \
+      UINT(0, 1000000, NULL), "microseconds a recovery thread rests after " \
+      "each page of the memory file: more of the CPUs for serving while "   \
+      "it recovers (default: 0)")                                           \
     X(_, HIDE, C(hash_bulk_move), 0, NULL, "hash_bulk_move",                \
       UINT(1, 1 << 20, NULL),                                               \
       "buckets moved per step of a hash table growth")                      \

@@ -103,6 +103,8 @@ enum hash_algorithm {
     X(unsigned,    hash_bulk_move,     1)                                   \
     X(unsigned,    recovery_progress_ms, 1000) /* -v: between progress  \
                                                  lines of a restart */      \
+    X(unsigned,    recovery_threads,   0)     /* 0: one per CPU */          \
+    X(unsigned,    recovery_pace_us,   0)     /* rest after each page */    \
     X(unsigned,    lock_power,         0)     /* 0: from the workers */     \
     /* LRU, maintainer, crawler (runtime unless said) */                    \
     X(bool,        lru_segmented,      true)  /* HOT/WARM/COLD */           \

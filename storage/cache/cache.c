@@ -28,6 +28,7 @@
 #include "storage/lru/policy.h"
 #include "storage/slab/cas.h"
 #include "storage/slab/persist.h"
+#include "storage/slab/slabs.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -164,6 +165,15 @@ cache_alloc(const char *key, size_t nkey, uint32_t hv,
     }
     it = place_new(key, nkey, client_flags, exptime, vlen,
                    ca->opts->use_cas);
+    /* A full cache while the file is read back: its items cannot be
+     * evicted before they are linked.  Read a page back, and again. */
+    while (it == NULL &&
+           recover_help(ca->recovering,
+                        slabs_clsid(item_size(nkey, client_flags, vlen,
+                                              ca->opts->use_cas)))) {
+        it = place_new(key, nkey, client_flags, exptime, vlen,
+                       ca->opts->use_cas);
+    }
     *st = it != NULL ? CACHE_OK : CACHE_NO_MEMORY;
     return it;
 }
@@ -604,6 +614,10 @@ cache_flush(rel_time_t when)
     }
     link_set_flush(when);
     if (when != 0 && when <= clock_now()) {
+        if (tomb_active()) {
+            /* what recovery has not read back yet is older still */
+            tomb_flush();
+        }
         link_flush_recent(when);
     }
 }

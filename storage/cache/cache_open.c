@@ -516,6 +516,8 @@ pmem_recover(struct cache_options *opts)
         .use_cas = opts->use_cas,
         .progress_ms = opts->recovery_progress_ms,
         .verbose = opts->verbose,
+        .nthreads = opts->recovery_threads,
+        .pace_us = opts->recovery_pace_us,
     };
 
     if (ca->sb.epoch != 0) {

@@ -9,6 +9,7 @@
  *   header: "MCPMTOMB" (8) | file id (8)
  *   record: crc32c (4) | nkey (2) | 0 (2) | seq (8) | key (nkey)
  *
+ * A record without a key is a flush_all: every copy up to its seq.
  * The checksum covers the record after it; a record torn by a crash ends
  * the log where it starts.
  */
@@ -48,6 +49,7 @@ static struct {
     struct tomb   **b;
     uint32_t        mask;       /* buckets - 1; covers the lock mask */
     uint64_t        mark;
+    uint64_t        flushed;    /* every copy up to it is gone */
     uint64_t        count;
     uint64_t       *filter;
     uint32_t        filter_mask;    /* bits - 1 */
@@ -123,15 +125,15 @@ append(const char *key, size_t nkey, uint64_t seq)
     struct rec r = { .nkey = (uint16_t)nkey, .seq = seq };
     size_t len = sizeof(r) + nkey;
 
-    if (tb.fd < 0 || nkey > KEY_MAX) {
+    if (nkey > KEY_MAX) {
         return;
     }
     r.crc = rec_crc(&r, key);
     memcpy(buf, &r, sizeof(r));
     memcpy(buf + sizeof(r), key, nkey);
     pthread_mutex_lock(&tb.log_lock);
-    if (write(tb.fd, buf, len) != (ssize_t)len ||
-        (tb.sync && fdatasync(tb.fd) != 0)) {
+    if (tb.fd >= 0 && (write(tb.fd, buf, len) != (ssize_t)len ||
+                       (tb.sync && fdatasync(tb.fd) != 0))) {
         fprintf(stderr, "recovery: cannot write %s (%s): a crash before "
                 "recovery ends may bring back keys removed since the "
                 "start\n", tb.path, strerror(errno));
@@ -181,6 +183,23 @@ tomb_note(const char *key, size_t nkey, uint32_t hv)
     }
 }
 
+void
+tomb_flush(void)
+{
+    locks_lock_all();
+    if (tomb_active()) {
+        __atomic_store_n(&tb.flushed, tb.mark, __ATOMIC_RELAXED);
+        append("", 0, tb.mark);
+    }
+    locks_unlock_all();
+}
+
+bool
+tomb_flushed(uint64_t seq)
+{
+    return seq <= __atomic_load_n(&tb.flushed, __ATOMIC_RELAXED);
+}
+
 bool
 tomb_covers(const char *key, size_t nkey, uint32_t hv, uint64_t seq)
 {
@@ -213,13 +232,16 @@ load(uint64_t file_id)
         fclose(f);
         return 0;
     }
-    while (fread(&r, sizeof(r), 1, f) == 1 && r.nkey > 0 &&
-           r.nkey <= KEY_MAX && fread(key, 1, r.nkey, f) == r.nkey &&
-           rec_crc(&r, key) == r.crc) {
+    while (fread(&r, sizeof(r), 1, f) == 1 && r.nkey <= KEY_MAX &&
+           fread(key, 1, r.nkey, f) == r.nkey && rec_crc(&r, key) == r.crc) {
         uint32_t hv = hash_key(key, r.nkey);
 
-        tomb_mark(hv);
-        (void)put(key, r.nkey, hv, r.seq);
+        if (r.nkey == 0) {
+            tb.flushed = r.seq > tb.flushed ? r.seq : tb.flushed;
+        } else {
+            tomb_mark(hv);
+            (void)put(key, r.nkey, hv, r.seq);
+        }
         end += (off_t)(sizeof(r) + r.nkey);
     }
     fclose(f);
@@ -243,6 +265,7 @@ tomb_begin(const char *path, uint64_t file_id, uint64_t mark, bool sync,
         return -1;
     }
     tb.mark = mark;
+    tb.flushed = 0;
     tb.sync = sync;
     tb.count = 0;
     tb.fd = -1;
@@ -275,10 +298,12 @@ tomb_end(bool done)
     locks_lock_all();
     __atomic_store_n(&tb.active, false, __ATOMIC_RELEASE);
     locks_unlock_all();
+    pthread_mutex_lock(&tb.log_lock);
     if (tb.fd >= 0) {
         close(tb.fd);
         tb.fd = -1;
     }
+    pthread_mutex_unlock(&tb.log_lock);
     if (done && tb.path != NULL) {
         (void)unlink(tb.path);
     }

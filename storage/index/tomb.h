@@ -60,6 +60,17 @@ bool tomb_test_mark(uint32_t hv);
 const void *tomb_hint(uint32_t hv);
 bool tomb_maybe(uint32_t hv);
 
+/*
+ * An immediate flush_all while recovering: every copy up to the mark is
+ * gone, whatever its key (the items' times, to the second, cannot tell a
+ * copy written just before the crash from one stored since).  Logged as
+ * the notes are.  Takes every item lock once: a recovery thread linking
+ * an item meanwhile has finished, and every later one sees it.  No item
+ * lock held.
+ */
+void tomb_flush(void);
+bool tomb_flushed(uint64_t seq);
+
 /* Keys noted (the log's and this run's). */
 uint64_t tomb_count(void);
 

@@ -88,15 +88,32 @@ link_in(struct item *it, uint32_t hv, enum item_lru which)
     assoc_grow_step();
 }
 
-void
-do_link_in(struct item *it, uint32_t hv, enum item_lru which)
+/* link_in() at the tail of COLD, with its list lock held or not. */
+static void
+in_oldest(struct item *it, uint32_t hv, bool locked)
 {
-    lru_set(it, which);
+    lru_set(it, ITEM_LRU_COLD);
     item_flags_set(it, ITEM_LINKED);
     item_ref_incr(it);
     assoc_insert(it, hv);
-    do_lru_push(it);
+    if (locked) {
+        do_lru_push_tail(it);
+    } else {
+        lru_push_tail(it);
+    }
     histo_add(it, 1);
+}
+
+void
+link_in_oldest(struct item *it, uint32_t hv)
+{
+    in_oldest(it, hv, false);
+}
+
+void
+do_link_in_oldest(struct item *it, uint32_t hv)
+{
+    in_oldest(it, hv, true);
 }
 
 /* ---- out -------------------------------------------------------------- */
@@ -273,7 +290,12 @@ flush_list(unsigned tc, enum item_lru l, rel_time_t when)
             continue;
         }
         if (item_time(it) <= when) {
-            break;
+            if (!tomb_active()) {
+                break;
+            }
+            /* recovered items join a list at its tail, older than what
+             * is behind them: the walk goes on past them */
+            continue;
         }
         hv = link_hv(it);
         if (!locks_trylock(hv)) {

@@ -50,10 +50,12 @@ void link_replace(struct item *old, struct item *n, uint32_t hv,
 /* Link an item already committed (or volatile) at the head of `which`. */
 void link_in(struct item *it, uint32_t hv, enum item_lru which);
 
-/* link_in() with the lock of list `which` of the item's class held by the
- * caller (lru_lock()), and its item lock: recovery links a run of a
- * page's items under one list lock.  The table is not grown a step. */
-void do_link_in(struct item *it, uint32_t hv, enum item_lru which);
+/* link_in() at the tail of COLD: an item read back from the file, older
+ * than anything stored since the start.  do_: with the list's lock held
+ * by the caller (lru_lock()), as recovery links a run of a page's items
+ * under one hold.  The table is not grown a step. */
+void link_in_oldest(struct item *it, uint32_t hv);
+void do_link_in_oldest(struct item *it, uint32_t hv);
 
 /* Unlink if linked: dead in the file, off its list and out of the table;
  * the link's reference is dropped (the memory may be freed).  While a

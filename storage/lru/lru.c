@@ -198,7 +198,7 @@ count_list(struct lru_list *l, int dir, size_t bytes)
 }
 
 /* The chain first..last (linked by next and prev) onto the head of the
- * list whose ends are *head and *tail: a list's, or a recovery run's. */
+ * list whose ends are *head and *tail. */
 static void
 chain_push(struct item **head, struct item **tail, struct item *first,
            struct item *last)
@@ -240,6 +240,20 @@ push_head(struct lru_list *l, struct item *it)
 }
 
 static void
+push_tail(struct lru_list *l, struct item *it)
+{
+    it->next = NULL;
+    it->prev = l->tail;
+    if (l->tail != NULL) {
+        l->tail->next = it;
+    } else {
+        l->head = it;
+    }
+    l->tail = it;
+    count_list(l, 1, item_ntotal(it));
+}
+
+static void
 take_out(struct lru_list *l, struct item *it)
 {
     chain_cut(&l->head, &l->tail, it);
@@ -272,6 +286,24 @@ do_lru_push(struct item *it)
 {
     count_class(it, 1);
     push_head(list_of(it), it);
+}
+
+void
+do_lru_push_tail(struct item *it)
+{
+    count_class(it, 1);
+    push_tail(list_of(it), it);
+}
+
+void
+lru_push_tail(struct item *it)
+{
+    struct lru_list *l = list_of(it);
+
+    count_class(it, 1);
+    pthread_mutex_lock(&l->lock);
+    push_tail(l, it);
+    pthread_mutex_unlock(&l->lock);
 }
 
 void

@@ -79,6 +79,9 @@ lru_set(struct item *it, enum item_lru which)
 void lru_push(struct item *it);
 void lru_remove(struct item *it);
 void lru_unlinked(struct item *it);
+/* At the tail instead: an item older than the list (recovery's). */
+void lru_push_tail(struct item *it);
+void do_lru_push_tail(struct item *it);
 void do_lru_push(struct item *it);
 void do_lru_remove(struct item *it);
 

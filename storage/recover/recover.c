@@ -78,7 +78,8 @@ claim_pages(struct recovery *rc)
     const unsigned char *table = pagetab_get(&n);
 
     rc->pages = calloc(n ? n : 1, sizeof(*rc->pages));
-    if (rc->pages == NULL) {
+    rc->taken = calloc(n ? n : 1, 1);
+    if (rc->pages == NULL || rc->taken == NULL) {
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -293,6 +294,29 @@ note_progress(struct recovery *rc)
     pthread_mutex_unlock(&note_lock);
 }
 
+/* Take page i, unless another thread (or a helper) did. */
+static bool
+take(struct recovery *rc, size_t i)
+{
+    unsigned char no = 0;
+
+    return __atomic_compare_exchange_n(&rc->taken[i], &no, 1, false,
+                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/* The next page in file order no one took, or npages. */
+static size_t
+take_next(struct recovery *rc)
+{
+    for (;;) {
+        size_t i = __atomic_fetch_add(&rc->next_page, 1, __ATOMIC_RELAXED);
+
+        if (i >= rc->npages || take(rc, i)) {
+            return i < rc->npages ? i : rc->npages;
+        }
+    }
+}
+
 static void *
 page_thread(void *arg)
 {
@@ -300,13 +324,21 @@ page_thread(void *arg)
     struct recovery *rc = w->rc;
 
     while (!__atomic_load_n(&rc->stop, __ATOMIC_RELAXED) && !w->oom) {
-        size_t i = __atomic_fetch_add(&rc->next_page, 1, __ATOMIC_RELAXED);
+        size_t i = take_next(rc);
 
         if (i >= rc->npages) {
             break;
         }
         recover_page(w, &rc->pages[i]);
         note_progress(rc);
+        if (rc->p->pace_us != 0) {
+            struct timespec ts = {
+                .tv_sec = rc->p->pace_us / 1000000,
+                .tv_nsec = (long)(rc->p->pace_us % 1000000) * 1000,
+            };
+
+            nanosleep(&ts, NULL);
+        }
     }
     recover_link_pages(w, true);
     return NULL;
@@ -330,6 +362,67 @@ thread_count(const struct recover_params *p)
     return n > MAX_THREADS ? MAX_THREADS : n;
 }
 
+/* ---- help ------------------------------------------------------------- */
+
+/*
+ * A worker that finds no memory for a new item while the file is read
+ * back (the cache full, and its items not evictable until they are
+ * linked) reads a page back itself: one of the item's class if any is
+ * left, else the next; its items become evictable, its dead chunks free.
+ * Up to HELPERS workers at once, each in a worker slot of its own, whose
+ * chunked heads and pieces wait for the end with the threads'.  Called
+ * with no lock held.
+ */
+bool
+recover_help(struct recovery *rc, unsigned clsid)
+{
+    struct worker *w = NULL;
+    size_t i = rc != NULL ? rc->npages : 0;
+
+    if (!recover_running(rc) || __atomic_load_n(&rc->stop, __ATOMIC_RELAXED)) {
+        return false;
+    }
+    __atomic_add_fetch(&rc->helping, 1, __ATOMIC_ACQ_REL);
+    for (size_t j = __atomic_load_n(&rc->next_page, __ATOMIC_RELAXED);
+         j < rc->npages && i == rc->npages; j++) {
+        if (rc->pages[j].clsid == clsid && take(rc, j)) {
+            i = j;
+        }
+    }
+    if (i == rc->npages) {
+        i = take_next(rc);
+    }
+    if (i < rc->npages) {
+        for (unsigned k = rc->nthreads; w == NULL && k < rc->nworkers; k++) {
+            if (pthread_mutex_trylock(&rc->w[k].help) == 0) {
+                w = &rc->w[k];
+            }
+        }
+        if (w == NULL) {
+            w = &rc->w[rc->nthreads];
+            pthread_mutex_lock(&w->help);
+        }
+        recover_page(w, &rc->pages[i]);
+        recover_link_pages(w, true);
+        note_progress(rc);
+        pthread_mutex_unlock(&w->help);
+    }
+    __atomic_sub_fetch(&rc->helping, 1, __ATOMIC_ACQ_REL);
+    return i < rc->npages;
+}
+
+/* Every page taken, the threads done: wait for the helpers still on
+ * one. */
+static void
+wait_helpers(struct recovery *rc)
+{
+    static const struct timespec tick = { .tv_nsec = 100000 };
+
+    while (__atomic_load_n(&rc->helping, __ATOMIC_ACQUIRE) != 0) {
+        nanosleep(&tick, NULL);
+    }
+}
+
 /* The figures so far: the threads' counts, read as they run. */
 static void
 figures(const struct recovery *rc, struct cache_recovery *out)
@@ -341,7 +434,7 @@ figures(const struct recovery *rc, struct cache_recovery *out)
     out->pages_done = __atomic_load_n(&rc->scanned, __ATOMIC_RELAXED);
     out->running = __atomic_load_n(&rc->running, __ATOMIC_ACQUIRE);
     out->removals = tomb_count();
-    for (unsigned i = 0; i < rc->nthreads; i++) {
+    for (unsigned i = 0; i < rc->nworkers; i++) {
         const struct worker *w = &rc->w[i];
 
         out->items += __atomic_load_n(&w->linked, __ATOMIC_RELAXED);
@@ -369,7 +462,8 @@ recovery_thread(void *arg)
     uint64_t t0, t1;
 
     run_threads(rc, page_thread);
-    for (unsigned i = 0; i < rc->nthreads; i++) {
+    wait_helpers(rc);
+    for (unsigned i = 0; i < rc->nworkers; i++) {
         oom |= rc->w[i].oom;
     }
     t1 = clock_mono_us();
@@ -379,9 +473,9 @@ recovery_thread(void *arg)
         fprintf(stderr, "recovery: out of memory: some items of the file "
                 "are not back (the next start scans it again)\n");
     }
-    tomb_end(rc->complete);
     t0 = clock_mono_us();
     figures(rc, &rc->out);
+    tomb_end(rc->complete);
     rc->out.scan_seconds = t1 - rc->started_us - rc->start_len_us;
     rc->out.link_seconds = t0 - t1;
     rc->out.seconds = t0 - rc->started_us;
@@ -402,7 +496,8 @@ recovery_thread(void *arg)
 static void
 recovery_free(struct recovery *rc)
 {
-    for (unsigned i = 0; rc->w != NULL && i < rc->nthreads; i++) {
+    for (unsigned i = 0; rc->w != NULL && i < rc->nworkers; i++) {
+        pthread_mutex_destroy(&rc->w[i].help);
         free(rc->w[i].page.v);
         free(rc->w[i].heads.v);
         free(rc->w[i].pieces.v);
@@ -410,6 +505,7 @@ recovery_free(struct recovery *rc)
     free(rc->w);
     free(rc->pieces);
     free(rc->pages);
+    free(rc->taken);
     free(rc);
 }
 
@@ -431,12 +527,14 @@ recovery_new(struct tier *t, const struct recover_params *p)
     rc->started_us = clock_mono_us();
     rc->next_note_us = rc->started_us +
                        (p->progress_ms ? p->progress_ms : 1000) * 1000ull;
-    rc->w = calloc(rc->nthreads, sizeof(*rc->w));
+    rc->nworkers = rc->nthreads + HELPERS;
+    rc->w = calloc(rc->nworkers, sizeof(*rc->w));
     if (rc->w == NULL) {
         free(rc);
         return NULL;
     }
-    for (unsigned i = 0; i < rc->nthreads; i++) {
+    for (unsigned i = 0; i < rc->nworkers; i++) {
+        pthread_mutex_init(&rc->w[i].help, NULL);
         rc->w[i].rc = rc;
         rc->w[i].id = i;
         rc->w[i].page.size = sizeof(struct head);

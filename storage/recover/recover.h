@@ -53,6 +53,7 @@ struct recover_params {
     uint64_t    file_id;        /* the log's file (the superblock epoch) */
     bool        sync;           /* sync the log (power durability) */
     unsigned    nthreads;       /* recovery threads; 0 = one per CPU */
+    unsigned    pace_us;        /* each thread rests after each page */
     const char *name;           /* the file, for -v */
     int         verbose;        /* > 0: progress and the end on stderr */
     unsigned    progress_ms;    /* between progress lines (0: 1000) */
@@ -68,6 +69,15 @@ struct recovery *recover_start(struct tier *t, const struct recover_params *p);
 
 /* True until the last item is linked. */
 bool recover_running(const struct recovery *rc);
+
+/*
+ * For a worker that finds no memory for a new item (of slab class clsid)
+ * while the file is read back: it reads a page back itself, of that class
+ * if one is left, so that its items become evictable and its dead chunks
+ * free; then it tries again.  False when no page is left to read (or rc
+ * is NULL, or ended).  No lock may be held.
+ */
+bool recover_help(struct recovery *rc, unsigned clsid);
 
 /* How far it has come (final once it ended). */
 void recover_progress(const struct recovery *rc, struct cache_recovery *out);

@@ -22,6 +22,8 @@ struct recover_params;
 struct tier;
 
 #define MAX_THREADS     16
+/* Workers that help the recovery at once (recover_help()). */
+#define HELPERS         4
 
 struct page_ref {
     void       *page;
@@ -62,6 +64,7 @@ struct worker {
     uint64_t            linked;
     uint64_t            torn, expired, flushed, replaced, removed;
     bool                oom;
+    pthread_mutex_t     help;       /* a helper's: one at a time */
 };
 
 struct recovery {
@@ -75,10 +78,13 @@ struct recovery {
     size_t              npages;
     unsigned            largest;
     unsigned            nthreads;
+    unsigned            nworkers;   /* nthreads, then the HELPERS' */
     struct worker      *w;
     struct piece       *pieces;     /* all of them, sorted */
     size_t              npieces;
     size_t              next_page;  /* the next page a thread takes */
+    unsigned char      *taken;      /* a page's: a thread took it */
+    unsigned            helping;    /* helpers on a page now */
     size_t              scanned;    /* pages done */
     bool                stop;       /* recover_finish() asked */
     bool                running;    /* until the last item is linked */

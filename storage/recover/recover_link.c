@@ -64,6 +64,10 @@ judge(struct worker *w, struct item *it, uint32_t hv, struct item **old)
     uint64_t seq = recover_seq_of(it);
     bool flushed;
 
+    if (tomb_flushed(seq)) {
+        w->flushed++;
+        return LOSE;
+    }
     if (link_is_dead(it, clock_now(), &flushed)) {
         if (flushed) {
             w->flushed++;
@@ -91,12 +95,15 @@ judge(struct worker *w, struct item *it, uint32_t hv, struct item **old)
 }
 
 /* A head that does not come back: dead in the file, its chunk free, and
- * its chain's if it holds one. */
+ * its chain's if it holds one.  Held by a reference across the kill: on
+ * a worker that helps (recover_help()) in a group commit, the group holds
+ * the item until it syncs the kill, and frees it then. */
 static void
 drop(struct item *it)
 {
+    item_ref_incr(it);
     persist_kill(it);
-    item_free(it);
+    item_release(it);
 }
 
 /* A chunked head whose chain did not come together: its own chunk only
@@ -128,7 +135,7 @@ link_head(struct worker *w, struct item *it, uint32_t hv)
         w->replaced++;
     }
     if (v != LOSE) {
-        link_in(it, hv, ITEM_LRU_COLD);
+        link_in_oldest(it, hv);
     }
     locks_unlock(hv);
     if (v == WIN) {
@@ -205,7 +212,7 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
         }
         v = judge(w, h[i].it, h[i].hv, &old);
         if (v == WIN) {
-            do_link_in(h[i].it, h[i].hv, ITEM_LRU_COLD);
+            do_link_in_oldest(h[i].it, h[i].hv);
             count_linked(w);
         } else if (v == TWIN) {
             later[nlater++] = i;    /* judged again there */
@@ -278,14 +285,14 @@ gather_pieces(struct recovery *rc)
 {
     size_t n = 0;
 
-    for (unsigned i = 0; i < rc->nthreads; i++) {
+    for (unsigned i = 0; i < rc->nworkers; i++) {
         n += rc->w[i].pieces.n;
     }
     rc->pieces = malloc((n ? n : 1) * sizeof(*rc->pieces));
     if (rc->pieces == NULL) {
         return -1;
     }
-    for (unsigned i = 0; i < rc->nthreads; i++) {
+    for (unsigned i = 0; i < rc->nworkers; i++) {
         struct vec *v = &rc->w[i].pieces;
 
         for (size_t j = 0; j < v->n; j++) {
@@ -317,7 +324,7 @@ recover_link_chunked(struct recovery *rc)
     }
     /* Chains first, so that every piece a head will hold is claimed
      * before any head is linked (and can be freed by a delete). */
-    for (unsigned i = 0; i < rc->nthreads; i++) {
+    for (unsigned i = 0; i < rc->nworkers; i++) {
         struct head *h = rc->w[i].heads.v;
 
         for (size_t j = 0; j < rc->w[i].heads.n; j++) {
@@ -333,7 +340,7 @@ recover_link_chunked(struct recovery *rc)
             drop_piece(rc, &rc->pieces[i]);
         }
     }
-    for (unsigned i = 0; i < rc->nthreads; i++) {
+    for (unsigned i = 0; i < rc->nworkers; i++) {
         const struct head *h = rc->w[i].heads.v;
 
         for (size_t j = 0; j < rc->w[i].heads.n; j++) {

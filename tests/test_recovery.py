@@ -1,0 +1,211 @@
+"""A crash is not an outage: after a SIGKILL the node serves at once and
+reads its memory file back while it serves (storage/recover/recover.h).
+
+While it recovers a key may miss, but no reply is ever older than the
+last acknowledged write to its key: keys set, deleted, incremented or
+flushed after the start are never brought back or rolled back by the
+recovery, through a crash or a stop in the middle of it too.
+
+The recovery is slowed down here (-o recovery_threads=1, a rest after
+each page) so that the tests act while it is half way; items of many
+sizes spread the file over many pages, one class a page.
+"""
+
+import os
+import signal
+
+from conftest import wait_for
+
+SIZES = (10, 100, 300, 700, 1500, 3000, 6000, 12000, 30000, 90000,
+         600000)          # the last is chunked (over slab_chunk_max)
+PER_SIZE = 30
+SLOW = ("-o", "recovery_threads=1,recovery_pace_us=150000")
+
+
+def value(key, gen, size):
+    head = b"%s/%d/" % (key, gen)
+    return (head * (size // len(head) + 1))[:size]
+
+
+class Model:
+    """What the cache must hold: key -> (value, flags), or None: absent."""
+
+    def __init__(self):
+        self.want = {}
+        for size in SIZES:
+            for i in range(PER_SIZE):
+                k = b"k%d-%d" % (size, i)
+                self.want[k] = (value(k, 0, size), 0)
+        for i in range(PER_SIZE):
+            self.want[b"n%d" % i] = (b"100", 0)
+
+    def load(self, c):
+        for k, (v, f) in self.want.items():
+            c.send(b"set %s %d 0 %d\r\n%s\r\n" % (k, f, len(v), v))
+            assert c.readline() == b"STORED\r\n"
+
+    def read(self, c, k):
+        reply = c.get_block(b"get %s\r\n" % k)
+        if reply == b"END\r\n":
+            return None
+        head, rest = reply.split(b"\r\n", 1)
+        _, _, flags, n = head.split(b" ")
+        assert rest[int(n):] == b"\r\nEND\r\n", reply[:200]
+        return rest[:int(n)], int(flags)
+
+    def check(self, c, recovering):
+        """Every key reads as the model says; while recovering a present
+        key may miss, but never read as another value."""
+        for k, want in self.want.items():
+            got = self.read(c, k)
+            if recovering and got is None:
+                continue
+            assert got == want, (k, got and got[0][:40],
+                                 want and want[0][:40])
+
+
+def recovering(s):
+    return s.stats()["recovery_running"] == "1"
+
+
+def crash_and_start(s, server_factory, memfile, *extra):
+    s.proc.kill()
+    s.proc.wait()
+    s2 = server_factory("-e", memfile, *SLOW, *extra, recovered=False)
+    st = s2.stats()
+    assert st["recovery_running"] == "1", st
+    assert int(st["recovery_pages_done"]) < int(st["recovery_pages"]), st
+    return s2
+
+
+def change(c, m):
+    """While the recovery runs: sets over a third of the keys, deletes of
+    another third, incr of the counters; each answer folded into the
+    model (a key not read back yet answers as if missing)."""
+    keys = [k for k in m.want if k.startswith(b"k")]
+    for i, k in enumerate(keys):
+        v, _ = m.want[k]
+        if i % 3 == 0:
+            nv = value(k, 1, len(v))
+            c.send(b"set %s 5 0 %d\r\n%s\r\n" % (k, len(nv), nv))
+            assert c.readline() == b"STORED\r\n"
+            m.want[k] = (nv, 5)
+        elif i % 3 == 1:
+            c.send(b"delete %s\r\n" % k)
+            assert c.readline() in (b"DELETED\r\n", b"NOT_FOUND\r\n")
+            m.want[k] = None
+    for i in range(PER_SIZE):
+        k = b"n%d" % i
+        got = c.req(b"incr %s 1\r\n" % k)
+        if got == b"101\r\n":
+            m.want[k] = (b"101", 0)
+        else:
+            # not read back yet: a miss, and nothing changed
+            assert got == b"NOT_FOUND\r\n", got
+
+
+def test_serves_at_once_and_nothing_stale(server_factory, memfile):
+    s = server_factory("-e", memfile)
+    m = Model()
+    with s.conn(timeout=10) as c:
+        m.load(c)
+    s = crash_and_start(s, server_factory, memfile)
+    with s.conn(timeout=10) as c:
+        change(c, m)
+        m.check(c, recovering=True)
+        assert recovering(s), "the recovery ended too early to be seen"
+    assert os.path.exists(memfile + ".removed")
+    wait_for(lambda: not recovering(s), 60, "the recovery to end")
+    with s.conn(timeout=10) as c:
+        m.check(c, recovering=False)
+        st = c.stats()
+    present = sum(v is not None for v in m.want.values())
+    assert int(st["curr_items"]) == present, st
+    deleted = sum(v is None for v in m.want.values())
+    assert int(st["recovery_removals"]) == deleted, st
+    assert int(st["recovery_dropped_removed"]) <= deleted, st
+    assert int(st["recovery_pages_done"]) == int(st["recovery_pages"]), st
+    # every removal's copy is cleared in the file: the log goes
+    assert not os.path.exists(memfile + ".removed")
+
+
+def test_crash_during_recovery_forgets_nothing(server_factory, memfile):
+    """Removals made while recovering survive a second crash in the
+    middle of the recovery (<file>.removed), and so do the sets."""
+    s = server_factory("-e", memfile)
+    m = Model()
+    with s.conn(timeout=10) as c:
+        m.load(c)
+    s = crash_and_start(s, server_factory, memfile)
+    with s.conn(timeout=10) as c:
+        change(c, m)
+    assert recovering(s)
+    s = crash_and_start(s, server_factory, memfile)
+    with s.conn(timeout=10) as c:
+        m.check(c, recovering=True)
+    wait_for(lambda: not recovering(s), 60, "the recovery to end")
+    with s.conn(timeout=10) as c:
+        m.check(c, recovering=False)
+        st = c.stats()
+    assert int(st["curr_items"]) == sum(v is not None
+                                        for v in m.want.values())
+    assert st["recovery_checksummed"] == "1"
+
+
+def test_stop_during_recovery_scans_again(server_factory, memfile):
+    """A clean stop before the recovery ends saves no index and leaves the
+    file unclean: the next start reads it back, checksums and all."""
+    s = server_factory("-e", memfile)
+    m = Model()
+    with s.conn(timeout=10) as c:
+        m.load(c)
+    s = crash_and_start(s, server_factory, memfile)
+    with s.conn(timeout=10) as c:
+        change(c, m)
+    s.assert_clean_stop()
+    assert not os.path.exists(memfile + ".index")
+    s = server_factory("-e", memfile)
+    st = s.stats()
+    assert (st["recovery_image"], st["recovery_checksummed"]) == ("0", "1")
+    with s.conn(timeout=10) as c:
+        m.check(c, recovering=False)
+
+
+def test_flush_all_during_recovery(server_factory, memfile):
+    """A flush_all while recovering covers the items not read back yet."""
+    s = server_factory("-e", memfile)
+    m = Model()
+    with s.conn(timeout=10) as c:
+        m.load(c)
+    s = crash_and_start(s, server_factory, memfile)
+    with s.conn(timeout=10) as c:
+        c.call(b"flush_all\r\n", b"OK\r\n")
+        c.call(b"set after 0 0 1\r\nx\r\n", b"STORED\r\n")
+    wait_for(lambda: not recovering(s), 60, "the recovery to end")
+    with s.conn(timeout=10) as c:
+        back = [k for k in m.want if m.read(c, k) is not None]
+        assert back == [], (back, c.stats())
+        assert m.read(c, b"after") == (b"x", 0)
+        st = c.stats()
+    assert st["curr_items"] == "1"
+    # and after a crash too
+    s.proc.kill()
+    s.proc.wait()
+    s = server_factory("-e", memfile)
+    with s.conn(timeout=10) as c:
+        back = [k for k in m.want if m.read(c, k) is not None]
+        assert back == [], (back, c.stats())
+        assert m.read(c, b"after") == (b"x", 0)
+
+
+def test_verbose_says_when_recovery_ends(server_factory, memfile):
+    s = server_factory("-e", memfile)
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\na\r\n", b"STORED\r\n")
+    s.proc.kill()
+    s.proc.wait()
+    s = server_factory("-e", memfile, "-v")
+    line = "memory file %s: recovered 1 items from 1 pages in " % memfile
+    wait_for(lambda: line in s.stderr(), 10, "the recovery's last line")
+    s.signal(signal.SIGTERM)
+    assert s.wait() == 0
