@@ -20,6 +20,16 @@ and times every request.  After two seconds of steady state, the event:
 
   kill            SIGKILL one node, start it again at once (same port,
                   file)
+  crash           the kill at size: --keys in the millions, loaded through
+                  the proxy by mcload, the node killed (SIGKILL) and
+                  started again 100 ms later as systemd's Restart= does
+                  (RestartSec=100ms, contrib/'s units); memcached-pm under
+                  a service manager played here (tests/svcman.py) that
+                  keeps its listener, so that clients queue while it is
+                  down; memcached has no socket activation: its port
+                  refuses until it listens again.  Proxy layer only; per
+                  half second of every server, OUT/crash.md tables the
+                  requests, hits, misses and failures
   rolling         every node in turn restarted, the next once it serves:
                   memcached-pm by a takeover (a new node started with the
                   same -o takeover=<path> takes the port, the connections
@@ -107,7 +117,7 @@ STEADY = 2.0            # seconds before the event
 VALUE = b"v" * 100
 SERVERS = ("mcpm", "memcached", "memcached-e")
 LAYERS = ("proxy", "ketama", "dalli")
-SCENARIOS = ("kill", "rolling", "upgrade", "rolling-systemd",
+SCENARIOS = ("kill", "crash", "rolling", "upgrade", "rolling-systemd",
              "rolling-plain", "upgrade-layout", "migrate-e", "migrate-warm",
              "migrate-cold")
 MCPM_ONLY = ("rolling-systemd", "rolling-plain", "upgrade-layout")
@@ -115,6 +125,8 @@ MCPM_ONLY = ("rolling-systemd", "rolling-plain", "upgrade-layout")
 MIGRATE = {"migrate-e": "memcached-e", "migrate-warm": "memcached",
            "migrate-cold": "memcached"}
 WRITER_KEYS = 1000
+ZIPF_MAX = 1000000
+SPREAD = 2654435761     # a prime: rank -> key, hot keys on every node
 
 
 def free_port():
@@ -145,8 +157,9 @@ class Node:
     systemd (a service manager played here) when managed."""
 
     def __init__(self, kind, port, binary, tmp, managed=False,
-                 takeover=True):
+                 takeover=True, mem=64):
         self.kind, self.port, self.binary = kind, port, binary
+        self.mem = mem
         self.takeover = takeover and kind == "mcpm"
         tag = "%s-%d" % (uuid.uuid4().hex[:8], port)
         self.file = os.path.join("/dev/shm", "mcpm-pool-bench-%s.pm" % tag)
@@ -165,7 +178,7 @@ class Node:
         if binary:
             self.binary = binary
         a = [self.binary, "-p", str(self.port), "-U", "0", "-l",
-             "127.0.0.1", "-m", "64", "-t", "2"]
+             "127.0.0.1", "-m", str(self.mem), "-t", "2"]
         if os.geteuid() == 0:
             a += ["-u", "root"]
         if self.kind in ("mcpm", "memcached-e"):
@@ -194,6 +207,19 @@ class Node:
         else:
             self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(30)
+
+    def crash(self):
+        """SIGKILL, and started again RestartSec=100ms after its exit, as
+        systemd's Restart=on-failure does; under the played manager its
+        listener stays open meanwhile."""
+        self.proc.kill()
+        self.proc.wait(30)
+        time.sleep(0.1)                 # RestartSec=100ms
+        if self.manager:
+            self.manager.start(wait=False)
+            self.proc = self.manager.proc
+            return
+        self.start()
 
     def take_over(self, binary=None):
         """A successor takes this node over; back once the old one has
@@ -270,11 +296,12 @@ def client(layer, nodes, proxy):
 
 
 class Zipf:
-    """Ranks 0..n-1 with P(k) ~ 1/(k+1)^s, by inverse CDF."""
+    """Ranks 0..n-1 with P(k) ~ 1/(k+1)^s, by inverse CDF (of the first
+    ZIPF_MAX ranks: past them, a key is drawn once in tens of millions)."""
 
     def __init__(self, n, s=1.0):
         acc, self.cdf = 0.0, []
-        for k in range(n):
+        for k in range(min(n, ZIPF_MAX)):
             acc += 1.0 / (k + 1) ** s
             self.cdf.append(acc)
         self.total = acc
@@ -303,10 +330,8 @@ class Reader(threading.Thread):
 
     def run(self):
         rng = random.Random(7)
-        perm = list(range(self.nkeys))
-        random.Random(3).shuffle(perm)      # hot keys on every node
         while not self.halt.is_set():
-            k = "k%d" % perm[self.draw(rng)]
+            k = "k%d" % (self.draw(rng) * SPREAD % self.nkeys)
             start = time.monotonic()
             b = self.buckets.setdefault(int((start - self.t0) / BUCKET),
                                         [0, 0, 0, 0, 0.0])
@@ -467,6 +492,20 @@ def servers_arg(nodes):
     return ",".join("127.0.0.1:%d" % n.port for n in nodes)
 
 
+def fill_at_size(proxy, nkeys):
+    """The crash scenario's keys, through the proxy by mcload (pipelined):
+    millions in a minute where the clients' sets take an hour."""
+    mcload = os.environ.get("MCLOAD_BIN", os.path.join(
+        ROOT, "build", "bench", "mcload"))
+    res = subprocess.run(
+        [mcload, "--server", "127.0.0.1:%d" % proxy.port, "--json",
+         "--value-size", str(len(VALUE)), "--preload", "--requests", "1",
+         "--keys", str(nkeys), "--key-prefix", "k", "-c", "4", "-d", "64"],
+        capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit("pool.py: mcload failed: %s" % res.stderr)
+
+
 def fill(layer, nodes, proxy, nkeys):
     if layer != "dalli":
         client(layer, nodes, proxy).set_multi(
@@ -491,6 +530,9 @@ def event(scenario, nodes, binaries, tmp):
     if scenario == "kill":
         nodes[0].stop(graceful=False)
         nodes[0].start()
+        return
+    if scenario == "crash":
+        nodes[0].crash()
         return
     for n in nodes:
         if n.manager:
@@ -542,12 +584,15 @@ def binaries_for(kind, scenario, args):
 
 def run_one(kind, layer, scenario, args, tmp):
     bins = binaries_for(kind, scenario, args)
-    managed = kind == "mcpm" and scenario == "rolling-systemd"
+    managed = kind == "mcpm" and scenario in ("rolling-systemd", "crash")
     # the build before the last layout change has no takeover
     start_kind = MIGRATE.get(scenario, kind)
+    # room for the keys: about 140 bytes an item in either server
+    mem = 64 if scenario != "crash" else \
+        args.keys * 140 // args.nodes // (1 << 20) + 256
     nodes = [Node(start_kind, free_port(), bins["from"], tmp, managed,
                   takeover=scenario != "upgrade-layout" and
-                  scenario not in MIGRATE)
+                  scenario not in MIGRATE, mem=mem)
              for _ in range(args.nodes)]
     proxy = None
     try:
@@ -555,9 +600,11 @@ def run_one(kind, layer, scenario, args, tmp):
             n.start()
         if layer == "proxy":
             proxy = Proxy([n.port for n in nodes], tmp)
-        fill(layer, nodes, proxy, args.keys)
+        if scenario == "crash":
+            fill_at_size(proxy, args.keys)
+        fill(layer, nodes, proxy, 0 if scenario == "crash" else args.keys)
         restart = None
-        if start_kind == "mcpm":
+        if start_kind == "mcpm" and scenario != "crash":
             restart = sorted(n.restart_seconds() for n in nodes)[
                 len(nodes) // 2]
         stop = threading.Event()
@@ -726,6 +773,31 @@ def writer_row(scenario, layer, w):
                w.stale))
 
 
+def per_half_second(halves, args):
+    """The crash scenario, per half second from a second before the
+    crash: each server's requests, hits, misses and failures (both
+    readers together).  Row t is the half second from t after the one
+    the crash fell in."""
+    kinds = list(halves)
+    out = ["%d keys on %d nodes, through nutcracker; node 0 killed in the "
+           "half second at t = 0 and started again 100 ms after its exit"
+           "\n" % (args.keys, args.nodes),
+           "| t (s) |" + "".join(" %s: requests / hits / misses / failures "
+                                 "|" % k for k in kinds),
+           "|---:|" + "---:|" * len(kinds)]
+    span = int(args.after / BUCKET)
+    for j in range(-2, span + 1):
+        cells = []
+        for k in kinds:
+            tot = [0, 0, 0, 0]
+            for _, buckets, t_event, _, _ in halves[k].values():
+                b = buckets.get(int(t_event / BUCKET) + j, [0] * 5)
+                tot = [tot[x] + b[x] for x in range(4)]
+            cells.append(" %d / %d / %d / %d |" % tuple(tot))
+        out.append("| %.1f |%s" % (j * BUCKET, "".join(cells)))
+    return "\n".join(out) + "\n"
+
+
 def main():
     args = parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -735,6 +807,7 @@ def main():
              "| worst 0.5 s hit ratio | back to steady | requests "
              "| longest request | p99.9 | clean restart |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    halves = {}
     with tempfile.TemporaryDirectory(prefix="pool-bench-") as tmp:
         for scenario in args.scenarios:
             for layer in args.layers:
@@ -745,10 +818,14 @@ def main():
                         continue
                     if scenario in MIGRATE and layer == "dalli":
                         continue
+                    if scenario == "crash" and layer != "proxy":
+                        continue
                     res = run_one(kind, layer, scenario, args, tmp)
                     label = kind
                     if scenario in MIGRATE:
                         label = "%s to mcpm" % MIGRATE[scenario]
+                    if scenario == "crash":
+                        halves[label] = res
                     for dist, (s, buckets, t_event, restart, writer) in \
                             res.items():
                         lines.append(row(scenario, layer, label, dist, s,
@@ -764,6 +841,11 @@ def main():
                 svg(os.path.join(args.out, "%s-%s.svg" % (scenario, layer)),
                     "%s, %s (Zipf reader), event at the dashed line"
                     % (scenario, layer), plot)
+    if halves:
+        with open(os.path.join(args.out, "crash.md"), "w") as f:
+            f.write(per_half_second(halves, args))
+        if args.scenarios == ["crash"]:
+            return
     name = "migrate.md" if all(x in MIGRATE for x in args.scenarios) \
         else "results.md"
     with open(os.path.join(args.out, name), "w") as f:
