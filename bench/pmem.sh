@@ -6,9 +6,12 @@
 # Then, round after round, each is stopped with SIGUSR1 (memcached: its
 # graceful restart; memcached-pm: a clean shutdown) and started again on
 # the same file; memcached-pm is also killed with SIGKILL, which costs it
-# the checksum pass.  Printed per restart: signal to exit, exec to the
-# first `version` reply, curr_items afterwards (must be ITEMS), and
-# memcached-pm's own recovery_seconds.  Then medians and ratios.
+# the checksum pass.  Printed per restart: signal to exit, exec to every
+# item back (memcached: its first `version` reply; memcached-pm, which
+# serves while it reads its file back after a crash: stats
+# recovery_running 0), exec to the first reply (serve_s), curr_items
+# afterwards (must be ITEMS), and memcached-pm's own recovery_seconds.
+# Then medians and ratios.
 #
 # Part 2 (throughput): six servers side by side, memcached-pm under each
 # tier policy (dram, pmem, cache, capacity), memcached -e and plain
@@ -200,12 +203,25 @@ start_server() {
     fi
     echo "-- $bin ${args[*]}" >>"$TMP/log-$port"
     t0=$EPOCHREALTIME
+    START_T0=$t0
     "${PIN_SERVER[@]}" "$bin" "${args[@]}" >>"$TMP/log-$port" 2>&1 &
     SERVER_PID=$!
     PIDS+=("$SERVER_PID")
     START_S=$(wait_version "$port" "$SERVER_PID" "$t0") ||
         die "server on port $port did not come up: $(tail -3 \
 "$TMP/log-$port")"
+}
+
+# wait_recovered PORT: until memcached-pm has read its file back (stats
+# recovery_running 0); sets BACK_S, seconds from the last start's exec.
+wait_recovered() {
+    local deadline=$((SECONDS + 600))
+    while [ "$(stat "$1" recovery_running)" = 1 ]; do
+        [ "$SECONDS" -lt "$deadline" ] || die "no end of recovery on $1"
+        sleep 0.001
+    done
+    BACK_S=$(awk -v a="$START_T0" -v b="$EPOCHREALTIME" \
+             'BEGIN { printf "%.3f", b - a }')
 }
 
 # stop_server PID [SIGNAL]: sets STOP_S, seconds from the signal to exit.
@@ -308,7 +324,7 @@ meta_wait() {
 # again on the same file, checks curr_items, prints one row.  Figures go to
 # $TMP/r-{stop,start,rec}-<label with / as _>.
 restart_one() {
-    local side=$1 sig=$2 label=$3 round=$4 port items rsec csum ok f
+    local side=$1 sig=$2 label=$3 round=$4 port items rsec csum ok f serve
     f=${label//\//_}
     port=${R_PORT[$side]}
     stop_server "${R_PID[$side]}" "$sig"
@@ -318,6 +334,11 @@ restart_one() {
     # shellcheck disable=SC2086
     start_server "${R_BIN[$side]}" "$port" ${R_ARGS[$side]}
     R_PID[$side]=$SERVER_PID
+    serve=$START_S
+    if [ "$side" = pm ]; then
+        wait_recovered "$port"
+        START_S=$BACK_S
+    fi
     items=$(stat "$port" curr_items)
     rsec=$(stat "$port" recovery_seconds)
     csum=$(stat "$port" recovery_checksummed)
@@ -336,8 +357,9 @@ restart_one() {
     if [ -n "$rsec" ]; then
         echo "$rsec" >>"$TMP/r-rec-$f"
     fi
-    printf '%-22s %5d %8s %9s %11s %6s %11s %s\n' "$label" "$round" \
-        "$STOP_S" "$START_S" "$items" "${csum:--}" "${rsec:--}" "$ok"
+    printf '%-22s %5d %8s %9s %8s %11s %6s %11s %s\n' "$label" "$round" \
+        "$STOP_S" "$START_S" "$serve" "$items" "${csum:--}" "${rsec:--}" \
+        "$ok"
 }
 
 restart_summary() {
@@ -465,16 +487,16 @@ restart() {
             prep_side "$side"
             stop_server "${R_PID[$side]}" USR1
         done
-        printf '%-22s %5s %8s %9s %11s %6s %11s %s\n' server round stop_s \
-            start_s curr_items csum recovery_s check
+        printf '%-22s %5s %8s %9s %8s %11s %6s %11s %s\n' server round \
+            stop_s start_s serve_s curr_items csum recovery_s check
         alone_rounds
     else
         need_shm $((2 * MEM + 256))
         for side in pm mc; do
             prep_side "$side"
         done
-        printf '%-22s %5s %8s %9s %11s %6s %11s %s\n' server round stop_s \
-            start_s curr_items csum recovery_s check
+        printf '%-22s %5s %8s %9s %8s %11s %6s %11s %s\n' server round \
+            stop_s start_s serve_s curr_items csum recovery_s check
         rounds_of pm mc
         for side in pm mc; do
             stop_server "${R_PID[$side]}" TERM

@@ -24,8 +24,10 @@ file flag):
      machine's own drift falls on both.
   3. RssAnon / curr_items: DRAM per item (goal: at most 4 bytes).
   4. SIGUSR1 (a graceful stop, as memcached's -e restart), start again:
-     seconds from exec to the first `version` reply with all N + 100,000
-     items back; then SIGKILL and the same.
+     seconds from exec to the first `version` reply, and until all
+     N + 100,000 items are back (after a crash the node serves while it
+     reads its file back: stats recovery_running 0); then SIGKILL and the
+     same.
 
 Prints one row per count, then the ratios between the largest and the
 smallest count (goal for 10x the items: restarts at most 11x).
@@ -131,6 +133,17 @@ def settle(port, deadline_s=300):
         time.sleep(0.1)
 
 
+def recovered(port, deadline_s=600):
+    """Seconds until the node has read its file back (a crash: it serves
+    while it does)."""
+    t0 = time.monotonic()
+    while stats(port).get("recovery_running", "0") != "0":
+        if time.monotonic() - t0 > deadline_s:
+            raise SystemExit("scale.py: the recovery did not end")
+        time.sleep(0.002)
+    return time.monotonic() - t0
+
+
 def one(args, n):
     node = Node(args, n)
     row = {"items": n}
@@ -178,7 +191,9 @@ def one(args, n):
         for sig, name in ((signal.SIGUSR1, "clean"),
                           (signal.SIGKILL, "kill")):
             node.stop(sig)
-            row[name + "_restart_s"] = node.start()
+            serving = node.start()
+            row[name + "_serving_s"] = serving
+            row[name + "_restart_s"] = serving + recovered(port)
             got = int(stats(port)["curr_items"])
             if got != total:
                 raise SystemExit("scale.py: %d items after the %s restart,"
@@ -203,20 +218,23 @@ def main():
     args.mcpm, args.mcload = binaries(ROOT)
     counts = [int(x) for x in args.items.split(",")]
     rows = []
-    print("%11s %8s %10s %9s %9s %9s %6s %7s %8s %8s" % (
+    print("%11s %8s %10s %9s %9s %9s %6s %7s %8s %8s %8s" % (
         "items", "load_s", "load/s", "grow999", "out999", "ratio", "B/item",
-        "B/item*", "clean_s", "kill_s"))
+        "B/item*", "clean_s", "kill_s", "kill_1st"))
     for n in counts:
         r = one(args, n)
         rows.append(r)
-        print("%11d %8.1f %10.0f %9.1f %9.1f %9.2f %6.2f %7.2f %8.3f %8.3f"
+        print("%11d %8.1f %10.0f %9.1f %9.1f %9.2f %6.2f %7.2f %8.3f %8.3f "
+              "%8.3f"
               % (n, r["load_s"], r["load_rate"], r["grow_p999"],
                  r["outside_p999"], r["grow_vs_outside_p999"],
                  r["anon_b_per_item"], r["anon_after_kill_b_per_item"],
-                 r["clean_restart_s"], r["kill_restart_s"]), flush=True)
+                 r["clean_restart_s"], r["kill_restart_s"],
+                 r["kill_serving_s"]), flush=True)
     print("grow999/out999: GET p99.9 (us) of the probe while the table "
           "grows / while the same sets overwrite; B/item: RssAnon / items "
-          "after the load (* after the SIGKILL restart)")
+          "after the load (* after the SIGKILL restart); clean_s, kill_s: "
+          "exec to every item back; kill_1st: to the first reply")
     if len(rows) > 1:
         lo, hi = rows[0], rows[-1]
         x = hi["items"] / lo["items"]
