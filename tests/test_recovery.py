@@ -209,3 +209,30 @@ def test_verbose_says_when_recovery_ends(server_factory, memfile):
     wait_for(lambda: line in s.stderr(), 10, "the recovery's last line")
     s.signal(signal.SIGTERM)
     assert s.wait() == 0
+
+
+def test_takeover_during_recovery(server_factory, memfile, tmp_path):
+    """A successor taking over a node still reading its file back gets no
+    index (it would lack the items not read back yet): it reads the file
+    back itself, with the removals the old node noted."""
+    tsock = str(tmp_path / "t.sock")
+    s = server_factory("-e", memfile, "-o", "takeover=" + tsock)
+    m = Model()
+    with s.conn(timeout=10) as c:
+        m.load(c)
+    s.proc.kill()
+    s.proc.wait()
+    s = server_factory("-e", memfile, *SLOW, "-o", "takeover=" + tsock,
+                       recovered=False)
+    assert recovering(s)
+    with s.conn(timeout=10) as c:
+        change(c, m)
+    s.take_over()
+    st = s.stats()
+    assert st["recovery_image"] == "0", st
+    wait_for(lambda: not recovering(s), 60, "the successor's recovery")
+    with s.conn(timeout=10) as c:
+        m.check(c, recovering=False)
+        st = c.stats()
+    assert int(st["curr_items"]) == sum(v is not None
+                                        for v in m.want.values())
