@@ -88,32 +88,36 @@ link_in(struct item *it, uint32_t hv, enum item_lru which)
     assoc_grow_step();
 }
 
-/* link_in() at the tail of COLD, with its list lock held or not. */
-static void
-in_oldest(struct item *it, uint32_t hv, bool locked)
+void
+link_in_oldest(struct item *it, uint32_t hv)
+{
+    it->next = it->prev = NULL;
+    link_hash_oldest(it, hv);
+    link_run_oldest(it, it, 1);
+}
+
+void
+link_hash_oldest(struct item *it, uint32_t hv)
 {
     lru_set(it, ITEM_LRU_COLD);
     item_flags_set(it, ITEM_LINKED);
-    item_ref_incr(it);
+    __atomic_store_n(&it->refcount, 1, __ATOMIC_RELAXED);  /* unseen yet */
     assoc_insert(it, hv);
-    if (locked) {
-        do_lru_push_tail(it);
-    } else {
-        lru_push_tail(it);
-    }
     histo_add(it, 1);
 }
 
 void
-link_in_oldest(struct item *it, uint32_t hv)
+link_run_oldest(struct item *first, struct item *last, uint64_t n)
 {
-    in_oldest(it, hv, false);
-}
+    uint64_t bytes = 0;
 
-void
-do_link_in_oldest(struct item *it, uint32_t hv)
-{
-    in_oldest(it, hv, true);
+    for (struct item *it = first; it != NULL; it = it->next) {
+        bytes += item_ntotal(it);
+        if (it == last) {
+            break;
+        }
+    }
+    lru_splice_tail(first, last, n, bytes);
 }
 
 /* ---- out -------------------------------------------------------------- */

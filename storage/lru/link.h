@@ -50,12 +50,19 @@ void link_replace(struct item *old, struct item *n, uint32_t hv,
 /* Link an item already committed (or volatile) at the head of `which`. */
 void link_in(struct item *it, uint32_t hv, enum item_lru which);
 
-/* link_in() at the tail of COLD: an item read back from the file, older
- * than anything stored since the start.  do_: with the list's lock held
- * by the caller (lru_lock()), as recovery links a run of a page's items
- * under one hold.  The table is not grown a step. */
+/*
+ * Recovery's link of items read back from the file, older than anything
+ * stored since the start: link_hash_oldest() puts one in the table (its
+ * item lock held, its refcount 0: no one has seen it), named for COLD;
+ * link_run_oldest() then puts a run of such items, chained by next and
+ * prev from first to last, at the tail of COLD in one splice.  The
+ * caller holds every one's item lock from the first call to the second,
+ * so that no one reaches an item between the table and the list.
+ * link_in_oldest() is both for one item.
+ */
+void link_hash_oldest(struct item *it, uint32_t hv);
+void link_run_oldest(struct item *first, struct item *last, uint64_t n);
 void link_in_oldest(struct item *it, uint32_t hv);
-void do_link_in_oldest(struct item *it, uint32_t hv);
 
 /* Unlink if linked: dead in the file, off its list and out of the table;
  * the link's reference is dropped (the memory may be freed).  While a

@@ -173,12 +173,6 @@ lru_lock(unsigned tc, enum item_lru which)
     pthread_mutex_lock(&list_at(tc, which)->lock);
 }
 
-bool
-lru_trylock(unsigned tc, enum item_lru which)
-{
-    return pthread_mutex_trylock(&list_at(tc, which)->lock) == 0;
-}
-
 void
 lru_unlock(unsigned tc, enum item_lru which)
 {
@@ -240,20 +234,6 @@ push_head(struct lru_list *l, struct item *it)
 }
 
 static void
-push_tail(struct lru_list *l, struct item *it)
-{
-    it->next = NULL;
-    it->prev = l->tail;
-    if (l->tail != NULL) {
-        l->tail->next = it;
-    } else {
-        l->head = it;
-    }
-    l->tail = it;
-    count_list(l, 1, item_ntotal(it));
-}
-
-static void
 take_out(struct lru_list *l, struct item *it)
 {
     chain_cut(&l->head, &l->tail, it);
@@ -289,20 +269,25 @@ do_lru_push(struct item *it)
 }
 
 void
-do_lru_push_tail(struct item *it)
+lru_splice_tail(struct item *first, struct item *last, uint64_t n,
+                uint64_t bytes)
 {
-    count_class(it, 1);
-    push_tail(list_of(it), it);
-}
+    struct lru_list *l = list_of(first);
+    struct lru_class *c = &lru.classes[tslot_mine()][lru_tc(first)];
 
-void
-lru_push_tail(struct item *it)
-{
-    struct lru_list *l = list_of(it);
-
-    count_class(it, 1);
+    __atomic_add_fetch(&c->items, n, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->bytes, bytes, __ATOMIC_RELAXED);
     pthread_mutex_lock(&l->lock);
-    push_tail(l, it);
+    first->prev = l->tail;
+    last->next = NULL;
+    if (l->tail != NULL) {
+        l->tail->next = first;
+    } else {
+        l->head = first;
+    }
+    l->tail = last;
+    __atomic_store_n(&l->size, l->size + n, __ATOMIC_RELAXED);
+    __atomic_store_n(&l->bytes, l->bytes + bytes, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&l->lock);
 }
 

@@ -53,7 +53,6 @@ int  lru_image_check(const void *src, size_t len, unsigned largest,
                      bool (*in_file)(const void *p));
 
 void lru_lock(unsigned tc, enum item_lru which);
-bool lru_trylock(unsigned tc, enum item_lru which);
 void lru_unlock(unsigned tc, enum item_lru which);
 
 /* The tier class of an item's lists. */
@@ -79,9 +78,12 @@ lru_set(struct item *it, enum item_lru which)
 void lru_push(struct item *it);
 void lru_remove(struct item *it);
 void lru_unlinked(struct item *it);
-/* At the tail instead: an item older than the list (recovery's). */
-void lru_push_tail(struct item *it);
-void do_lru_push_tail(struct item *it);
+/* A chain of n items of one list (linked by next and prev; `bytes` in
+ * all, their ntotal) at its tail, older than the list: recovery's, each
+ * item's lock held by the caller, so that no one reaches them between
+ * the hash table and the list.  Takes the list's lock. */
+void lru_splice_tail(struct item *first, struct item *last, uint64_t n,
+                     uint64_t bytes);
 void do_lru_push(struct item *it);
 void do_lru_remove(struct item *it);
 

@@ -228,13 +228,8 @@ keep_chunk(void *chunk, void *ctx)
     return sizeof(struct item_chunk) + ((struct item_chunk *)chunk)->used;
 }
 
-/* Heads waiting while a list lock is busy, at most: past it, a thread
- * waits for the lock. */
-#define PENDING_MAX     65536
-
-/* One page: scanned, what failed cleared in the file, given to its class,
- * its heads linked (or left for after the next page, while the list they
- * go to is busy). */
+/* One page whole: scanned, what failed cleared in the file, given to its
+ * class, its heads linked. */
 static void
 recover_page(struct worker *w, const struct page_ref *pg)
 {
@@ -250,7 +245,7 @@ recover_page(struct worker *w, const struct page_ref *pg)
         w->oom = true;
         return;
     }
-    recover_link_pages(w, w->page.n - w->page_done > PENDING_MAX);
+    recover_link_pages(w);
 }
 
 /* With -v, a line on stderr every progress_ms (a second) of the scan:
@@ -340,7 +335,6 @@ page_thread(void *arg)
             nanosleep(&ts, NULL);
         }
     }
-    recover_link_pages(w, true);
     return NULL;
 }
 
@@ -403,7 +397,6 @@ recover_help(struct recovery *rc, unsigned clsid)
             pthread_mutex_lock(&w->help);
         }
         recover_page(w, &rc->pages[i]);
-        recover_link_pages(w, true);
         note_progress(rc);
         pthread_mutex_unlock(&w->help);
     }

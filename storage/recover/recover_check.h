@@ -56,9 +56,8 @@ struct worker {
     struct recovery    *rc;
     unsigned            id;
     struct vec          page;       /* struct head: the unchunked heads
-                                       that passed their checks, of the
-                                       pages given to their classes */
-    size_t              page_done;  /* of those, linked */
+                                       of its page that passed their
+                                       checks */
     struct vec          heads;      /* struct head: chunked, for the end */
     struct vec          pieces;     /* struct piece */
     uint64_t            linked;

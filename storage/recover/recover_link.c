@@ -146,19 +146,20 @@ link_head(struct worker *w, struct item *it, uint32_t hv)
 }
 
 /*
- * A run of up to BATCH heads of one page (one class) into COLD under one
- * hold of its list lock: two recovery threads linking items of the same
- * class would otherwise pass that lock back and forth, sleeping on it,
- * for every item.  A thread holding a list lock only tries item locks
- * (lru.h); a head whose lock is busy, or which has a twin to unlink
- * (from a list of its own), is linked afterwards the slow way.
+ * A run of up to BATCH heads of one page (one class) into the table,
+ * each under its item lock, then into COLD in one splice, their locks
+ * held until then: two recovery threads linking items of the same class
+ * pass the list's lock back and forth once a run, not once an item.
+ * Item locks are only tried while others are held (a lock busy, or one
+ * this run holds for another head: that head is linked afterwards the
+ * slow way, as is one with a twin to unlink).
  *
  * Every head's bucket, filter word and lock are cache misses (and, over
  * a table of hundreds of megabytes, TLB misses), prefetched FAR heads
  * ahead; NEAR heads ahead, a head whose filter bit is set will search
  * its bucket's chain: its first item is prefetched too.
  */
-#define BATCH   256
+#define BATCH   64
 #define FAR     16
 #define NEAR    8
 
@@ -181,21 +182,14 @@ prefetch_near(const struct head *h)
     }
 }
 
-/* Link h[from, to), all of one class; false (nothing done) when `wait`
- * is false and the list's lock is busy. */
-static bool
+static void
 link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
-           size_t n, bool wait)
+           size_t n)
 {
-    unsigned tc = SLABS_TC(TIER_PMEM, h[from].clsid);
-    size_t later[BATCH], lost[BATCH], nlater = 0, nlost = 0;
+    size_t later[BATCH], lost[BATCH], held[BATCH];
+    size_t nlater = 0, nlost = 0, nheld = 0;
+    struct item *prev = NULL;
 
-    if (!wait && !lru_trylock(tc, ITEM_LRU_COLD)) {
-        return false;
-    }
-    if (wait) {
-        lru_lock(tc, ITEM_LRU_COLD);
-    }
     for (size_t i = from; i < to; i++) {
         struct item *old = NULL;
         enum verdict v;
@@ -211,60 +205,63 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
             continue;
         }
         v = judge(w, h[i].it, h[i].hv, &old);
-        if (v == WIN) {
-            do_link_in_oldest(h[i].it, h[i].hv);
-            count_linked(w);
-        } else if (v == TWIN) {
-            later[nlater++] = i;    /* judged again there */
-        } else {
-            lost[nlost++] = i;
+        if (v != WIN) {
+            locks_unlock(h[i].hv);
+            if (v == TWIN) {
+                later[nlater++] = i;    /* judged again there */
+            } else {
+                lost[nlost++] = i;
+            }
+            continue;
         }
-        locks_unlock(h[i].hv);
+        link_hash_oldest(h[i].it, h[i].hv);
+        h[i].it->prev = prev;
+        if (prev != NULL) {
+            prev->next = h[i].it;
+        }
+        prev = h[i].it;
+        held[nheld++] = i;
     }
-    lru_unlock(tc, ITEM_LRU_COLD);
+    if (nheld > 0) {
+        prev->next = NULL;
+        link_run_oldest(h[held[0]].it, prev, nheld);
+        for (size_t i = 0; i < nheld; i++) {
+            locks_unlock(h[held[i]].hv);
+        }
+        __atomic_store_n(&w->linked, w->linked + nheld, __ATOMIC_RELAXED);
+    }
     for (size_t i = 0; i < nlater; i++) {
         link_head(w, h[later[i]].it, h[later[i]].hv);
     }
     for (size_t i = 0; i < nlost; i++) {
         drop(h[lost[i]].it);
     }
-    return true;
 }
 
-/*
- * The heads of the pages given to their classes so far, from where the
- * last call stopped.  Without `wait`, it stops at the first batch whose
- * list another thread holds (the other recovery thread, most often,
- * linking the same class): the caller scans its next page meanwhile and
- * comes back.
- */
+/* The heads of the pages given to their classes (w->page), in runs of
+ * one class. */
 void
-recover_link_pages(struct worker *w, bool wait)
+recover_link_pages(struct worker *w)
 {
     const struct head *h = w->page.v;
-    size_t n = w->page.n, i = w->page_done;
+    size_t n = w->page.n;
 
-    for (size_t j = i; j < n && j < i + FAR; j++) {
+    for (size_t j = 0; j < n && j < FAR; j++) {
         prefetch_far(&h[j]);
     }
-    for (size_t j = i; j < n && j < i + NEAR; j++) {
+    for (size_t j = 0; j < n && j < NEAR; j++) {
         prefetch_near(&h[j]);
     }
-    while (i < n) {
+    for (size_t i = 0; i < n;) {
         size_t to = i + 1;
 
         while (to < n && to < i + BATCH && h[to].clsid == h[i].clsid) {
             to++;
         }
-        if (!link_batch(w, h, i, to, n, wait)) {
-            break;
-        }
+        link_batch(w, h, i, to, n);
         i = to;
     }
-    w->page_done = i;
-    if (i == n) {
-        w->page.n = w->page_done = 0;
-    }
+    w->page.n = 0;
 }
 
 /* ---- the chunked values, at the end -------------------------------- */

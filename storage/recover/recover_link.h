@@ -13,10 +13,8 @@
 
 /* The hash table presized for n heads; its log2 of buckets. */
 unsigned recover_link_presize(uint64_t n);
-/* The heads of the pages a thread gave to their classes (w->page), from
- * w->page_done on; without `wait`, only up to a list another thread
- * holds. */
-void     recover_link_pages(struct worker *w, bool wait);
+/* The heads of the page a thread gave to its class (w->page). */
+void     recover_link_pages(struct worker *w);
 /* Once every page is done, one thread: the chunked heads' chains put
  * together and checked, the pieces no head claimed freed, then the heads
  * linked.  -1 when out of memory (nothing linked then). */
