@@ -492,6 +492,7 @@ recovery_free(struct recovery *rc)
     for (unsigned i = 0; rc->w != NULL && i < rc->nworkers; i++) {
         pthread_mutex_destroy(&rc->w[i].help);
         free(rc->w[i].page.v);
+        free(rc->w[i].busy.v);
         free(rc->w[i].heads.v);
         free(rc->w[i].pieces.v);
     }
@@ -531,6 +532,7 @@ recovery_new(struct tier *t, const struct recover_params *p)
         rc->w[i].rc = rc;
         rc->w[i].id = i;
         rc->w[i].page.size = sizeof(struct head);
+        rc->w[i].busy.size = sizeof(struct head);
         rc->w[i].heads.size = sizeof(struct head);
         rc->w[i].pieces.size = sizeof(struct piece);
     }

@@ -58,6 +58,8 @@ struct worker {
     struct vec          page;       /* struct head: the unchunked heads
                                        of its page that passed their
                                        checks */
+    struct vec          busy;       /* struct head: of those, the ones
+                                       whose item lock was busy */
     struct vec          heads;      /* struct head: chunked, for the end */
     struct vec          pieces;     /* struct piece */
     uint64_t            linked;

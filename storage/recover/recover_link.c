@@ -182,9 +182,12 @@ prefetch_near(const struct head *h)
     }
 }
 
+/* Link h[from, to) (of n, for the prefetches), all of one class.  A head
+ * whose lock is busy goes to w->busy when `busy_later`, else it is linked
+ * the slow way, waiting for its lock. */
 static void
 link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
-           size_t n)
+           size_t n, bool busy_later)
 {
     size_t later[BATCH], lost[BATCH], held[BATCH];
     size_t nlater = 0, nlost = 0, nheld = 0;
@@ -201,7 +204,9 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
             prefetch_near(&h[i + NEAR]);
         }
         if (!locks_trylock(h[i].hv)) {
-            later[nlater++] = i;
+            if (!busy_later || !recover_vec_push(&w->busy, &h[i])) {
+                later[nlater++] = i;
+            }
             continue;
         }
         v = judge(w, h[i].it, h[i].hv, &old);
@@ -238,14 +243,9 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
     }
 }
 
-/* The heads of the pages given to their classes (w->page), in runs of
- * one class. */
-void
-recover_link_pages(struct worker *w)
+static void
+link_runs(struct worker *w, const struct head *h, size_t n, bool busy_later)
 {
-    const struct head *h = w->page.v;
-    size_t n = w->page.n;
-
     for (size_t j = 0; j < n && j < FAR; j++) {
         prefetch_far(&h[j]);
     }
@@ -258,10 +258,21 @@ recover_link_pages(struct worker *w)
         while (to < n && to < i + BATCH && h[to].clsid == h[i].clsid) {
             to++;
         }
-        link_batch(w, h, i, to, n);
+        link_batch(w, h, i, to, n, busy_later);
         i = to;
     }
+}
+
+/* The heads of the page a thread gave to its class (w->page), in runs;
+ * those whose lock was busy (held by the other thread's run, most often)
+ * once more at the end, and only then waited for. */
+void
+recover_link_pages(struct worker *w)
+{
+    link_runs(w, w->page.v, w->page.n, true);
     w->page.n = 0;
+    link_runs(w, w->busy.v, w->busy.n, false);
+    w->busy.n = 0;
 }
 
 /* ---- the chunked values, at the end -------------------------------- */
