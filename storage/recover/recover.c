@@ -289,14 +289,16 @@ note_progress(struct recovery *rc)
     pthread_mutex_unlock(&note_lock);
 }
 
-/* Take page i, unless another thread (or a helper) did. */
+/* Take page i, unless another thread (or a helper) did.  A thread that
+ * finds it taken by a helper sees the helper counted in rc->helping
+ * (the helper counts itself first): the end waits for it. */
 static bool
 take(struct recovery *rc, size_t i)
 {
     unsigned char no = 0;
 
     return __atomic_compare_exchange_n(&rc->taken[i], &no, 1, false,
-                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 /* The next page in file order no one took, or npages. */
