@@ -587,9 +587,10 @@ def run_one(kind, layer, scenario, args, tmp):
     managed = kind == "mcpm" and scenario in ("rolling-systemd", "crash")
     # the build before the last layout change has no takeover
     start_kind = MIGRATE.get(scenario, kind)
-    # room for the keys: about 140 bytes an item in either server
+    # room for the keys and their 100-byte values, in either server,
+    # with no eviction
     mem = 64 if scenario != "crash" else \
-        args.keys * 140 // args.nodes // (1 << 20) + 256
+        args.keys * 250 // args.nodes // (1 << 20) + 256
     nodes = [Node(start_kind, free_port(), bins["from"], tmp, managed,
                   takeover=scenario != "upgrade-layout" and
                   scenario not in MIGRATE, mem=mem)

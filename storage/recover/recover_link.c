@@ -1,9 +1,10 @@
 /*
  * recover_link.c: recovery's links (recover_link.h).
  *
- * The node serves while these run: a head goes into the table and COLD
- * as any item does (link_in()), under its item lock, and only if nothing
- * newer of its key is known:
+ * The node serves while these run: a head goes into the table under its
+ * item lock, and into COLD's tail before that lock is let go
+ * (link_hash_oldest(), link_run_oldest()), and only if nothing newer of
+ * its key is known:
  *
  *   - a copy in the table with a higher seq: a value stored since the
  *     start (its seq is above the mark), or the newer of two copies a
