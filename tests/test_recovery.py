@@ -236,3 +236,35 @@ def test_takeover_during_recovery(server_factory, memfile, tmp_path):
         st = c.stats()
     assert int(st["curr_items"]) == sum(v is not None
                                         for v in m.want.values())
+
+
+def test_full_cache_takes_writes_while_recovering(server_factory, memfile):
+    """A cache that was full when it crashed has no free chunk after the
+    restart and nothing to evict until its items are read back: a set
+    reads pages back itself (recover_help()) and is stored, never refused
+    for memory, in the class that filled the cache.  (A class that holds
+    no page at all waits for the end: no page moves meanwhile.)"""
+    flags = ("-e", memfile, "-m", "16")
+    s = server_factory(*flags)
+    value = b"f" * 1000
+    with s.conn(timeout=10) as c:
+        n = 0
+        while int(c.stats()["evictions"]) == 0:
+            c.send(b"".join(b"set full%d 0 0 %d noreply\r\n%s\r\n"
+                            % (n + i, len(value), value) for i in range(500)))
+            c.sync()
+            n += 500
+            assert n < 200000
+    s.proc.kill()
+    s.proc.wait()
+    s = server_factory(*flags, *SLOW, recovered=False)
+    assert recovering(s)
+    with s.conn(timeout=10) as c:
+        for size in (1000, 900):
+            v = b"n" * size
+            for i in range(200):
+                c.send(b"set new%d-%d 0 0 %d\r\n%s\r\n" % (size, i, size, v))
+                assert c.readline() == b"STORED\r\n", (size, i)
+            assert c.get_block(b"get new%d-199\r\n" % size) == \
+                b"VALUE new%d-199 0 %d\r\n%s\r\nEND\r\n" % (size, size, v)
+    wait_for(lambda: not recovering(s), 60, "the recovery to end")
