@@ -388,7 +388,9 @@ mark_unclean(void)
     }
     st = sblock_load(t, tier_pmem_base(t), &p, &sb, err, sizeof(err));
     if (st == SBLOCK_OK || st == SBLOCK_INCOMPATIBLE) {
+        /* as a crash under another boot: every item is checked */
         sb.clean = false;
+        memset(sb.boot_id, 0, sizeof(sb.boot_id));
         sblock_commit(&sb);
     }
     tier_destroy(&t);

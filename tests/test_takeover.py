@@ -59,6 +59,11 @@ def gets(c, key):
 
 
 def assert_items(s, want, prefix="k"):
+    """Every item there, once the node has its file's items back: one that
+    opened its file again (a takeover that did not complete) or started
+    after a kill serves while it reads the file back."""
+    wait_for(lambda: s.stats().get("recovery_running", "0") == "0", 30,
+             "the node to read its file back")
     with s.conn() as c:
         for i, block in want.items():
             assert gets(c, b"%s%d" % (prefix.encode(), i)) == block, i

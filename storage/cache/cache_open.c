@@ -505,14 +505,23 @@ start_recovery(struct cache_options *opts, const struct recover_params *base)
 /*
  * Take the index handed over (cache_image.c), or start reading the
  * file's items back while the node serves (recover.h), in the file's
- * time; then mark the file not clean before anything is served: from
- * here on a crash must bring the checksum pass back.
+ * time; then mark the file not clean before anything is served, and
+ * note the boot its items are whole under: a crash under another boot
+ * must bring the checksum pass back.
  */
 static int
 pmem_recover(struct cache_options *opts)
 {
+    uint8_t boot[16];
+    bool booted = !opts->pmem_strict && sblock_boot_now(boot);
+    /* Whole: a clean stop, or a process crash under the boot the file
+     * was last known whole under (sblock.h): no checksum pass.  Another
+     * boot (a kernel crash, a power cut), the power-loss simulator, a
+     * file of an earlier build: every item is checked. */
+    bool whole = ca->sb.clean ||
+                 (booted && memcmp(ca->sb.boot_id, boot, sizeof(boot)) == 0);
     struct recover_params p = {
-        .check_crc = !ca->sb.clean,
+        .check_crc = !whole,
         .use_cas = opts->use_cas,
         .progress_ms = opts->recovery_progress_ms,
         .verbose = opts->verbose,
@@ -550,6 +559,14 @@ pmem_recover(struct cache_options *opts)
                 "load\n", opts->memory_file);
         return -1;
     }
+    /* Known whole under this boot from now on, or once the checksum pass
+     * is done (cache_tick()): until then a crash checks every item. */
+    memset(ca->sb.boot_id, 0, sizeof(ca->sb.boot_id));
+    if (booted && whole) {
+        memcpy(ca->sb.boot_id, boot, sizeof(boot));
+    }
+    ca->boot_pending = booted && !whole && ca->recovering != NULL;
+    memcpy(ca->boot, boot, sizeof(boot));
     ca->sb.clean = false;
     ca->sb.alive_time = wall_now();
     sblock_commit(&ca->sb);
@@ -684,6 +701,10 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     if (old > 0 && pmem_recover(opts) != 0) {
         goto fail_lists;
     }
+    if (old == 0 && ca->sb.tier != NULL && !opts->pmem_strict &&
+        sblock_boot_now(ca->boot)) {
+        sblock_set_boot(&ca->sb, ca->boot);     /* a new file: whole */
+    }
     done_with_image(opts);
     ca->recovery.downtime = ca->downtime;
     ca->recovery.discarded_stale = ca->stale;
@@ -754,6 +775,11 @@ cache_tick(void)
         assoc_maybe_expand(linked_items());
     }
     mover_tick();
+    if (ca->boot_pending && recover_complete(ca->recovering)) {
+        /* the checksum pass is over: every item left is whole */
+        ca->boot_pending = false;
+        sblock_set_boot(&ca->sb, ca->boot);
+    }
     if (ca->sb.tier != NULL) {
         /* how long the file was left alone, should the server die now */
         sblock_set_alive(&ca->sb, wall_now());

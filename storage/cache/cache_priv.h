@@ -38,6 +38,9 @@ struct cache_priv {
     char                 *tomb_log;     /* <file>.removed (tomb.h) */
     bool                  unrecovered;  /* stopped before every item was
                                            back: the file stays unclean */
+    bool                  boot_pending; /* record boot once the checksum
+                                           pass is over (sblock.h) */
+    uint8_t               boot[16];     /* the running kernel's boot id */
     uint64_t              downtime; /* seconds since the file's last
                                        write, as start-up measured it */
     bool                  stale;    /* over memory_file_max_downtime */

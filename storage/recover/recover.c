@@ -587,6 +587,12 @@ recover_running(const struct recovery *rc)
     return rc != NULL && __atomic_load_n(&rc->running, __ATOMIC_ACQUIRE);
 }
 
+bool
+recover_complete(const struct recovery *rc)
+{
+    return rc != NULL && !recover_running(rc) && rc->complete;
+}
+
 void
 recover_progress(const struct recovery *rc, struct cache_recovery *out)
 {

@@ -70,6 +70,9 @@ struct recovery *recover_start(struct tier *t, const struct recover_params *p);
 /* True until the last item is linked. */
 bool recover_running(const struct recovery *rc);
 
+/* True once it ended with every page read back (false for NULL). */
+bool recover_complete(const struct recovery *rc);
+
 /*
  * For a worker that finds no memory for a new item (of slab class clsid)
  * while the file is read back: it reads a page back itself, of that class

@@ -39,7 +39,8 @@ struct sblock_disk {
     uint32_t    flags;          /* SBLOCK_F_* */
     uint32_t    item_max;
     int64_t     alive_time;     /* layout 3; zero in layout 2 */
-    uint8_t     pad[28];
+    uint8_t     boot_id[16];    /* zero in files of earlier builds */
+    uint8_t     pad[12];
     uint32_t    crc;            /* crc_32c of everything above */
 };
 
@@ -77,6 +78,7 @@ to_disk(const struct sblock *sb, uint64_t generation, struct sblock_disk *d)
     d->chunk_max = sb->chunk_max;
     d->item_max = sb->item_max;
     d->alive_time = sb->alive_time;
+    memcpy(d->boot_id, sb->boot_id, sizeof(d->boot_id));
     d->flags = (sb->use_cas ? SBLOCK_F_CAS : 0) |
                (sb->clean ? SBLOCK_F_CLEAN : 0);
     d->crc = disk_crc(d);
@@ -99,6 +101,7 @@ from_disk(const struct sblock_disk *d, struct sblock *sb)
     sb->epoch = d->epoch;
     sb->clean = (d->flags & SBLOCK_F_CLEAN) != 0;
     sb->alive_time = d->alive_time;
+    memcpy(sb->boot_id, d->boot_id, sizeof(sb->boot_id));
     sb->generation = d->generation;
 }
 
@@ -205,6 +208,41 @@ void
 sblock_set_alive(struct sblock *sb, int64_t wall)
 {
     set_time(sb, &sb->alive_time, wall);
+}
+
+void
+sblock_set_boot(struct sblock *sb, const uint8_t boot_id[16])
+{
+    pthread_mutex_lock(&sblock_lock);
+    memcpy(sb->boot_id, boot_id, sizeof(sb->boot_id));
+    sblock_commit(sb);
+    pthread_mutex_unlock(&sblock_lock);
+}
+
+bool
+sblock_boot_now(uint8_t out[16])
+{
+    char text[64];
+    unsigned n = 0;
+    ssize_t got;
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        return false;
+    }
+    got = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    for (ssize_t i = 0; i < got && n < 32; i++) {
+        char c = text[i];
+        int v = c >= '0' && c <= '9' ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+        if (v >= 0) {
+            out[n / 2] = (uint8_t)(n % 2 ? out[n / 2] | v : v << 4);
+            n++;
+        }
+    }
+    return n == 32;
 }
 
 /* How one copy looks: absent, from another version, torn, or good. */

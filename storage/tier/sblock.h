@@ -77,6 +77,10 @@ struct sblock {
                                        last known running: its stop, or
                                        its last tick (0: not known, a
                                        layout 2 file) */
+    uint8_t         boot_id[16];    /* the kernel's boot under which every
+                                       committed item of the file was
+                                       last known whole (zero: not known,
+                                       or a file of an earlier build) */
     /* Bookkeeping. */
     uint64_t        generation;     /* of the copy last loaded/committed */
     struct tier    *tier;           /* persist() goes through it */
@@ -147,6 +151,20 @@ uint32_t sblock_file_version(const char *path);
  * returning.  Thread-safe against sblock_reserve_seq.
  */
 void sblock_set_flush(struct sblock *sb, int64_t wall);
+
+/*
+ * The boot id of the running kernel (/proc/sys/kernel/random/boot_id);
+ * false when it cannot be read.  A process crash cannot tear an item
+ * whose commit word is live (the kernel keeps every store the process
+ * made, and the commit word is stored last), so the items a file held
+ * under one boot are whole under that boot still: only another boot (a
+ * kernel crash, a power cut) can have torn them.
+ */
+bool sblock_boot_now(uint8_t out[16]);
+
+/* Record the boot id and commit it before returning.  Thread-safe
+ * against the other setters. */
+void sblock_set_boot(struct sblock *sb, const uint8_t boot_id[16]);
 
 /*
  * A counter no restart hands out a value of again: each value it gives is
