@@ -184,6 +184,7 @@ def run_mcpm(args):
         curr = int(stats(node.port)["curr_items"])
         row = {"serving_s": serving, "all_back_s": back,
                "recovery_scan_seconds": float(st["recovery_scan_seconds"]),
+               "checksummed": int(st["recovery_checksummed"]),
                "recovery_seconds": float(st["recovery_seconds"]),
                "items_recovered": int(st["recovery_items"]),
                "dropped_removed": int(st["recovery_dropped_removed"]),
@@ -236,8 +237,9 @@ def main():
                                                mc["restart_s"]), flush=True)
         checks = "set_wrong %d deleted_back %d sample_lost %d curr %d/%d" % (
             pm["set_wrong"], pm["deleted_back"], pm["sample_lost"],
-            pm["curr_items"], pm["expected_items"]) + " (scan %.3f s)" % (
-            pm["recovery_scan_seconds"])
+            pm["curr_items"], pm["expected_items"]) + \
+            " (scan %.3f s, checksummed %d)" % (pm["recovery_scan_seconds"],
+                                                pm["checksummed"])
         print("%-4d %-12s %10.3f %10.3f %10s %s" % (
             i + 1, "memcached-pm", pm["serving_s"], pm["all_back_s"], "-",
             checks), flush=True)
