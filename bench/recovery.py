@@ -36,47 +36,18 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from server_probe import (binaries, free_port, mcload_argv,  # noqa: E402
-                          remove_server, start_timed, stats)
+from server_probe import (FileNode, binaries, mcload_argv,  # noqa: E402
+                          stats, wait_recovered)
 
 PREFIX = "k:"
 
 
-class Node:
-    """One server on a memory file of its own in args.dir."""
-
-    def __init__(self, args, binary, mcpm):
-        self.args = args
-        self.mcpm = mcpm
-        self.port = free_port()
-        self.path = os.path.join(args.dir, "mcpm-recovery-%s" %
-                                 uuid.uuid4().hex[:8])
-        mb = args.items * 140 // (1 << 20) + 256
-        self.cmd = [binary, "-m", str(mb), "-e", self.path, "-p",
-                    str(self.port), "-U", "0", "-l", "127.0.0.1", "-t", "2"]
-        if mcpm:
-            self.cmd += ["-o", "tier_policy=pmem"]
-        if os.geteuid() == 0:
-            self.cmd += ["-u", "root"]
-        self.proc = None
-
-    def start(self):
-        self.proc, took = start_timed(self.cmd, self.port, "recovery.py")
-        return took
-
-    def stop(self, sig):
-        self.proc.send_signal(sig)
-        self.proc.wait(600)
-
-    def remove(self):
-        remove_server(self.proc, self.path)
-        for p in (self.path + ".removed",):
-            if os.path.exists(p):
-                os.unlink(p)
+def file_node(args, binary, *extra):
+    return FileNode(binary, args.dir, args.items * 140 // (1 << 20) + 256,
+                    "recovery", "-t", "2", *extra)
 
 
 def load(args, node):
@@ -160,16 +131,8 @@ def verify(args, c, sets, dels):
     return bad
 
 
-def wait_recovered(port, deadline_s=600):
-    t0 = time.monotonic()
-    while stats(port).get("recovery_running", "0") != "0":
-        if time.monotonic() - t0 > deadline_s:
-            sys.exit("recovery.py: recovery did not end")
-        time.sleep(0.002)
-
-
 def run_mcpm(args):
-    node = Node(args, args.mcpm, True)
+    node = file_node(args, args.mcpm, "-o", "tier_policy=pmem")
     try:
         node.start()
         load(args, node)
@@ -196,7 +159,7 @@ def run_mcpm(args):
 
 
 def run_memcached(args):
-    node = Node(args, "memcached", False)
+    node = file_node(args, "memcached")
     try:
         node.start()
         load(args, node)

@@ -42,40 +42,11 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import (binaries, free_port, mcload_argv,  # noqa: E402
-                          remove_server, rss_anon, start_timed, stats)
+from server_probe import (FileNode, binaries, mcload_argv,  # noqa: E402
+                          rss_anon, stats, wait_recovered)
 PROBE_KEYS = 100000
-
-
-class Node:
-    def __init__(self, args, n):
-        self.args = args
-        self.port = free_port()
-        self.path = os.path.join(args.dir, "mcpm-scale-%s" %
-                                 uuid.uuid4().hex[:8])
-        mb = (n + PROBE_KEYS) * 140 // (1 << 20) + 256
-        self.cmd = [args.mcpm, "-m", str(mb), "-e", self.path, "-o",
-                    "tier_policy=pmem", "-p", str(self.port), "-U", "0",
-                    "-l", "127.0.0.1"]
-        if os.geteuid() == 0:
-            self.cmd += ["-u", "root"]
-        self.cmd += args.server_args.split()
-        self.proc = None
-
-    def start(self):
-        """Seconds from exec to the first `version` reply."""
-        self.proc, took = start_timed(self.cmd, self.port, "scale.py")
-        return took
-
-    def stop(self, sig):
-        self.proc.send_signal(sig)
-        self.proc.wait(600)
-
-    def remove(self):
-        remove_server(self.proc, self.path)
 
 
 def mcload(args, port, *extra):
@@ -133,19 +104,10 @@ def settle(port, deadline_s=300):
         time.sleep(0.1)
 
 
-def recovered(port, deadline_s=600):
-    """Seconds until the node has read its file back (a crash: it serves
-    while it does)."""
-    t0 = time.monotonic()
-    while stats(port).get("recovery_running", "0") != "0":
-        if time.monotonic() - t0 > deadline_s:
-            raise SystemExit("scale.py: the recovery did not end")
-        time.sleep(0.002)
-    return time.monotonic() - t0
-
-
 def one(args, n):
-    node = Node(args, n)
+    node = FileNode(args.mcpm, args.dir,
+                    (n + PROBE_KEYS) * 140 // (1 << 20) + 256, "scale",
+                    "-o", "tier_policy=pmem", *args.server_args.split())
     row = {"items": n}
     try:
         node.start()
@@ -193,7 +155,7 @@ def one(args, n):
             node.stop(sig)
             serving = node.start()
             row[name + "_serving_s"] = serving
-            row[name + "_restart_s"] = serving + recovered(port)
+            row[name + "_restart_s"] = serving + wait_recovered(port)
             got = int(stats(port)["curr_items"])
             if got != total:
                 raise SystemExit("scale.py: %d items after the %s restart,"

@@ -1,13 +1,15 @@
 """server_probe.py: what the Python benchmarks ask of a server: its
 binaries, a free loopback port, a timed start, a request's reply,
-`stats`, and the process's anonymous memory (bench/dram.py,
-bench/scale.py, bench/large.py, bench/takeover.py)."""
+`stats`, the end of a recovery, a server on a memory file of its own,
+and the process's anonymous memory (bench/dram.py, bench/scale.py,
+bench/large.py, bench/takeover.py, bench/recovery.py)."""
 
 import os
 import socket
 import subprocess
 import sys
 import time
+import uuid
 
 
 def binaries(root):
@@ -77,6 +79,47 @@ def remove_server(proc, path):
               path + ".removed"):
         if os.path.exists(p):
             os.unlink(p)
+
+
+class FileNode:
+    """A server on a memory file of its own in `directory` (-e), on
+    127.0.0.1 and a free port: started and stopped again, and timed."""
+
+    def __init__(self, binary, directory, mb, tag, *extra):
+        self.tag = tag
+        self.port = free_port()
+        self.path = os.path.join(directory, "mcpm-%s-%s" %
+                                 (tag, uuid.uuid4().hex[:8]))
+        self.cmd = [binary, "-m", str(mb), "-e", self.path, "-p",
+                    str(self.port), "-U", "0", "-l", "127.0.0.1"]
+        if os.geteuid() == 0:
+            self.cmd += ["-u", "root"]
+        self.cmd += list(extra)
+        self.proc = None
+
+    def start(self):
+        """Seconds from exec to the first `version` reply."""
+        self.proc, took = start_timed(self.cmd, self.port, self.tag)
+        return took
+
+    def stop(self, sig):
+        self.proc.send_signal(sig)
+        self.proc.wait(600)
+
+    def remove(self):
+        remove_server(self.proc, self.path)
+
+
+def wait_recovered(port, deadline_s=600):
+    """Seconds until memcached-pm has read its memory file back (after a
+    crash it serves while it does: stats recovery_running 0); at once for
+    a server that never reads one back."""
+    t0 = time.monotonic()
+    while stats(port).get("recovery_running", "0") != "0":
+        if time.monotonic() - t0 > deadline_s:
+            sys.exit("the recovery on port %d did not end" % port)
+        time.sleep(0.002)
+    return time.monotonic() - t0
 
 
 def mcload_argv(mcload, port, value_size, *extra):

@@ -27,6 +27,17 @@ def value(key, gen, size):
     return (head * (size // len(head) + 1))[:size]
 
 
+def read(c, k):
+    """(value, flags) of a key, or None: a miss."""
+    reply = c.get_block(b"get %s\r\n" % k)
+    if reply == b"END\r\n":
+        return None
+    head, rest = reply.split(b"\r\n", 1)
+    _, _, flags, n = head.split(b" ")
+    assert rest[int(n):] == b"\r\nEND\r\n", reply[:200]
+    return rest[:int(n)], int(flags)
+
+
 class Model:
     """What the cache must hold: key -> (value, flags), or None: absent."""
 
@@ -44,20 +55,11 @@ class Model:
             c.send(b"set %s %d 0 %d\r\n%s\r\n" % (k, f, len(v), v))
             assert c.readline() == b"STORED\r\n"
 
-    def read(self, c, k):
-        reply = c.get_block(b"get %s\r\n" % k)
-        if reply == b"END\r\n":
-            return None
-        head, rest = reply.split(b"\r\n", 1)
-        _, _, flags, n = head.split(b" ")
-        assert rest[int(n):] == b"\r\nEND\r\n", reply[:200]
-        return rest[:int(n)], int(flags)
-
     def check(self, c, recovering):
         """Every key reads as the model says; while recovering a present
         key may miss, but never read as another value."""
         for k, want in self.want.items():
-            got = self.read(c, k)
+            got = read(c, k)
             if recovering and got is None:
                 continue
             assert got == want, (k, got and got[0][:40],
@@ -68,6 +70,10 @@ def recovering(s):
     return s.stats()["recovery_running"] == "1"
 
 
+def wait_recovered(s):
+    wait_for(lambda: not recovering(s), 60, "the recovery to end")
+
+
 def crash_and_start(s, server_factory, memfile, *extra):
     s.proc.kill()
     s.proc.wait()
@@ -76,6 +82,17 @@ def crash_and_start(s, server_factory, memfile, *extra):
     assert st["recovery_running"] == "1", st
     assert int(st["recovery_pages_done"]) < int(st["recovery_pages"]), st
     return s2
+
+
+def loaded_and_crashed(server_factory, memfile, *extra):
+    """A node on memfile (with extra flags) loaded with the model's keys,
+    killed, and started again, slowed, in the middle of its recovery:
+    (the node, the model)."""
+    s = server_factory("-e", memfile, *extra)
+    m = Model()
+    with s.conn(timeout=10) as c:
+        m.load(c)
+    return crash_and_start(s, server_factory, memfile, *extra), m
 
 
 def change(c, m):
@@ -105,17 +122,13 @@ def change(c, m):
 
 
 def test_serves_at_once_and_nothing_stale(server_factory, memfile):
-    s = server_factory("-e", memfile)
-    m = Model()
-    with s.conn(timeout=10) as c:
-        m.load(c)
-    s = crash_and_start(s, server_factory, memfile)
+    s, m = loaded_and_crashed(server_factory, memfile)
     with s.conn(timeout=10) as c:
         change(c, m)
         m.check(c, recovering=True)
         assert recovering(s), "the recovery ended too early to be seen"
     assert os.path.exists(memfile + ".removed")
-    wait_for(lambda: not recovering(s), 60, "the recovery to end")
+    wait_recovered(s)
     with s.conn(timeout=10) as c:
         m.check(c, recovering=False)
         st = c.stats()
@@ -132,18 +145,14 @@ def test_serves_at_once_and_nothing_stale(server_factory, memfile):
 def test_crash_during_recovery_forgets_nothing(server_factory, memfile):
     """Removals made while recovering survive a second crash in the
     middle of the recovery (<file>.removed), and so do the sets."""
-    s = server_factory("-e", memfile)
-    m = Model()
-    with s.conn(timeout=10) as c:
-        m.load(c)
-    s = crash_and_start(s, server_factory, memfile)
+    s, m = loaded_and_crashed(server_factory, memfile)
     with s.conn(timeout=10) as c:
         change(c, m)
     assert recovering(s)
     s = crash_and_start(s, server_factory, memfile)
     with s.conn(timeout=10) as c:
         m.check(c, recovering=True)
-    wait_for(lambda: not recovering(s), 60, "the recovery to end")
+    wait_recovered(s)
     with s.conn(timeout=10) as c:
         m.check(c, recovering=False)
         st = c.stats()
@@ -156,11 +165,7 @@ def test_crash_during_recovery_forgets_nothing(server_factory, memfile):
 def test_stop_during_recovery_scans_again(server_factory, memfile):
     """A clean stop before the recovery ends saves no index and leaves the
     file unclean: the next start reads it back."""
-    s = server_factory("-e", memfile)
-    m = Model()
-    with s.conn(timeout=10) as c:
-        m.load(c)
-    s = crash_and_start(s, server_factory, memfile)
+    s, m = loaded_and_crashed(server_factory, memfile)
     with s.conn(timeout=10) as c:
         change(c, m)
     s.assert_clean_stop()
@@ -174,19 +179,15 @@ def test_stop_during_recovery_scans_again(server_factory, memfile):
 
 def test_flush_all_during_recovery(server_factory, memfile):
     """A flush_all while recovering covers the items not read back yet."""
-    s = server_factory("-e", memfile)
-    m = Model()
-    with s.conn(timeout=10) as c:
-        m.load(c)
-    s = crash_and_start(s, server_factory, memfile)
+    s, m = loaded_and_crashed(server_factory, memfile)
     with s.conn(timeout=10) as c:
         c.call(b"flush_all\r\n", b"OK\r\n")
         c.call(b"set after 0 0 1\r\nx\r\n", b"STORED\r\n")
-    wait_for(lambda: not recovering(s), 60, "the recovery to end")
+    wait_recovered(s)
     with s.conn(timeout=10) as c:
-        back = [k for k in m.want if m.read(c, k) is not None]
+        back = [k for k in m.want if read(c, k) is not None]
         assert back == [], (back, c.stats())
-        assert m.read(c, b"after") == (b"x", 0)
+        assert read(c, b"after") == (b"x", 0)
         st = c.stats()
     assert st["curr_items"] == "1"
     # and after a crash too
@@ -194,9 +195,9 @@ def test_flush_all_during_recovery(server_factory, memfile):
     s.proc.wait()
     s = server_factory("-e", memfile)
     with s.conn(timeout=10) as c:
-        back = [k for k in m.want if m.read(c, k) is not None]
+        back = [k for k in m.want if read(c, k) is not None]
         assert back == [], (back, c.stats())
-        assert m.read(c, b"after") == (b"x", 0)
+        assert read(c, b"after") == (b"x", 0)
 
 
 def test_verbose_says_when_recovery_ends(server_factory, memfile):
@@ -216,22 +217,14 @@ def test_takeover_during_recovery(server_factory, memfile, tmp_path):
     """A successor taking over a node still reading its file back gets no
     index (it would lack the items not read back yet): it reads the file
     back itself, with the removals the old node noted."""
-    tsock = str(tmp_path / "t.sock")
-    s = server_factory("-e", memfile, "-o", "takeover=" + tsock)
-    m = Model()
-    with s.conn(timeout=10) as c:
-        m.load(c)
-    s.proc.kill()
-    s.proc.wait()
-    s = server_factory("-e", memfile, *SLOW, "-o", "takeover=" + tsock,
-                       recovered=False)
-    assert recovering(s)
+    s, m = loaded_and_crashed(server_factory, memfile, "-o",
+                              "takeover=" + str(tmp_path / "t.sock"))
     with s.conn(timeout=10) as c:
         change(c, m)
     s.take_over()
     st = s.stats()
     assert st["recovery_image"] == "0", st
-    wait_for(lambda: not recovering(s), 60, "the successor's recovery")
+    wait_recovered(s)
     with s.conn(timeout=10) as c:
         m.check(c, recovering=False)
         st = c.stats()
@@ -241,31 +234,28 @@ def test_takeover_during_recovery(server_factory, memfile, tmp_path):
 
 def test_full_cache_takes_writes_while_recovering(server_factory, memfile):
     """A cache that was full when it crashed has no free chunk after the
-    restart and nothing to evict until its items are read back: a set
-    reads pages back itself (recover_help()) and is stored, never refused
-    for memory, in the class that filled the cache.  (A class that holds
-    no page at all waits for the end: no page moves meanwhile.)"""
+    restart and nothing to evict until its items are read back: a set of
+    a class whose pages are not read back yet reads one back itself
+    (recover_help()) and is stored, never refused for memory."""
     flags = ("-e", memfile, "-m", "16")
+    small, large = b"s" * 1000, b"l" * 5000
     s = server_factory(*flags)
-    value = b"f" * 1000
     with s.conn(timeout=10) as c:
+        # both classes hold pages (the small one the first) and evict
         n = 0
         while int(c.stats()["evictions"]) == 0:
             c.send(b"".join(b"set full%d 0 0 %d noreply\r\n%s\r\n"
-                            % (n + i, len(value), value) for i in range(500)))
+                            % (n + i, len(v), v)
+                            for i, v in enumerate((small, large) * 200)))
             c.sync()
-            n += 500
+            n += 400
             assert n < 200000
-    s.proc.kill()
-    s.proc.wait()
-    s = server_factory(*flags, *SLOW, recovered=False)
-    assert recovering(s)
+    s = crash_and_start(s, server_factory, memfile, "-m", "16")
     with s.conn(timeout=10) as c:
-        for size in (1000, 900):
-            v = b"n" * size
-            for i in range(200):
-                c.send(b"set new%d-%d 0 0 %d\r\n%s\r\n" % (size, i, size, v))
-                assert c.readline() == b"STORED\r\n", (size, i)
-            assert c.get_block(b"get new%d-199\r\n" % size) == \
-                b"VALUE new%d-199 0 %d\r\n%s\r\nEND\r\n" % (size, size, v)
-    wait_for(lambda: not recovering(s), 60, "the recovery to end")
+        for v in (large, small):
+            for i in range(100):
+                c.send(b"set new%d-%d 0 0 %d\r\n%s\r\n"
+                       % (len(v), i, len(v), v))
+                assert c.readline() == b"STORED\r\n", (len(v), i)
+            assert read(c, b"new%d-99" % len(v)) == (v, 0)
+    wait_recovered(s)

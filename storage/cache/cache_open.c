@@ -486,18 +486,18 @@ start_recovery(struct cache_options *opts, const struct recover_params *base)
 {
     struct recover_params *p = &ca->rparams;
 
-    *p = *base;
     ca->tomb_log = tomb_log_path(opts->memory_file);
+    if (ca->tomb_log == NULL) {
+        fprintf(stderr, "cache: out of memory\n");
+        return -1;
+    }
+    *p = *base;
     p->tomb_log = ca->tomb_log;
     p->file_id = (uint64_t)ca->sb.epoch;
     p->mark = ca->sb.cas_hwm;
     p->sync = tier_pmem_durability(slabs_tier(TIER_PMEM)) ==
               TIER_DURABLE_POWER;
     p->name = opts->memory_file;
-    if (ca->tomb_log == NULL) {
-        fprintf(stderr, "cache: out of memory\n");
-        return -1;
-    }
     ca->recovering = recover_start(slabs_tier(TIER_PMEM), p);
     return ca->recovering != NULL ? 0 : -1;
 }
@@ -512,14 +512,14 @@ start_recovery(struct cache_options *opts, const struct recover_params *base)
 static int
 pmem_recover(struct cache_options *opts)
 {
-    uint8_t boot[16];
-    bool booted = !opts->pmem_strict && sblock_boot_now(boot);
+    bool booted = !opts->pmem_strict && sblock_boot_now(ca->boot);
     /* Whole: a clean stop, or a process crash under the boot the file
      * was last known whole under (sblock.h): no checksum pass.  Another
      * boot (a kernel crash, a power cut), the power-loss simulator, a
      * file of an earlier build: every item is checked. */
     bool whole = ca->sb.clean ||
-                 (booted && memcmp(ca->sb.boot_id, boot, sizeof(boot)) == 0);
+                 (booted && memcmp(ca->sb.boot_id, ca->boot,
+                                   sizeof(ca->boot)) == 0);
     struct recover_params p = {
         .check_crc = !whole,
         .use_cas = opts->use_cas,
@@ -563,13 +563,27 @@ pmem_recover(struct cache_options *opts)
      * is done (cache_tick()): until then a crash checks every item. */
     memset(ca->sb.boot_id, 0, sizeof(ca->sb.boot_id));
     if (booted && whole) {
-        memcpy(ca->sb.boot_id, boot, sizeof(boot));
+        memcpy(ca->sb.boot_id, ca->boot, sizeof(ca->boot));
     }
     ca->boot_pending = booted && !whole && ca->recovering != NULL;
-    memcpy(ca->boot, boot, sizeof(boot));
     ca->sb.clean = false;
     ca->sb.alive_time = wall_now();
     sblock_commit(&ca->sb);
+    return 0;
+}
+
+/* The file's items back (`old`: it holds some), or a new file noted
+ * whole under this boot. */
+static int
+pmem_items(struct cache_options *opts, int old)
+{
+    if (old > 0) {
+        return pmem_recover(opts);
+    }
+    if (ca->sb.tier != NULL && !opts->pmem_strict &&
+        sblock_boot_now(ca->boot)) {
+        sblock_set_boot(&ca->sb, ca->boot);
+    }
     return 0;
 }
 
@@ -609,6 +623,8 @@ cache_recovering(void)
 static void
 pmem_serve(void)
 {
+    ca->recovery.downtime = ca->downtime;
+    ca->recovery.discarded_stale = ca->stale;
     if (ca->opts->pmem_crash_after != 0) {
         tier_pmem_crash_after(slabs_tier(TIER_PMEM),
                               ca->opts->pmem_crash_after);
@@ -664,13 +680,11 @@ done_with_image(const struct cache_options *opts)
     assoc_stage_drop();             /* room for an index that did not come */
 }
 
-int
-cache_init(struct cache_options *opts, unsigned nworkers)
+/* The leaves every layer above uses: hash, CAS, policy, item locks
+ * (2^lp).  0, or -1 with a message. */
+static int
+base_init(struct cache_options *opts, unsigned lp)
 {
-    unsigned lp = opts->lock_power ? opts->lock_power
-                                   : locks_power_for(nworkers);
-    int old;
-
     memset(ca, 0, sizeof(*ca));
     ca->opts = opts;
     hash_use(opts->hash_algorithm);
@@ -678,6 +692,19 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     policy_init(opts->tier_policy);
     if (locks_init(lp) != 0) {
         fprintf(stderr, "cache: cannot set up %u item locks\n", 1u << lp);
+        return -1;
+    }
+    return 0;
+}
+
+int
+cache_init(struct cache_options *opts, unsigned nworkers)
+{
+    unsigned lp = opts->lock_power ? opts->lock_power
+                                   : locks_power_for(nworkers);
+    int old;
+
+    if (base_init(opts, lp) != 0) {
         return -1;
     }
     /* The file before the table's address space: a file with an index
@@ -698,16 +725,10 @@ cache_init(struct cache_options *opts, unsigned nworkers)
     if (lists_init(opts) != 0) {
         goto fail_assoc;
     }
-    if (old > 0 && pmem_recover(opts) != 0) {
+    if (pmem_items(opts, old) != 0) {
         goto fail_lists;
     }
-    if (old == 0 && ca->sb.tier != NULL && !opts->pmem_strict &&
-        sblock_boot_now(ca->boot)) {
-        sblock_set_boot(&ca->sb, ca->boot);     /* a new file: whole */
-    }
     done_with_image(opts);
-    ca->recovery.downtime = ca->downtime;
-    ca->recovery.discarded_stale = ca->stale;
     if (ca->sb.tier != NULL) {
         pmem_serve();
     }

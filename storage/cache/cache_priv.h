@@ -40,7 +40,8 @@ struct cache_priv {
                                            back: the file stays unclean */
     bool                  boot_pending; /* record boot once the checksum
                                            pass is over (sblock.h) */
-    uint8_t               boot[16];     /* the running kernel's boot id */
+    uint8_t               boot[16];     /* the running kernel's boot id,
+                                           if it was read */
     uint64_t              downtime; /* seconds since the file's last
                                        write, as start-up measured it */
     bool                  stale;    /* over memory_file_max_downtime */

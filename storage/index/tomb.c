@@ -17,6 +17,7 @@
 #include "storage/base/crc.h"
 #include "storage/base/hash.h"
 #include "storage/base/locks.h"
+#include "storage/slab/item.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +28,6 @@
 #include <unistd.h>
 
 #define TOMB_MAGIC      "MCPMTOMB"
-#define KEY_MAX         250
 
 struct tomb {
     struct tomb    *next;
@@ -121,11 +121,11 @@ rec_crc(const struct rec *r, const char *key)
 static void
 append(const char *key, size_t nkey, uint64_t seq)
 {
-    char buf[sizeof(struct rec) + KEY_MAX];
+    char buf[sizeof(struct rec) + ITEM_KEY_MAX];
     struct rec r = { .nkey = (uint16_t)nkey, .seq = seq };
     size_t len = sizeof(r) + nkey;
 
-    if (nkey > KEY_MAX) {
+    if (nkey > ITEM_KEY_MAX) {
         return;
     }
     r.crc = rec_crc(&r, key);
@@ -143,11 +143,6 @@ append(const char *key, size_t nkey, uint64_t seq)
     pthread_mutex_unlock(&tb.log_lock);
 }
 
-void
-tomb_mark(uint32_t hv)
-{
-    (void)tomb_test_mark(hv);
-}
 
 bool
 tomb_test_mark(uint32_t hv)
@@ -172,6 +167,14 @@ tomb_maybe(uint32_t hv)
 
     return (__atomic_load_n(&tb.filter[bit >> 6], __ATOMIC_RELAXED) >>
             (bit & 63)) & 1;
+}
+
+void
+tomb_mark(uint32_t hv)
+{
+    if (!tomb_maybe(hv)) {      /* a bit once set stays set: no RMW */
+        (void)tomb_test_mark(hv);
+    }
 }
 
 void
@@ -218,7 +221,7 @@ tomb_covers(const char *key, size_t nkey, uint32_t hv, uint64_t seq)
 static off_t
 load(uint64_t file_id)
 {
-    char head[16], key[KEY_MAX];
+    char head[16], key[ITEM_KEY_MAX];
     struct rec r;
     off_t end = sizeof(head);
     FILE *f = fopen(tb.path, "rb");
@@ -232,7 +235,7 @@ load(uint64_t file_id)
         fclose(f);
         return 0;
     }
-    while (fread(&r, sizeof(r), 1, f) == 1 && r.nkey <= KEY_MAX &&
+    while (fread(&r, sizeof(r), 1, f) == 1 && r.nkey <= ITEM_KEY_MAX &&
            fread(key, 1, r.nkey, f) == r.nkey && rec_crc(&r, key) == r.crc) {
         uint32_t hv = hash_key(key, r.nkey);
 
@@ -262,6 +265,7 @@ tomb_begin(const char *path, uint64_t file_id, uint64_t mark, bool sync,
     tb.b = calloc((size_t)tb.mask + 1, sizeof(*tb.b));
     if (tb.b == NULL || tb.filter == NULL) {
         fprintf(stderr, "recovery: out of memory\n");
+        tomb_end(false);
         return -1;
     }
     tb.mark = mark;
@@ -272,6 +276,7 @@ tomb_begin(const char *path, uint64_t file_id, uint64_t mark, bool sync,
     if (path != NULL) {
         tb.path = strdup(path);
         if (tb.path == NULL) {
+            tomb_end(false);
             return -1;
         }
         end = load(file_id);
@@ -283,6 +288,7 @@ tomb_begin(const char *path, uint64_t file_id, uint64_t mark, bool sync,
             (sync && fsync(tb.fd) != 0)) {
             fprintf(stderr, "recovery: cannot open %s: %s\n", path,
                     strerror(errno));
+            tomb_end(false);
             return -1;
         }
     }

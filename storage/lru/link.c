@@ -93,7 +93,7 @@ link_in_oldest(struct item *it, uint32_t hv)
 {
     it->next = it->prev = NULL;
     link_hash_oldest(it, hv);
-    link_run_oldest(it, it, 1);
+    lru_splice_tail(it, it, 1, item_ntotal(it));
 }
 
 void
@@ -104,20 +104,6 @@ link_hash_oldest(struct item *it, uint32_t hv)
     __atomic_store_n(&it->refcount, 1, __ATOMIC_RELAXED);  /* unseen yet */
     assoc_insert(it, hv);
     histo_add(it, 1);
-}
-
-void
-link_run_oldest(struct item *first, struct item *last, uint64_t n)
-{
-    uint64_t bytes = 0;
-
-    for (struct item *it = first; it != NULL; it = it->next) {
-        bytes += item_ntotal(it);
-        if (it == last) {
-            break;
-        }
-    }
-    lru_splice_tail(first, last, n, bytes);
 }
 
 /* ---- out -------------------------------------------------------------- */

@@ -54,14 +54,11 @@ void link_in(struct item *it, uint32_t hv, enum item_lru which);
  * Recovery's link of items read back from the file, older than anything
  * stored since the start: link_hash_oldest() puts one in the table (its
  * item lock held, its refcount 0: no one has seen it), named for COLD;
- * link_run_oldest() then puts a run of such items, chained by next and
- * prev from first to last, at the tail of COLD in one splice.  The
- * caller holds every one's item lock from the first call to the second,
- * so that no one reaches an item between the table and the list.
- * link_in_oldest() is both for one item.
+ * a run of such items then joins COLD's tail in one lru_splice_tail(),
+ * their item locks held until then, so that no one reaches an item
+ * between the table and the list.  link_in_oldest() is both for one.
  */
 void link_hash_oldest(struct item *it, uint32_t hv);
-void link_run_oldest(struct item *first, struct item *last, uint64_t n);
 void link_in_oldest(struct item *it, uint32_t hv);
 
 /* Unlink if linked: dead in the file, off its list and out of the table;

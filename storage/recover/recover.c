@@ -43,8 +43,6 @@
 #include <string.h>
 #include <time.h>
 
-#define KEY_MAX         250
-
 /* Run fn on every worker, each in a thread of its own but the first; a
  * worker whose thread cannot start runs here afterwards instead. */
 static void
@@ -115,7 +113,7 @@ head_fits(const struct item *it, unsigned id, const struct recovery *rc)
     uint16_t f = (uint16_t)(item_flags(it) & PERSIST_FLAGS);
     size_t room = slabs_size(id);
 
-    if (it->nkey == 0 || it->nkey > KEY_MAX || it->nbytes < 2 ||
+    if (it->nkey == 0 || it->nkey > ITEM_KEY_MAX || it->nbytes < 2 ||
         ((f & ITEM_CAS) != 0) != rc->p->use_cas) {
         return false;
     }
@@ -621,16 +619,4 @@ recover_finish(struct recovery *rc, bool stop, struct cache_recovery *out)
     }
     recovery_free(rc);
     return complete;
-}
-
-int
-recover_run(struct tier *t, const struct recover_params *p,
-            struct cache_recovery *out)
-{
-    struct recovery *rc = recover_start(t, p);
-
-    if (rc == NULL) {
-        return -1;
-    }
-    return recover_finish(rc, false, out) ? 0 : -1;
 }

@@ -95,8 +95,4 @@ void recover_progress(const struct recovery *rc, struct cache_recovery *out);
 bool recover_finish(struct recovery *rc, bool stop,
                     struct cache_recovery *out);
 
-/* Start and finish, for a caller that serves only afterwards (tests). */
-int recover_run(struct tier *t, const struct recover_params *p,
-                struct cache_recovery *out);
-
 #endif

@@ -3,7 +3,7 @@
  *
  * The node serves while these run: a head goes into the table under its
  * item lock, and into COLD's tail before that lock is let go
- * (link_hash_oldest(), link_run_oldest()), and only if nothing newer of
+ * (link_hash_oldest(), lru_splice_tail()), and only if nothing newer of
  * its key is known:
  *
  *   - a copy in the table with a higher seq: a value stored since the
@@ -193,6 +193,7 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
     size_t later[BATCH], lost[BATCH], held[BATCH];
     size_t nlater = 0, nlost = 0, nheld = 0;
     struct item *prev = NULL;
+    uint64_t bytes = 0;
 
     for (size_t i = from; i < to; i++) {
         struct item *old = NULL;
@@ -221,6 +222,7 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
             continue;
         }
         link_hash_oldest(h[i].it, h[i].hv);
+        bytes += item_ntotal(h[i].it);
         h[i].it->prev = prev;
         if (prev != NULL) {
             prev->next = h[i].it;
@@ -230,7 +232,7 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
     }
     if (nheld > 0) {
         prev->next = NULL;
-        link_run_oldest(h[held[0]].it, prev, nheld);
+        lru_splice_tail(h[held[0]].it, prev, nheld, bytes);
         for (size_t i = 0; i < nheld; i++) {
             locks_unlock(h[held[i]].hv);
         }

@@ -104,6 +104,9 @@ void item_value_fill(struct item *it, const char *src, size_t len);
 #define ITEM_LRU_SHIFT 6
 #define ITEM_CLSID_MASK 0x3f
 
+/* The longest key an item holds: memcached's KEY_MAX_LENGTH. */
+#define ITEM_KEY_MAX    250
+
 struct item {
     struct item *next;
     struct item *prev;
