@@ -38,6 +38,8 @@ COUNTER_KEYS = 6
 KILL_MIN = 0.2
 KILL_MAX = 1.5
 MAX_BATCH = 6
+FILL_BATCH = 50
+GROWING_S = 0.05        # the table grows at least this often meanwhile
 IO_TIMEOUT = 10.0
 
 
@@ -413,7 +415,81 @@ def new_tally():
     return dict(points=0, keys_checked=0, ops_acked=0, lost_writes=0,
                 torn_values=0, torn_dropped=0, inflight_applied=0,
                 inflight_dropped=0, live=0, seconds=0.0,
-                epochs_in_recovery=0)
+                epochs_in_recovery=0, epochs_growing=0)
+
+
+class Filler(threading.Thread):
+    """Makes the hash table grow until the server dies: pipelined batches
+    of FILL_BATCH sets of new keys, each batch followed by `stats` to see
+    the table's size.  After the restart, settle() counts the fill keys
+    that came back (never fewer than were acknowledged) and deletes them,
+    so that the model's item counts hold and the next epoch grows the
+    table again."""
+
+    def __init__(self, port, epoch):
+        super().__init__(daemon=True)
+        self.port = port
+        self.epoch = epoch
+        self.ready = threading.Event()
+        self.growing = threading.Event()    # the table grew once
+        self.sizes = []         # (time, hash_bytes) after each batch
+        self.sent = 0
+        self.acked = 0
+
+    def key(self, n):
+        return b"g%d:%d" % (self.epoch, n)
+
+    def run(self):
+        try:
+            conn = Client(self.port)
+        except OSError:
+            self.ready.set()
+            return
+        self.ready.set()
+        try:
+            while True:
+                conn.send(b"".join(b"set %s 0 0 1\r\nx\r\n"
+                                   % self.key(self.sent + i)
+                                   for i in range(FILL_BATCH)))
+                self.sent += FILL_BATCH
+                for _ in range(FILL_BATCH):
+                    if conn.readline() != b"STORED\r\n":
+                        raise CrashError("a fill set failed")
+                    self.acked += 1
+                self.sizes.append((time.monotonic(),
+                                   int(conn.stats()["hash_bytes"])))
+                if self.sizes[-1][1] > self.sizes[0][1]:
+                    self.growing.set()
+        except (OSError, socket.timeout, Closed):
+            pass                # the kill
+        finally:
+            conn.close()
+
+    def grew_last(self):
+        """Did the table grow in its last GROWING_S before the kill?"""
+        if not self.sizes:
+            return False
+        end, size = self.sizes[-1]
+        before = [b for t, b in self.sizes if t <= end - GROWING_S]
+        return bool(before) and size > before[-1]
+
+    def settle(self, port):
+        """After the restart: the fill keys found (CrashError if fewer
+        than were acknowledged), then deleted."""
+        conn = Client(port)
+        try:
+            keys = [self.key(n) for n in range(self.sent)]
+            found = 0
+            for i in range(0, len(keys), 100):
+                found += len(conn.gets(keys[i:i + 100]))
+            if found < self.acked:
+                raise CrashError("%d fill keys back of %d acknowledged"
+                                 % (found, self.acked))
+            conn.send(b"".join(b"delete %s noreply\r\n" % k for k in keys))
+            conn.call(b"mn\r\n")
+            return found
+        finally:
+            conn.close()
 
 
 # --------------------------------------------------------------------------
@@ -456,17 +532,23 @@ def kill_after(proc, delay):
     return proc.returncode == -signal.SIGKILL
 
 
-def run_epoch(server, clients, rng, point, recovering=False):
-    """Let the clients run on `server`, then SIGKILL it at a random moment
-    in [KILL_MIN, KILL_MAX] seconds.  Returns the kill delay."""
-    workers = []
+def run_epoch(server, clients, rng, point, recovering=False, filler=None):
+    """Let the clients run on `server` (and `filler`, a Filler, with
+    them), then SIGKILL it at a random moment in [KILL_MIN, KILL_MAX]
+    seconds.  Returns the kill delay."""
+    workers = [filler] if filler is not None else []
     for st in clients:
         w = Worker(server.port, st, random.Random(rng.getrandbits(64)),
                    recovering)
         workers.append(w)
         w.start()
+    if filler is not None:
+        filler.start()
     for w in workers:
         w.ready.wait(IO_TIMEOUT)
+    if filler is not None:
+        # growth follows the item count from the next clock tick on
+        filler.growing.wait(IO_TIMEOUT)
     delay = rng.uniform(KILL_MIN, KILL_MAX)
     if not kill_after(server.proc, delay):
         raise CrashError("point %d: the server exited with status %s "
@@ -482,7 +564,8 @@ def run_epoch(server, clients, rng, point, recovering=False):
     return delay
 
 
-def run_crash_points(start, points, seed, tally, log=None, recover=None):
+def run_crash_points(start, points, seed, tally, log=None, recover=None,
+                     grow=False):
     """Run `points` crash points on one memory file.
 
     start(strict) starts a server on the file (strict: under the
@@ -493,8 +576,9 @@ def run_crash_points(start, points, seed, tally, log=None, recover=None):
     crashes the server just checked (nothing in flight) and starts it with
     recover(), which returns while it still reads its file back: the
     clients write during that recovery, and the kill lands in it or after
-    it.  Returns the clients (their states after the last check) and the
-    last server."""
+    it.  With `grow`, a Filler makes the hash table grow throughout each
+    epoch.  Returns the clients (their states after the last check) and
+    the last server."""
     rng = random.Random(seed)
     clients = [ClientState(cid) for cid in range(CLIENTS)]
     began = time.monotonic()
@@ -507,14 +591,19 @@ def run_crash_points(start, points, seed, tally, log=None, recover=None):
             server = recover(strict)
             tally["epochs_in_recovery"] += \
                 server.stats()["recovery_running"] == "1"
-        delay = run_epoch(server, clients, rng, point, recover is not None)
+        filler = Filler(server.port, point) if grow else None
+        delay = run_epoch(server, clients, rng, point, recover is not None,
+                          filler)
+        if filler is not None and filler.grew_last():
+            tally["epochs_growing"] += 1
         tally["ops_acked"] = sum(st.ops_acked for st in clients)
         server = start(not strict)
         where = ("seed %d, point %d (killed %s run after %.3f s)"
                  % (seed, point, "strict" if strict else "non-strict", delay))
         problems = check_all(server.port, clients, tally)
         st = server.stats()
-        problems += check_recovery_stats(st, tally["live"], 1)
+        fills = filler.settle(server.port) if filler is not None else 0
+        problems += check_recovery_stats(st, tally["live"] + fills, 1)
         tally["torn_dropped"] += int(st.get("recovery_dropped_torn", 0))
         tally["points"] = point + 1
         tally["seconds"] = time.monotonic() - began

@@ -14,7 +14,8 @@ threads is the machine's).
 The SIGKILL test runs under tier_policy=pmem and, with half the points,
 under tier_policy=cache: there the checks' reads copy items into DRAM, so
 later writes, deletes and incrs go through the copies, and must still
-reach the file before their reply.
+reach the file before their reply.  Fewer points land in the middle of
+a recovery and in the middle of the hash table's growth.
 """
 
 import os
@@ -95,6 +96,32 @@ def test_sigkill_during_recovery_under_writes(server_factory, memfile):
     # (a full cache's writers read pages back themselves, so a recovery
     # may end before its epoch's first stats)
     assert tally["epochs_in_recovery"] >= points // 2, tally
+    assert tally["lost_writes"] == 0 and tally["torn_values"] == 0
+    assert tally["torn_dropped"] == 0
+
+
+def test_sigkill_during_growth(server_factory, memfile):
+    """A crash while the hash table grows: a filler links new (expired)
+    keys all through each epoch on a table started at its smallest, so
+    that the workers split buckets when the kill lands; then the checks
+    of every other crash point."""
+    flags = ("-m", "256", "-o", "memory_file=%s,tier_policy=pmem,hashpower=13"
+             % memfile)
+    points = max(2, POINTS // 4)
+
+    def start(strict):
+        extra = ("-o", "memory_file_strict") if strict else ()
+        return server_factory(*flags + extra)
+
+    tally = crashlib.new_tally()
+    try:
+        clients, server = crashlib.run_crash_points(start, points, SEED,
+                                                    tally, grow=True)
+    except (crashlib.CrashError, pytest.fail.Exception) as e:
+        pytest.fail("%s\n(replay: MCPM_CRASH_SEED=%d; tally %s)"
+                    % (e, SEED, tally))
+    assert tally["points"] == points
+    assert tally["epochs_growing"] >= points // 2, str(tally)
     assert tally["lost_writes"] == 0 and tally["torn_values"] == 0
     assert tally["torn_dropped"] == 0
 

@@ -30,9 +30,15 @@
  * on the stripe's count (locks.h), which every split moves.
  *
  * Splits are done by the workers that insert: a worker that links a new
- * item while the table is short of buckets splits up to GROW_STEP of
- * them, taking each bucket's lock by trylock (it holds its own item's)
- * and giving up at the first busy one.  The cost spreads over the inserts
+ * item while the table is short of buckets splits a run of up to
+ * GROW_STEP of them, taking each bucket's lock by trylock (it holds its
+ * own item's) and ending the run at the first busy one.  A split must
+ * touch every item of its chain whatever it knows of their hashes: the
+ * chain's links are in the items, and each moved item's is rewritten.
+ * Those misses into the memory file are nearly all of its time (hashing
+ * the keys, already in the line the link is read from, is about 1 % of a
+ * load's profile), so a run walks its chains side by side to overlap
+ * them (split_run()) rather than keeping hashes beside the slots.  The cost spreads over the inserts
  * that cause it, a few hundred nanoseconds each, instead of falling on
  * the readers in long runs of a thread of its own.  The expander thread
  * keeps the wanted size (the item count, looked at every FOLLOW_NS while
@@ -376,32 +382,6 @@ lock_bucket(uint64_t b)
     return true;
 }
 
-/* Move the items of bucket s (level shape s) whose hash has bit n set to
- * bucket s + n; the caller holds its item lock. */
-static void
-split_bucket(uint64_t s)
-{
-    uint64_t b = split_of(s), n = (uint64_t)1 << level_of(s);
-    struct item *it = item_at(assoc_table[b]), *next;
-    struct item *lo = NULL, *hi = NULL, **lt = &lo, **ht = &hi;
-
-    for (; it != NULL; it = next) {
-        next = it->h_next;
-        if (hash_key(key_of(it), it->nkey) & n) {
-            *ht = it;
-            ht = &it->h_next;
-        } else {
-            *lt = it;
-            lt = &it->h_next;
-        }
-    }
-    *lt = *ht = NULL;
-    __atomic_store_n(&assoc_table[b], chunkid_of(lo), __ATOMIC_RELAXED);
-    __atomic_store_n(&assoc_table[b + n], chunkid_of(hi), __ATOMIC_RELAXED);
-    assoc_mark(&assoc_table[b]);
-    assoc_mark(&assoc_table[b + n]);
-}
-
 static uint64_t
 next_shape(uint64_t s)
 {
@@ -421,15 +401,29 @@ can_grow(uint64_t s)
     return level_of(s) < ASSOC_POWER_MAX && buckets_of(s) < assoc_reserved;
 }
 
-/*
- * A split reads every item of its bucket (to hash its key), and each is a
- * cache miss, often a TLB miss too: a bucket SPLIT_AHEAD ahead has its
- * first item fetched while this one is split, and one half as far ahead
- * its second, so that the lock is held over items already in cache.
- * Slots and links are read without the lock, in a read section: hints
- * (a stale one costs a wasted prefetch).
- */
-#define SPLIT_AHEAD 16
+static bool
+behind(uint64_t s)
+{
+    return can_grow(s) &&
+           buckets_of(s) < atomic_load_explicit(&want_buckets, RELAXED);
+}
+
+/* Buckets of shape s that one run may split, at most k: wanted, within
+ * the reservation, and of one level (a run ends where the level does). */
+static unsigned
+run_room(uint64_t s, unsigned k)
+{
+    uint64_t have = buckets_of(s);
+    uint64_t want = atomic_load_explicit(&want_buckets, RELAXED);
+    uint64_t left = ((uint64_t)1 << level_of(s)) - split_of(s);
+
+    if (!can_grow(s) || want <= have) {
+        return 0;
+    }
+    left = want - have < left ? want - have : left;
+    left = assoc_reserved - have < left ? assoc_reserved - have : left;
+    return left < k ? (unsigned)left : k;
+}
 
 static void
 prefetch_item(const struct item *it)
@@ -440,52 +434,126 @@ prefetch_item(const struct item *it)
     }
 }
 
-/* Stage `depth` of bucket b's fetch: 0 its first item, 1 the second
- * (the first is in cache by then). */
+/* Fetch the first items of the k buckets from shape s's split on, ahead
+ * of the run that will split them.  Slots are read without the lock, in
+ * a read section: hints (a stale one costs a wasted prefetch). */
 static void
-prefetch_bucket(uint64_t b, uint64_t s, unsigned depth)
+prefetch_run(uint64_t s, unsigned k)
 {
-    const struct item *it;
+    uint64_t b = split_of(s), n = (uint64_t)1 << level_of(s);
 
-    if (b >= ((uint64_t)1 << level_of(s))) {
-        return;
+    quiesce_enter();            /* the pages stay mapped (quiesce.h) */
+    for (unsigned i = 0; i < k && b + i < n; i++) {
+        uint32_t id = __atomic_load_n(&assoc_table[b + i], __ATOMIC_RELAXED);
+
+        prefetch_item(chunkid_peek(id));
     }
-    quiesce_enter();            /* the page stays mapped (quiesce.h) */
-    it = chunkid_peek(__atomic_load_n(&assoc_table[b], __ATOMIC_RELAXED));
-    if (depth > 0 && it != NULL) {
-        it = __atomic_load_n(&it->h_next, __ATOMIC_RELAXED);
-    }
-    prefetch_item(it);
     quiesce_exit();
 }
 
-static bool
-behind(uint64_t s)
+/*
+ * A split moves the items of bucket b whose hash has bit n set to bucket
+ * b + n.  It must read every item of the chain (its link and its key are
+ * in the item), and each is a cache miss into the memory file, often a
+ * TLB miss too: nearly all of a split's time.  So buckets are split in
+ * runs, their chains walked side by side, a step of each in turn, with
+ * each chain's next item fetched a round ahead: the misses of a run
+ * overlap instead of following one another.
+ */
+#define RUN_MAX 16
+
+struct split_walk {
+    struct item *it;            /* next item to place */
+    struct item *lo, *hi;       /* the two chains built */
+    struct item **lt, **ht;     /* their tails' links */
+};
+
+static void
+walk_runs(struct split_walk *w, unsigned k, uint64_t n)
 {
-    return can_grow(s) &&
-           buckets_of(s) < atomic_load_explicit(&want_buckets, RELAXED);
+    for (bool more = true; more;) {
+        more = false;
+        for (unsigned i = 0; i < k; i++) {
+            struct item *it = w[i].it;
+
+            if (it == NULL) {
+                continue;
+            }
+            w[i].it = it->h_next;
+            prefetch_item(w[i].it);
+            if (hash_key(key_of(it), it->nkey) & n) {
+                *w[i].ht = it;
+                w[i].ht = &it->h_next;
+            } else {
+                *w[i].lt = it;
+                w[i].lt = &it->h_next;
+            }
+            more = true;
+        }
+    }
 }
 
-/* Split the next bucket of shape *s and advance it; grower held.  With
- * `wait` it waits for the bucket's lock (false: a stop was asked for),
- * without it gives up at once when the lock is busy (the calling worker
- * may hold it). */
-static bool
-split_next(uint64_t *s, bool wait)
+/* Split the locked buckets b .. b+k-1 of a level of n buckets. */
+static void
+split_locked(uint64_t b, unsigned k, uint64_t n)
 {
-    uint64_t b = split_of(*s);
+    struct split_walk w[RUN_MAX];
 
-    /* the new bucket's page is faulted in before the lock */
-    __atomic_store_n(&assoc_table[b + ((uint64_t)1 << level_of(*s))], 0,
-                     __ATOMIC_RELAXED);
-    if (wait ? !lock_bucket(b) : !locks_trylock((uint32_t)b)) {
-        return false;
+    for (unsigned i = 0; i < k; i++) {
+        w[i].it = item_at(assoc_table[b + i]);
+        w[i].lo = w[i].hi = NULL;
+        w[i].lt = &w[i].lo;
+        w[i].ht = &w[i].hi;
+        prefetch_item(w[i].it);
     }
-    split_bucket(*s);
-    *s = next_shape(*s);
+    walk_runs(w, k, n);
+    for (unsigned i = 0; i < k; i++) {
+        *w[i].lt = *w[i].ht = NULL;
+        __atomic_store_n(&assoc_table[b + i], chunkid_of(w[i].lo),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&assoc_table[b + n + i], chunkid_of(w[i].hi),
+                         __ATOMIC_RELAXED);
+        assoc_mark(&assoc_table[b + i]);
+        assoc_mark(&assoc_table[b + n + i]);
+    }
+}
+
+/*
+ * Split up to k buckets of shape *s from its split on and advance *s;
+ * grower held.  The first bucket's lock is waited for when `wait` (false:
+ * a stop was asked for), taken by trylock otherwise (the calling worker
+ * may hold it); the run ends at the first other lock found busy.  The
+ * shape moves past the whole run while every lock of it is held, so a
+ * caller holding lock(hv) sees its bucket before or after its split.
+ * Returns the buckets split.
+ */
+static unsigned
+split_run(uint64_t *s, unsigned k, bool wait)
+{
+    uint64_t b = split_of(*s), n = (uint64_t)1 << level_of(*s);
+    unsigned got = 0;
+
+    k = run_room(*s, k);
+    /* the new buckets' page is faulted in before the locks */
+    for (unsigned i = 0; i < k; i++) {
+        __atomic_store_n(&assoc_table[b + n + i], 0, __ATOMIC_RELAXED);
+    }
+    while (got < k && (got == 0 && wait ? lock_bucket(b)
+                                         : locks_trylock((uint32_t)(b + got)))) {
+        got++;
+    }
+    if (got == 0) {
+        return 0;
+    }
+    split_locked(b, got, n);
+    for (unsigned i = 0; i < got; i++) {
+        *s = next_shape(*s);
+    }
     atomic_store_explicit(&assoc_shape, *s, memory_order_release);
-    locks_unlock((uint32_t)b);
-    return true;
+    for (unsigned i = 0; i < got; i++) {
+        locks_unlock((uint32_t)(b + i));
+    }
+    return got;
 }
 
 static bool
@@ -515,23 +583,19 @@ assoc_grow_step(void)
         return;
     }
     s = atomic_load_explicit(&assoc_shape, RELAXED);
-    for (unsigned i = 0; i < GROW_STEP && behind(s); i++) {
-        if (!split_next(&s, false)) {
-            break;
-        }
-    }
+    split_run(&s, GROW_STEP, false);
     /* the next step's first items, on their way while the worker
      * answers: a split otherwise waits on each item it hashes */
-    for (unsigned i = 0; i < GROW_STEP && behind(s); i++) {
-        prefetch_bucket(split_of(s) + i, s, 0);
+    if (behind(s)) {
+        prefetch_run(s, GROW_STEP);
     }
     grower_drop();
 }
 
 /* What the inserts left: split until the table fits want_buckets, a
  * stop is asked for, or someone else holds grower (a walk, a worker);
- * maint_lock held.  Batches of bulk_move buckets, with the first items
- * of buckets ahead fetched while it splits. */
+ * maint_lock held.  Batches of bulk_move buckets in runs of RUN_MAX,
+ * the next run's first items fetched while one is split. */
 static void
 grow(void)
 {
@@ -541,19 +605,18 @@ grow(void)
         return;
     }
     s = atomic_load(&assoc_shape);
-    for (unsigned i = 1; i < SPLIT_AHEAD; i++) {
-        prefetch_bucket(split_of(s) + i, s, 0);
-    }
+    prefetch_run(s, RUN_MAX);
     while (behind(s) && !atomic_load(&stop_thread)) {
-        for (unsigned i = 0; i < bulk_move && behind(s); i++) {
-            uint64_t b = split_of(s);
+        for (unsigned done = 0; done < bulk_move && behind(s);) {
+            unsigned got;
 
-            prefetch_bucket(b + SPLIT_AHEAD, s, 0);
-            prefetch_bucket(b + SPLIT_AHEAD / 2, s, 1);
-            if (!split_next(&s, true)) {
+            prefetch_run(s + RUN_MAX, RUN_MAX);
+            got = split_run(&s, RUN_MAX, true);
+            if (got == 0) {
                 grower_drop();
                 return;
             }
+            done += got;
         }
         /* a worker may take over between batches */
         grower_drop();
