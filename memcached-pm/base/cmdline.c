@@ -17,10 +17,14 @@
 #include <string.h>
 #include <sysexits.h>
 
+#include "memcached-pm/base/conffile.h"
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/base/usage.h"
 #include "storage/base/hash.h"
 
 #define MB (1024 * 1024)
+/* getopt's value for --config-file, which no short flag has */
+#define OPT_CONFIG_FILE 0x100
 
 /* ---- options with rules of their own ---------------------------------- */
 
@@ -700,43 +704,6 @@ opt_extended(const char *list)
 
 /* ---- -h --------------------------------------------------------------- */
 
-#define USAGE_WIDTH 79
-
-/* "left help", the help wrapped at USAGE_WIDTH under its first column
- * (col), on a line of its own when left is wider than that. */
-static void
-usage_line(const char *left, int col, const char *help)
-{
-    int at;
-
-    if (help == NULL) {
-        printf("%s\n", left);
-        return;
-    }
-    at = printf("%-*s", col - 1, left);
-    while (*help != '\0') {
-        int room = USAGE_WIDTH - col, n = (int)strlen(help);
-
-        if (at >= col) {
-            printf("\n%*s", col - 1, "");
-        }
-        if (n > room) {
-            n = room;
-            while (n > 0 && help[n] != ' ') {
-                n--;
-            }
-            n = n > 0 ? n : room;
-        }
-        printf(" %.*s", n, help);
-        help += n;
-        while (*help == ' ') {
-            help++;
-        }
-        at = col;
-    }
-    putchar('\n');
-}
-
 static void
 usage_flag(const struct row *r)
 {
@@ -760,6 +727,9 @@ opt_help(void)
             usage_flag(&rows[i]);
         }
     }
+    usage_line("--config-file=<file>", 26,
+               "options from <file> first, laid out as /etc/memcached.conf "
+               "(one or more to a line, # comments)");
     for (size_t i = 0; i < NROWS; i++) {
         if (rows[i].flag == 'o') {
             usage_flag(&rows[i]);
@@ -806,7 +776,7 @@ static struct option *
 long_options(void)
 {
     static char names[NROWS][32];
-    static struct option opts[NROWS + 1];
+    static struct option opts[NROWS + 2];
     size_t n = 0;
 
     for (size_t i = 0; i < NROWS; i++) {
@@ -825,6 +795,8 @@ long_options(void)
         opts[n].val = r->flag;
         n++;
     }
+    opts[n++] = (struct option){ "config-file", required_argument, NULL,
+                                 OPT_CONFIG_FILE };
     memset(&opts[n], 0, sizeof(opts[n]));
     return opts;
 }
@@ -840,21 +812,26 @@ find_flag(int ch)
     return NULL;
 }
 
-int
-cmdline_parse(int argc, char **argv)
+/* One command line's options (or an options file's line), applied in
+ * order; 0 or the first refusal. */
+static int
+parse_words(int argc, char **argv)
 {
     struct option *longs = long_options();
     char shorts[2 * NROWS + 2];
     int ch;
 
-    settings_defaults();
     short_options(shorts, sizeof(shorts));
     opterr = 0;
+    optind = 0;                 /* GNU: start over, argv[0] skipped */
     while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
         const struct row *r = find_flag(ch);
         char name[3] = { '-', (char)ch, '\0' };
         int rc;
 
+        if (ch == OPT_CONFIG_FILE) {
+            continue;           /* read first (cmdline_parse()) */
+        }
         if (ch == '?' || ch == ':' || r == NULL) {
             fprintf(stderr, "%s option: %s\n",
                     ch == ':' ? "Missing argument for" : "Illegal",
@@ -866,13 +843,29 @@ cmdline_parse(int argc, char **argv)
             return rc;
         }
     }
-    if (settings.cache.item_size_max > settings.cache.page_size &&
-        !chunk_max_given) {
-        settings.cache.slab_chunk_max = settings.cache.page_size / 2;
-    }
     if (optind < argc) {
         fprintf(stderr, "Unexpected argument: %s\n", argv[optind]);
         return -1;
+    }
+    return 0;
+}
+
+int
+cmdline_parse(int argc, char **argv)
+{
+    const char *conf = conffile_path(argc, argv);
+    int rc;
+
+    settings_defaults();
+    if (conf != NULL && (rc = conffile_read(conf, argv[0], parse_words)) != 0) {
+        return rc;
+    }
+    if ((rc = parse_words(argc, argv)) != 0) {
+        return rc;
+    }
+    if (settings.cache.item_size_max > settings.cache.page_size &&
+        !chunk_max_given) {
+        settings.cache.slab_chunk_max = settings.cache.page_size / 2;
     }
     /* -U alone moves TCP to the UDP port too, as in memcached. */
     if (settings.udpport != 0 && !port_given) {
