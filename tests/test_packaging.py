@@ -16,10 +16,29 @@ from conftest import Conn, free_port, serves, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 PAGE = REPO / "doc" / "memcached-pm.1"
-UNITS = [REPO / "contrib" / "memcached-pm.service",
-         REPO / "contrib" / "memcached-pm@.service"]
 SOCKETS = [REPO / "contrib" / "memcached-pm.socket",
            REPO / "contrib" / "memcached-pm@.socket"]
+CONFS = {"memcached-pm.service": REPO / "contrib" / "memcached-pm.conf",
+         "memcached-pm@.service": REPO / "contrib" / "memcached-pm-node.conf"}
+
+
+def units(binary):
+    """The service units as this build wrote them (from contrib/*.in,
+    with its paths: /usr/local unless configured otherwise)."""
+    build = Path(binary).resolve().parent.parent
+    return [build / "contrib" / name for name in sorted(CONFS)]
+
+
+def conf_value(text, flag):
+    """The last value of `flag` in an options file (memcached.conf's
+    layout: options as on the command line, '#' comments)."""
+    found = None
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        for i, w in enumerate(words[:-1]):
+            if w == flag:
+                found = words[i + 1]
+    return found
 
 
 def help_names(binary):
@@ -78,8 +97,9 @@ def installed(unit, binary, tmp_path):
     """The unit as `make install` would find it: systemd-analyze checks
     that its server exists, so it names this build's."""
     path = tmp_path / unit.name
-    path.write_text(unit.read_text().replace(
-        "/usr/local/bin/memcached-pm", os.path.abspath(binary)))
+    path.write_text(re.sub(r"^ExecStart=\S+", "ExecStart=" +
+                           os.path.abspath(binary), unit.read_text(),
+                           flags=re.M))
     return path
 
 
@@ -88,7 +108,7 @@ def instances(tmp_path, binary):
     named by its port (systemd-analyze verifies a template as instance
     "i", which no socket address takes)."""
     paths = []
-    for unit in UNITS + SOCKETS:
+    for unit in units(binary) + SOCKETS:
         path = installed(unit, binary, tmp_path)
         if "@" in unit.name:
             link = tmp_path / unit.name.replace("@.", "@11211.")
@@ -104,20 +124,23 @@ def test_systemd_units_verify(binary, tmp_path):
     r = subprocess.run(["systemd-analyze", "verify", "--man=no"] +
                        instances(tmp_path, binary), capture_output=True)
     assert r.returncode == 0 and r.stderr == b"", r.stderr
-    for unit in UNITS:
+    for unit in units(binary):
         text = unit.read_text()
         for key in ("StateDirectory=memcached-pm", "Restart=on-failure",
                     "NoNewPrivileges=yes", "ProtectSystem=strict",
-                    "PrivateTmp=yes", "ExecStart=/usr/local/bin/memcached-pm",
-                    "EnvironmentFile=/etc/memcached-pm",
+                    "PrivateTmp=yes", "User=memcached-pm",
+                    "Group=memcached-pm",
+                    "ExecStart=/usr/local/bin/memcached-pm --config-file="
+                    "/usr/local/etc/memcached-pm",
                     # restarts no client sees (doc/POOL.md): a reload
                     # is a takeover whose successor names itself MAINPID
                     "Type=notify", "NotifyAccess=all",
                     "ExecReload=/bin/kill -USR2 $MAINPID",
                     "RuntimeDirectory=memcached-pm"):
             assert key in text, (unit.name, key)
-        assert "sh -c" not in text
-        assert re.search(r" -o takeover=%t/memcached-pm(/%i)?/takeover\.sock ",
+        assert "sh -c" not in text and "@" not in text.replace(
+            "memcached-pm@", ""), unit.name
+        assert re.search(r" -o takeover=%t/memcached-pm(/%i)?/takeover\.sock",
                          text)
 
         def number(key, text=text):
@@ -126,9 +149,7 @@ def test_systemd_units_verify(binary, tmp_path):
         # a restart's fd store holds every connection -c allows and the
         # listeners, and says its size to a systemd before 254; the
         # descriptor limit leaves room for what the server reserves
-        conf = (REPO / "contrib" / ("memcached-pm-node.conf" if "@" in
-                                    unit.name else "memcached-pm.conf"))
-        maxconn = number("MAXCONN", conf.read_text())
+        maxconn = int(conf_value(CONFS[unit.name].read_text(), "-c"))
         store = number("FileDescriptorStoreMax")
         assert store >= maxconn + 2
         assert number("Environment=FDSTORE") == store
@@ -138,53 +159,57 @@ def test_systemd_units_verify(binary, tmp_path):
         assert want in sock.read_text().splitlines()
 
 
-def exec_start(unit, conf, instance, state, runtime=None):
+def exec_start(unit, instance, state, runtime=None):
     """The command systemd runs for the unit: ExecStart with %i, %S and
-    %t expanded, and the EnvironmentFile's variables (${NAME} one word,
-    $NAME split at white space)."""
+    %t expanded."""
     line = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
-    env = dict(re.findall(r"^(\w+)=(.*)$", conf, re.M))
-    words = []
     line = line.replace("%i", instance).replace("%S", state)
-    for w in line.replace("%t", runtime or state).split():
-        m = re.fullmatch(r"\$(\{)?(\w+)(?(1)\})", w)
-        if m is None:
-            words.append(w)
-        elif m.group(1):
-            words.append(env[m.group(2)])
-        else:
-            words += env[m.group(2)].split()
-    return words
+    return line.replace("%t", runtime or state).split()
+
+
+def conf_for_test(conf, path, port=None, mb=8):
+    """The shipped options file made this test's: its -p (if it has one)
+    and -m replaced, its -l left out (the suite's servers listen on
+    127.0.0.1 already, and -l adds to the addresses), written to
+    `path`."""
+    text = re.sub(r"^-m \d+$", "-m %d" % mb, conf.read_text(), flags=re.M)
+    text = re.sub(r"^-l .*$", "", text, flags=re.M)
+    if port is not None:
+        text = re.sub(r"^-p \d+$", "-p %d" % port, text, flags=re.M)
+    path.write_text(text)
+    return str(path)
+
+
+def with_conf(argv, path):
+    """argv with its --config-file naming `path` instead."""
+    return [("--config-file=" + path) if a.startswith("--config-file=")
+            else a for a in argv]
 
 
 @pytest.mark.mcpm
-@pytest.mark.parametrize("unit, conf, instance, settings", [
-    ("memcached-pm.service", "memcached-pm.conf", "",
-     {"maxconns": "1024", "num_threads": "4"}),
-    ("memcached-pm@.service", "memcached-pm-node.conf", "11211",
-     {"maxconns": "4096", "num_threads": "4",
-      "memory_file_max_downtime": "300"}),
+@pytest.mark.parametrize("unit, settings", [
+    ("memcached-pm.service", {"maxconns": "1024", "num_threads": "4"}),
+    ("memcached-pm@.service", {"maxconns": "4096", "num_threads": "4",
+                               "memory_file_max_downtime": "300"}),
 ])
-def test_unit_starts_the_server_its_conf_describes(server_factory, tmp_path,
-                                                    unit, conf, instance,
+def test_unit_starts_the_server_its_conf_describes(server_factory, binary,
+                                                    tmp_path, unit,
                                                     settings):
     """What the unit runs with its shipped options file starts, with those
     settings and its memory file in the StateDirectory (the port and -m
-    made this test's)."""
-    argv = exec_start((REPO / "contrib" / unit).read_text(),
-                      (REPO / "contrib" / conf).read_text(), instance,
-                      str(tmp_path))
-    assert argv[0] == "/usr/local/bin/memcached-pm"
-    args = argv[1:]
+    made this test's; an instance's port is its name)."""
     port = free_port()
-    args[args.index("-p") + 1] = str(port)
-    args[args.index("-m") + 1] = "8"
-    at = args.index("-l")           # the suite listens on 127.0.0.1 too
-    assert args.pop(at + 1) == "127.0.0.1"
-    args.pop(at)
+    instance = str(port) if "@" in unit else ""
+    text = (Path(binary).resolve().parent.parent / "contrib" /
+            unit).read_text()
+    argv = exec_start(text, instance, str(tmp_path))
+    assert argv[0] == "/usr/local/bin/memcached-pm"
+    assert conf_value(CONFS[unit].read_text(), "-l") == "127.0.0.1"
+    conf = conf_for_test(CONFS[unit], tmp_path / "test.conf",
+                     None if instance else port)
     state = tmp_path / "memcached-pm" / instance
     state.mkdir(parents=True, exist_ok=True)     # systemd makes it
-    s = server_factory(*args, port=port)
+    s = server_factory(*with_conf(argv[1:], conf), port=port)
     st = s.stats("settings")
     assert st["tcpport"] == str(port)
     assert st["memory_file"] == str(state / "items.pm")

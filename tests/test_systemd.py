@@ -7,6 +7,7 @@ wait in the fd store themselves, a crash included.  The port never
 refuses a connection."""
 
 import os
+from pathlib import Path
 import re
 import socket
 import struct
@@ -355,16 +356,21 @@ def test_the_shipped_units_start_with_their_socket(binary, managers,
     takes that socket: the shipped files name the same address.  Its
     ExecReload= hands the node to a successor over the takeover socket
     ExecStart= names, the open connection and its item carried."""
-    from test_packaging import REPO, exec_start
-    unit = (REPO / "contrib" / "memcached-pm.service").read_text()
-    conf = (REPO / "contrib" / "memcached-pm.conf").read_text()
+    from test_packaging import (CONFS, REPO, conf_for_test, exec_start,
+                                with_conf)
+    unit = (Path(binary).resolve().parent.parent / "contrib" /
+            "memcached-pm.service").read_text()
     sock = (REPO / "contrib" / "memcached-pm.socket").read_text()
     host, _, unit_port = re.search(r"^ListenStream=(.*)$", sock,
                                    re.M).group(1).rpartition(":")
+    conf = CONFS["memcached-pm.service"].read_text()
+    assert re.search(r"^-p %s$" % unit_port, conf, re.M)
+    assert re.search(r"^-l %s$" % host, conf, re.M)
     port = free_port()
-    conf = conf.replace("PORT=%s" % unit_port, "PORT=%d" % port)
-    args = exec_start(unit, conf, "", str(tmp_path))[1:]
-    args[args.index("-m") + 1] = "8"
+    path = tmp_path / "memcached-pm.conf"
+    conf_for_test(CONFS["memcached-pm.service"], path, port)
+    path.write_text(path.read_text() + "-l %s\n" % host)
+    args = with_conf(exec_start(unit, "", str(tmp_path))[1:], str(path))
     (tmp_path / "memcached-pm").mkdir()
     lst = socket.socket()
     lst.bind((host, port))
