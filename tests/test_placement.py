@@ -87,17 +87,6 @@ def test_background_threads_on_their_list(server_factory):
     assert s.stats("settings")["bg_cpus"] == "%d" % cpus[0]
 
 
-def test_memory_file_prefault_on_the_background_list(memfile,
-                                                     server_factory):
-    """The thread that faults a memory file's next pages in is a
-    background one."""
-    cpus = allowed_cpus()
-    s = server_factory("-o", "memory_file=%s,bg_cpus=%d" % (memfile,
-                                                            cpus[0]))
-    assert [c for n, c in threads(s.pid) if n == "mc-prefault"] == \
-        [{cpus[0]}]
-
-
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
 def test_lists_with_commas_inside_one_o(server_factory):
     # -o splits at commas; a list's own commas are joined back

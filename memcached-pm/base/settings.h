@@ -293,8 +293,8 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       "these CPUs (Linux cpu-list syntax: 0-3,8)")                          \
     X(bg_cpus, STR, V(placement_bg_cpus()), 0, NULL, "bg_cpus",             \
       FN(placement_opt_bg_cpus), "run the background threads (LRU "         \
-      "maintainer, crawler, page mover, hash expander, memory file "        \
-      "prefault, loggers, listener) on these CPUs")                         \
+      "maintainer, crawler, page mover, hash expander, loggers, listener) " \
+      "on these CPUs")                                                      \
     X(numa_node, I, V(placement_numa_node()), 0, NULL, "numa_node",         \
       FN(placement_opt_numa_node), "bind memory, and threads without a "    \
       "list, to NUMA node <n>, or to the memory file's node (file)")        \

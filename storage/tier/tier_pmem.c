@@ -22,7 +22,6 @@
  * for the pages written and reads the file's contents where untouched.
  */
 #include "storage/tier/tier.h"
-#include "storage/tier/prefault.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,7 +72,6 @@ struct pmem_state {
     pthread_mutex_t copy_lock;  /* strict: one line copy at a time */
     void       *resv;       /* strict: the whole reserved address range */
     size_t      resv_len;
-    struct prefault *prefault;  /* pages faulted in ahead (not strict) */
 };
 
 static struct pmem_state *
@@ -143,9 +141,6 @@ pmem_page_alloc(struct tier *t)
     }
     bit_set(s, i);
     t->used += t->page_size;
-    if (s->prefault != NULL) {
-        prefault_note(s->prefault, i);
-    }
     return s->base + s->reserve + i * t->page_size;
 }
 
@@ -410,7 +405,6 @@ pmem_set_limit(struct tier *t, size_t limit)
 static void
 state_free(struct pmem_state *s)
 {
-    prefault_stop(s->prefault);     /* before the pages go */
     if (s->resv != NULL) {
         munmap(s->resv, s->resv_len);
     }
@@ -769,11 +763,6 @@ tier_pmem_open(const struct tier_pmem_options *o, char *err, size_t errlen)
     t->id = TIER_PMEM;
     t->page_size = o->page_size;
     t->limit = state(t)->npages * o->page_size;
-    if (!state(t)->strict) {    /* the simulator's view is private */
-        state(t)->prefault = prefault_start(state(t)->base +
-                                            state(t)->reserve,
-                                            o->page_size, state(t)->npages);
-    }
     return t;
 }
 
