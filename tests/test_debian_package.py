@@ -192,6 +192,7 @@ def upgrade_under_manager(deb2, port):
         m.start(as_user(exec_start("memcached-pm.service", port)))
         old_ino = os.stat(BIN).st_ino
         conns = [Conn(port) for _ in range(20)]
+        assert VERSION_RE.match(conns[0].req(b"version\r\n"))
         for i, c in enumerate(conns):
             for j in range(50):
                 c.call(b"set k%d.%d 0 0 2\r\n%02d\r\n" % (i, j, j),
