@@ -144,29 +144,47 @@ append(const char *key, size_t nkey, uint64_t seq)
 }
 
 
-bool
-tomb_test_mark(uint32_t hv)
+/*
+ * A key's two bits in the filter, both in the word its hash's low bits
+ * pick (one cache line to fetch): one at the hash's low six bits, one
+ * at six bits of the hash mixed (a search is then spared for most of
+ * the keys whose first bit another key set: about 7 % of heads find
+ * both set at 6.4 bits a key, against 15 % for one bit).
+ */
+static inline uint64_t
+filter_bits_of(uint32_t hv)
 {
-    uint32_t bit = hv & tb.filter_mask;
-    uint64_t m = (uint64_t)1 << (bit & 63);
-
-    return (__atomic_fetch_or(&tb.filter[bit >> 6], m, __ATOMIC_RELAXED) &
-            m) != 0;
+    return (uint64_t)1 << (hv & 63) |
+           (uint64_t)1 << ((hv * 0x9e3779b1u) >> 26);
 }
 
-const void *
-tomb_hint(uint32_t hv)
+static inline uint64_t *
+filter_word(uint32_t hv)
 {
     return &tb.filter[(hv & tb.filter_mask) >> 6];
 }
 
 bool
+tomb_test_mark(uint32_t hv)
+{
+    uint64_t m = filter_bits_of(hv);
+
+    return (__atomic_fetch_or(filter_word(hv), m, __ATOMIC_RELAXED) & m) ==
+           m;
+}
+
+const void *
+tomb_hint(uint32_t hv)
+{
+    return filter_word(hv);
+}
+
+bool
 tomb_maybe(uint32_t hv)
 {
-    uint32_t bit = hv & tb.filter_mask;
+    uint64_t m = filter_bits_of(hv);
 
-    return (__atomic_load_n(&tb.filter[bit >> 6], __ATOMIC_RELAXED) >>
-            (bit & 63)) & 1;
+    return (__atomic_load_n(filter_word(hv), __ATOMIC_RELAXED) & m) == m;
 }
 
 void

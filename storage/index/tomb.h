@@ -46,16 +46,17 @@ void tomb_note(const char *key, size_t nkey, uint32_t hv);
 bool tomb_covers(const char *key, size_t nkey, uint32_t hv, uint64_t seq);
 
 /*
- * A filter of the hashes the table has held, or lost, since the start: a
- * bit for each value of a hash's low filter_bits, set by every insert
- * into the table (assoc.c calls tomb_mark()) and every note.  Recovery
- * searches the table and the notes only for a head whose bit was set
- * already (tomb_test_mark()); the rest, most of them, cost it no search.
+ * A filter of the hashes the table has held, or lost, since the start:
+ * two bits of 2^filter_bits for each hash, in one word, set by every
+ * insert into the table (assoc.c calls tomb_mark()) and every note.
+ * Recovery searches the table and the notes only for a head whose bits
+ * were both set already (tomb_test_mark()); the rest, most of them, cost
+ * it no search.
  * Item lock held, as for the notes.
  */
 void tomb_mark(uint32_t hv);
 bool tomb_test_mark(uint32_t hv);
-/* The filter's word for hv, to prefetch; and whether its bit is set
+/* The filter's word for hv, to prefetch; and whether its bits are set
  * now (no lock: a guess, for prefetching what a search will read). */
 const void *tomb_hint(uint32_t hv);
 bool tomb_maybe(uint32_t hv);
