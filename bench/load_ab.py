@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 
@@ -54,12 +55,6 @@ def one(args, binary, tag):
     return load["preload_seconds"], lat["p99"], lat["p999"]
 
 
-def median(v):
-    v = sorted(v)
-    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] +
-                                                 v[len(v) // 2]) / 2
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("old")
@@ -78,7 +73,7 @@ def main():
             rows[tag].append(row)
             print("%-4s %5d %9.2f %8.1f %8.1f" % ((tag, r + 1) + row))
             sys.stdout.flush()
-    med = {t: [median([x[i] for x in v]) for i in range(3)]
+    med = {t: [statistics.median([x[i] for x in v]) for i in range(3)]
            for t, v in rows.items()}
     for tag in ("old", "new"):
         print("%-4s %5s %9.2f %8.1f %8.1f" % ((tag, "med") +

@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -76,12 +77,6 @@ def probe_end(p):
     if r["misses"] or r["errors"]:
         raise SystemExit("scale.py: the probe missed or failed: %s" % r)
     return r
-
-
-def median(v):
-    v = sorted(v)
-    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] +
-                                                 v[len(v) // 2]) / 2
 
 
 def settle(port, deadline_s=300):
@@ -146,7 +141,8 @@ def one(args, n):
         row["anon_b_per_item"] = rss_anon(node.proc.pid) / total
         for name, v in (("grow", grows), ("outside", outs)):
             for pct in ("p99", "p999"):
-                row["%s_%s" % (name, pct)] = median([x[pct] for x in v])
+                row["%s_%s" % (name, pct)] = statistics.median(
+                    [x[pct] for x in v])
         row["steps_p999"] = [(g["p999"], o["p999"])
                              for g, o in zip(grows, outs)]
         row["grow_vs_outside_p999"] = row["grow_p999"] / row["outside_p999"]

@@ -486,7 +486,8 @@ class Filler(threading.Thread):
                 raise CrashError("%d fill keys back of %d acknowledged"
                                  % (found, self.acked))
             conn.send(b"".join(b"delete %s noreply\r\n" % k for k in keys))
-            conn.call(b"mn\r\n")
+            if conn.call(b"mn\r\n") != b"MN\r\n":
+                raise CrashError("the fill keys' deletes did not end")
             return found
         finally:
             conn.close()

@@ -92,8 +92,10 @@ def test_comments_skipped_lines_and_the_command_line_last(binary, tmp_path):
     (["-p 1 stray"], 1, "Unexpected argument: stray"),
     (["-m 64", "maxconns 10"], 2, "not an option"),
     (["-o no_such_option"], 1, "Illegal suboption"),
+    (["-m 64", "--config-file=/etc/memcached.conf"], 2,
+     "--config-file: once, in full, on the command line"),
 ], ids=["unknown", "bad-value", "no-value", "value-on-next-line", "stray",
-        "directive", "suboption"])
+        "directive", "suboption", "nested"])
 def test_refused_with_the_line(binary, tmp_path, lines, number, message):
     path = conf(tmp_path, "\n".join(lines) + "\n")
     r = run_binary(binary, ["-p", "0", "-U", "0", "--config-file=" + path])
@@ -101,6 +103,20 @@ def test_refused_with_the_line(binary, tmp_path, lines, number, message):
     assert r.returncode != 0, err
     assert message in err, err
     assert "%s line %d: " % (path, number) in err, err
+
+
+@pytest.mark.parametrize("args", [["--config=%s"], ["--config-file=%s",
+                                                   "--config-file=%s"]],
+                         ids=["abbreviated", "twice"])
+def test_only_one_file_named_in_full(binary, tmp_path, args):
+    """getopt takes --config for --config-file; read unseen, it would be
+    dropped without a word: refused, as a second file is."""
+    path = conf(tmp_path, "-m 100\n")
+    r = run_binary(binary, ["-p", "0", "-U", "0"] +
+                   [a % path for a in args])
+    assert r.returncode == 1
+    assert r.stderr.decode() == ("--config-file: once, in full, on the "
+                                 "command line\n")
 
 
 def test_missing_file(binary, tmp_path):

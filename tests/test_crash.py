@@ -31,16 +31,38 @@ POINTS = int(os.environ.get("MCPM_CRASH_POINTS", "20"))
 SEED = int(os.environ.get("MCPM_CRASH_SEED", "4242"))
 
 
+def starter(server_factory, flags, **kw):
+    """start(strict) for run_crash_points(): a server on the file with
+    `flags`, under the power-loss simulator when strict."""
+    def start(strict):
+        extra = ("-o", "memory_file_strict") if strict else ()
+        return server_factory(*flags + extra, **kw)
+    return start
+
+
+def crash_points(start, points, **kw):
+    """run_crash_points() with the seed to replay named on a failure, and
+    what every run must show: every point run, nothing acknowledged lost,
+    nothing torn.  (clients, the last server, the tally)."""
+    tally = crashlib.new_tally()
+    try:
+        clients, server = crashlib.run_crash_points(start, points, SEED,
+                                                    tally, **kw)
+    except (crashlib.CrashError, pytest.fail.Exception) as e:
+        pytest.fail("%s\n(replay: MCPM_CRASH_SEED=%d; tally %s)"
+                    % (e, SEED, tally))
+    assert tally["points"] == points
+    assert tally["lost_writes"] == 0 and tally["torn_values"] == 0
+    assert tally["torn_dropped"] == 0
+    return clients, server, tally
+
+
 @pytest.mark.parametrize("policy", ["pmem", "cache"])
 def test_sigkill_loses_nothing_acknowledged(server_factory, memfile, policy):
     flags = ("-m", "64", "-o", "memory_file=%s,tier_policy=%s"
              % (memfile, policy))
     points = POINTS if policy == "pmem" else max(1, POINTS // 2)
-
-    def start(strict):
-        extra = ("-o", "memory_file_strict") if strict else ()
-        return server_factory(*flags + extra)
-
+    start = starter(server_factory, flags)
     tally = crashlib.new_tally()
     try:
         clients, server = crashlib.run_crash_points(start, points, SEED,
@@ -76,54 +98,25 @@ def test_sigkill_during_recovery_under_writes(server_factory, memfile):
     # one thread resting after each page: the recovery lasts the epoch
     slow = ("-o", "recovery_threads=1,recovery_pace_us=300000")
     points = max(2, POINTS // 4)
-
-    def start(strict):
-        extra = ("-o", "memory_file_strict") if strict else ()
-        return server_factory(*flags + extra)
-
-    def recover(strict):
-        extra = ("-o", "memory_file_strict") if strict else ()
-        return server_factory(*flags + slow + extra, recovered=False)
-
-    tally = crashlib.new_tally()
-    try:
-        clients, server = crashlib.run_crash_points(start, points, SEED,
-                                                    tally, recover=recover)
-    except (crashlib.CrashError, pytest.fail.Exception) as e:
-        pytest.fail("%s\n(replay: MCPM_CRASH_SEED=%d; tally %s)"
-                    % (e, SEED, tally))
-    assert tally["points"] == points
+    _, _, tally = crash_points(
+        starter(server_factory, flags), points,
+        recover=starter(server_factory, flags + slow, recovered=False))
     # (a full cache's writers read pages back themselves, so a recovery
     # may end before its epoch's first stats)
     assert tally["epochs_in_recovery"] >= points // 2, tally
-    assert tally["lost_writes"] == 0 and tally["torn_values"] == 0
-    assert tally["torn_dropped"] == 0
 
 
 def test_sigkill_during_growth(server_factory, memfile):
-    """A crash while the hash table grows: a filler links new (expired)
-    keys all through each epoch on a table started at its smallest, so
-    that the workers split buckets when the kill lands; then the checks
-    of every other crash point."""
+    """A crash while the hash table grows: a filler links new keys all
+    through each epoch on a table started small, the kill armed once the
+    table is seen growing, so that the workers split buckets when it
+    lands; then the checks of every other crash point."""
     flags = ("-m", "256", "-o", "memory_file=%s,tier_policy=pmem,hashpower=13"
              % memfile)
     points = max(2, POINTS // 4)
-
-    def start(strict):
-        extra = ("-o", "memory_file_strict") if strict else ()
-        return server_factory(*flags + extra)
-
-    tally = crashlib.new_tally()
-    try:
-        clients, server = crashlib.run_crash_points(start, points, SEED,
-                                                    tally, grow=True)
-    except (crashlib.CrashError, pytest.fail.Exception) as e:
-        pytest.fail("%s\n(replay: MCPM_CRASH_SEED=%d; tally %s)"
-                    % (e, SEED, tally))
-    assert tally["points"] == points
-    assert tally["epochs_growing"] >= points // 2, str(tally)
-    assert tally["lost_writes"] == 0 and tally["torn_values"] == 0
-    assert tally["torn_dropped"] == 0
+    _, _, tally = crash_points(starter(server_factory, flags), points,
+                               grow=True)
+    assert tally["epochs_growing"] >= points // 2, tally
 
 
 # --------------------------------------------------------------------------

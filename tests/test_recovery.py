@@ -74,6 +74,18 @@ def wait_recovered(s):
     wait_for(lambda: not recovering(s), 60, "the recovery to end")
 
 
+def settled(s, m):
+    """Once the recovery has ended: every key as the model says, and as
+    many items as it holds.  The node's stats."""
+    wait_recovered(s)
+    with s.conn(timeout=10) as c:
+        m.check(c, recovering=False)
+        st = c.stats()
+    assert int(st["curr_items"]) == sum(v is not None
+                                        for v in m.want.values()), st
+    return st
+
+
 def crash_and_start(s, server_factory, memfile, *extra):
     s.proc.kill()
     s.proc.wait()
@@ -128,12 +140,7 @@ def test_serves_at_once_and_nothing_stale(server_factory, memfile):
         m.check(c, recovering=True)
         assert recovering(s), "the recovery ended too early to be seen"
     assert os.path.exists(memfile + ".removed")
-    wait_recovered(s)
-    with s.conn(timeout=10) as c:
-        m.check(c, recovering=False)
-        st = c.stats()
-    present = sum(v is not None for v in m.want.values())
-    assert int(st["curr_items"]) == present, st
+    st = settled(s, m)
     deleted = sum(v is None for v in m.want.values())
     assert int(st["recovery_removals"]) == deleted, st
     assert int(st["recovery_dropped_removed"]) <= deleted, st
@@ -152,12 +159,7 @@ def test_crash_during_recovery_forgets_nothing(server_factory, memfile):
     s = crash_and_start(s, server_factory, memfile)
     with s.conn(timeout=10) as c:
         m.check(c, recovering=True)
-    wait_recovered(s)
-    with s.conn(timeout=10) as c:
-        m.check(c, recovering=False)
-        st = c.stats()
-    assert int(st["curr_items"]) == sum(v is not None
-                                        for v in m.want.values())
+    st = settled(s, m)
     # process crashes under one boot: no item can be torn, none checked
     assert st["recovery_checksummed"] == "0"
 
@@ -224,12 +226,7 @@ def test_takeover_during_recovery(server_factory, memfile, tmp_path):
     s.take_over()
     st = s.stats()
     assert st["recovery_image"] == "0", st
-    wait_recovered(s)
-    with s.conn(timeout=10) as c:
-        m.check(c, recovering=False)
-        st = c.stats()
-    assert int(st["curr_items"]) == sum(v is not None
-                                        for v in m.want.values())
+    settled(s, m)
 
 
 def test_full_cache_takes_writes_while_recovering(server_factory, memfile):

@@ -812,6 +812,11 @@ find_flag(int ch)
     return NULL;
 }
 
+/* The --config-file value cmdline_parse() read (NULL while it reads the
+ * file): getopt's must be this very one, not a second, an abbreviated
+ * one it would skip unread, or one inside the file. */
+static const char *conf_read;
+
 /* One command line's options (or an options file's line), applied in
  * order; 0 or the first refusal. */
 static int
@@ -830,6 +835,11 @@ parse_words(int argc, char **argv)
         int rc;
 
         if (ch == OPT_CONFIG_FILE) {
+            if (optarg != conf_read) {
+                fprintf(stderr, "--config-file: once, in full, on the "
+                        "command line\n");
+                return -1;
+            }
             continue;           /* read first (cmdline_parse()) */
         }
         if (ch == '?' || ch == ':' || r == NULL) {
@@ -857,9 +867,12 @@ cmdline_parse(int argc, char **argv)
     int rc;
 
     settings_defaults();
-    if (conf != NULL && (rc = conffile_read(conf, argv[0], parse_words)) != 0) {
+    conf_read = NULL;
+    if (conf != NULL &&
+        (rc = conffile_read(conf, argv[0], parse_words)) != 0) {
         return rc;
     }
+    conf_read = conf;
     if ((rc = parse_words(argc, argv)) != 0) {
         return rc;
     }
