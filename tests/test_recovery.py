@@ -256,3 +256,73 @@ def test_full_cache_takes_writes_while_recovering(server_factory, memfile):
                 assert c.readline() == b"STORED\r\n", (len(v), i)
             assert read(c, b"new%d-99" % len(v)) == (v, 0)
     wait_recovered(s)
+
+
+def fill_two_pages(c, fmt, value):
+    """A class's first page full and its second with 100 items, under the
+    keys fmt % i (the first page's first); its chunks a page."""
+    c.call(b"set %s 0 0 %d\r\n%s\r\n" % (fmt % 0, len(value), value),
+           b"STORED\r\n")
+    clsid = max(int(k.split(":")[0]) for k in c.stats("slabs")
+                if k.endswith(":total_pages"))
+    per = int(c.stats("slabs")["%d:chunks_per_page" % clsid])
+    for i in range(1, per + 100, 500):
+        c.send(b"".join(b"set %s 0 0 %d noreply\r\n%s\r\n"
+                        % (fmt % j, len(value), value)
+                        for j in range(i, min(i + 500, per + 100))))
+    c.sync()
+    assert c.stats("slabs")["%d:total_pages" % clsid] == "2"
+    return per
+
+
+def test_recovery_reads_back_before_it_evicts(server_factory, memfile):
+    """A file whose every page belongs to a class (each crash restart used
+    to give the classes written while it recovered new pages) has, after
+    the restart, no free chunk listed and no page to cut until its pages
+    are read back.  A store then reads a page of its class back before it
+    evicts anything: it used to evict the items read back so far, in a
+    cache all but empty, while its class's free chunks waited in the
+    next page (acknowledged items lost after hundreds of crashes).  Under
+    an item lock too (incr copies the counter into a new chunk)."""
+    flags = ("-e", memfile, "-m", "4")
+    s = server_factory(*flags)
+    small = b"12345678"                     # class 1 (96 bytes)
+    counter = b"10000000000000000000"       # class 2, and stays there
+    with s.conn(timeout=10) as c:
+        per1 = fill_two_pages(c, b"a%05d", small)
+        per2 = fill_two_pages(c, b"c%05d", counter)
+        tiers = c.stats("tiers")
+        assert tiers["pmem:total_malloced"] == tiers["pmem:limit_maxbytes"]
+    s.proc.kill()
+    s.proc.wait()
+    # pages in file order: class 1 full, class 1, class 2 full, class 2
+    s = server_factory(*flags, "-o",
+                       "recovery_threads=1,recovery_pace_us=400000",
+                       recovered=False)
+
+    def pages_done(n):
+        wait_for(lambda: int(s.stats()["recovery_pages_done"]) >= n, 10,
+                 "%d pages read back" % n)
+        assert s.stats()["recovery_pages_done"] == str(n)
+
+    with s.conn(timeout=10) as c:
+        pages_done(1)
+        c.call(b"set new 0 0 8\r\n%s\r\n" % small, b"STORED\r\n")
+        pages_done(3)
+        c.call(b"incr c00001 1\r\n", b"10000000000000000001\r\n")
+        assert c.stats()["evictions"] == "0"
+    wait_recovered(s)
+    with s.conn(timeout=10) as c:
+        for fmt, per, v in ((b"a%05d", per1, small),
+                            (b"c%05d", per2, counter)):
+            for i in range(0, per + 100, 1000):
+                keys = [fmt % j for j in range(i, min(i + 1000, per + 100))]
+                got = c.get_block(b"get " + b" ".join(keys) + b"\r\n")
+                want = b"".join(
+                    b"VALUE %s 0 %d\r\n%s\r\n"
+                    % (k, len(v), b"10000000000000000001"
+                       if k == b"c00001" else v) for k in keys)
+                assert got == want + b"END\r\n", (fmt, i)
+        st = c.stats()
+    assert (st["evictions"], st["curr_items"]) == \
+        ("0", str(per1 + per2 + 201)), st

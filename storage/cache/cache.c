@@ -165,15 +165,6 @@ cache_alloc(const char *key, size_t nkey, uint32_t hv,
     }
     it = place_new(key, nkey, client_flags, exptime, vlen,
                    ca->opts->use_cas);
-    /* A full cache while the file is read back: its items cannot be
-     * evicted before they are linked.  Read a page back, and again. */
-    while (it == NULL &&
-           recover_help(ca->recovering,
-                        slabs_clsid(item_size(nkey, client_flags, vlen,
-                                              ca->opts->use_cas)))) {
-        it = place_new(key, nkey, client_flags, exptime, vlen,
-                       ca->opts->use_cas);
-    }
     *st = it != NULL ? CACHE_OK : CACHE_NO_MEMORY;
     return it;
 }

@@ -479,6 +479,15 @@ tomb_log_path(const char *file)
     return p;
 }
 
+/* evict_set_room()'s callback while the file is read back: a page of
+ * the class read back before an item of the file is evicted. */
+static bool
+recovery_room(unsigned tc)
+{
+    return SLABS_TC_TIER(tc) == TIER_PMEM &&
+           recover_help(ca->recovering, SLABS_TC_ID(tc));
+}
+
 /* Start reading the file's items back while the node serves
  * (recover.h).  0, or -1 with a message. */
 static int
@@ -499,7 +508,11 @@ start_recovery(struct cache_options *opts, const struct recover_params *base)
               TIER_DURABLE_POWER;
     p->name = opts->memory_file;
     ca->recovering = recover_start(slabs_tier(TIER_PMEM), p);
-    return ca->recovering != NULL ? 0 : -1;
+    if (ca->recovering == NULL) {
+        return -1;
+    }
+    evict_set_room(recovery_room);
+    return 0;
 }
 
 /*
@@ -597,6 +610,7 @@ end_recovery(bool stop)
     if (ca->recovering == NULL) {
         return;
     }
+    evict_set_room(NULL);
     ca->unrecovered = !recover_finish(ca->recovering, stop, &r);
     ca->recovering = NULL;
     r.downtime = ca->recovery.downtime;

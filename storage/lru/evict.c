@@ -21,11 +21,27 @@
 #define GROUP_EVICTS    8
 
 static const struct cache_options *opts;
+static bool (*room)(unsigned tc);
 
 void
 evict_init(const struct cache_options *o)
 {
     opts = o;
+}
+
+void
+evict_set_room(bool (*fn)(unsigned tc))
+{
+    __atomic_store_n(&room, fn, __ATOMIC_RELEASE);
+}
+
+/* Memory the room callback finds for tc, before an eviction. */
+static bool
+find_room(unsigned tc)
+{
+    bool (*fn)(unsigned) = __atomic_load_n(&room, __ATOMIC_ACQUIRE);
+
+    return fn != NULL && fn(tc);
 }
 
 bool
@@ -236,6 +252,10 @@ evict_retry(size_t size, unsigned tc, unsigned lru_tc,
         }
         if (persist_group_holds()) {
             persist_group_sync();
+            continue;
+        }
+        if (find_room(tc)) {
+            i--;                /* not a try: no item left for it */
             continue;
         }
         LRU_COUNT(lru_tc, direct_reclaims, 1);

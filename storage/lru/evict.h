@@ -66,10 +66,19 @@ void do_evict_item(struct item *it, uint32_t hv, unsigned tc);
 int  evict_force_cold(unsigned tc);
 
 /*
- * Memory for `size` bytes of tier class tc: slabs first, then room made
- * in the tails of tier class lru_tc by cold(lru_tc) (it returns how many
- * items it freed), with HOT pushed to COLD when that found nothing, up to
- * 10 tries.  NULL when nothing more can be freed.  lru_tc is tc except for
+ * Where memory comes from before anything is evicted, besides free chunks
+ * and new pages: room(tc) finds some for tier class tc (recovery reads a
+ * page of the class back, recover_help()) and returns true, or false when
+ * it has none to give.  Set while a recovery runs, NULL otherwise; called
+ * with at most an item lock held.
+ */
+void evict_set_room(bool (*room)(unsigned tc));
+
+/*
+ * Memory for `size` bytes of tier class tc: slabs first, then what
+ * evict_set_room()'s callback finds, then room made in the tails of tier
+ * class lru_tc by cold(lru_tc) (it returns how many items it freed), with
+ * HOT pushed to COLD when that found nothing, up to 10 tries.  NULL when nothing more can be freed.  lru_tc is tc except for
  * the pieces of chunked items, whose heads live in the largest class.
  */
 void *evict_retry(size_t size, unsigned tc, unsigned lru_tc,

@@ -227,9 +227,11 @@ keep_chunk(void *chunk, void *ctx)
 }
 
 /* One page whole: scanned, what failed cleared in the file, given to its
- * class, its heads linked. */
+ * class, its heads linked.  A worker that helps (in a flush group, under
+ * power durability) makes the clears durable before the chunks can be
+ * handed out again, as a kill is (persist_kill()). */
 static void
-recover_page(struct worker *w, const struct page_ref *pg)
+recover_page(struct worker *w, const struct page_ref *pg, bool helper)
 {
     unsigned id = pg->clsid, n = slabs_perslab(id), dirty = 0;
 
@@ -238,12 +240,15 @@ recover_page(struct worker *w, const struct page_ref *pg)
     }
     if (dirty != 0) {
         tier_persist(w->rc->tier, pg->page, w->rc->tier->page_size);
+        if (tier_pmem_group_pending(w->rc->tier)) {
+            tier_pmem_group_sync(w->rc->tier);
+        }
     }
     if (slabs_recover_page(id, pg->page, keep_chunk, NULL) != 0) {
         w->oom = true;
         return;
     }
-    recover_link_pages(w);
+    recover_link_pages(w, helper);
 }
 
 /* With -v, a line on stderr every progress_ms (a second) of the scan:
@@ -324,7 +329,7 @@ page_thread(void *arg)
         if (i >= rc->npages) {
             break;
         }
-        recover_page(w, &rc->pages[i]);
+        recover_page(w, &rc->pages[i], false);
         note_progress(rc);
         if (rc->p->pace_us != 0) {
             struct timespec ts = {
@@ -359,13 +364,14 @@ thread_count(const struct recover_params *p)
 /* ---- help ------------------------------------------------------------- */
 
 /*
- * A worker that finds no memory for a new item while the file is read
- * back (the cache full, and its items not evictable until they are
- * linked) reads a page back itself: one of the item's class if any is
- * left, else the next; its items become evictable, its dead chunks free.
- * Up to HELPERS workers at once, each in a worker slot of its own, whose
- * chunked heads and pieces wait for the end with the threads'.  Called
- * with no lock held.
+ * A worker that finds no free chunk of a class in the file, and no page
+ * to cut, while the file is read back reads a page of that class back
+ * itself rather than evict: the pages not read yet hold the class's free
+ * chunks (and its dead items) as much as the ones read.  Up to HELPERS
+ * workers at once, each in a worker slot of its own, whose chunked heads
+ * and pieces wait for the end with the threads'.  The caller may hold an
+ * item lock: a helper waits for none (recover_link_pages()), so waiting
+ * for a slot cannot close a circle.
  */
 bool
 recover_help(struct recovery *rc, unsigned clsid)
@@ -376,6 +382,10 @@ recover_help(struct recovery *rc, unsigned clsid)
     if (!recover_running(rc) || __atomic_load_n(&rc->stop, __ATOMIC_RELAXED)) {
         return false;
     }
+    if (clsid >= sizeof(rc->spent) ||
+        __atomic_load_n(&rc->spent[clsid], __ATOMIC_RELAXED)) {
+        return false;
+    }
     __atomic_add_fetch(&rc->helping, 1, __ATOMIC_ACQ_REL);
     for (size_t j = __atomic_load_n(&rc->next_page, __ATOMIC_RELAXED);
          j < rc->npages && i == rc->npages; j++) {
@@ -384,7 +394,8 @@ recover_help(struct recovery *rc, unsigned clsid)
         }
     }
     if (i == rc->npages) {
-        i = take_next(rc);
+        /* none left, and none comes: later calls need not look */
+        __atomic_store_n(&rc->spent[clsid], true, __ATOMIC_RELAXED);
     }
     if (i < rc->npages) {
         for (unsigned k = rc->nthreads; w == NULL && k < rc->nworkers; k++) {
@@ -396,7 +407,7 @@ recover_help(struct recovery *rc, unsigned clsid)
             w = &rc->w[rc->nthreads];
             pthread_mutex_lock(&w->help);
         }
-        recover_page(w, &rc->pages[i]);
+        recover_page(w, &rc->pages[i], true);
         note_progress(rc);
         pthread_mutex_unlock(&w->help);
     }
@@ -493,6 +504,7 @@ recovery_free(struct recovery *rc)
         pthread_mutex_destroy(&rc->w[i].help);
         free(rc->w[i].page.v);
         free(rc->w[i].busy.v);
+        free(rc->w[i].later.v);
         free(rc->w[i].heads.v);
         free(rc->w[i].pieces.v);
     }
@@ -533,6 +545,7 @@ recovery_new(struct tier *t, const struct recover_params *p)
         rc->w[i].id = i;
         rc->w[i].page.size = sizeof(struct head);
         rc->w[i].busy.size = sizeof(struct head);
+        rc->w[i].later.size = sizeof(struct head);
         rc->w[i].heads.size = sizeof(struct head);
         rc->w[i].pieces.size = sizeof(struct piece);
     }

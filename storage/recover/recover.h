@@ -74,11 +74,14 @@ bool recover_running(const struct recovery *rc);
 bool recover_complete(const struct recovery *rc);
 
 /*
- * For a worker that finds no memory for a new item (of slab class clsid)
- * while the file is read back: it reads a page back itself, of that class
- * if one is left, so that its items become evictable and its dead chunks
- * free; then it tries again.  False when no page is left to read (or rc
- * is NULL, or ended).  No lock may be held.
+ * For a worker that finds no free chunk of slab class clsid in the file,
+ * and no page to cut, while the file is read back: it reads a page of
+ * that class back itself (its free chunks listed, its dead items freed,
+ * its live ones linked and evictable), rather than evict the items read
+ * back so far while the class's free chunks wait in pages not read yet.
+ * True if it read one (try the allocation again), false when no page of
+ * the class is left (or rc is NULL, or ended).  The caller may hold an
+ * item lock; a helper never waits for one.
  */
 bool recover_help(struct recovery *rc, unsigned clsid);
 

@@ -60,6 +60,8 @@ struct worker {
                                        checks */
     struct vec          busy;       /* struct head: of those, the ones
                                        whose item lock was busy */
+    struct vec          later;      /* struct head: a helper's busy ones,
+                                       for the end */
     struct vec          heads;      /* struct head: chunked, for the end */
     struct vec          pieces;     /* struct piece */
     uint64_t            linked;
@@ -86,6 +88,8 @@ struct recovery {
     size_t              next_page;  /* the next page a thread takes */
     unsigned char      *taken;      /* a page's: a thread took it */
     unsigned            helping;    /* helpers on a page now */
+    bool                spent[64];  /* a class's: no page left to help
+                                       with */
     size_t              scanned;    /* pages done */
     bool                stop;       /* recover_finish() asked */
     bool                running;    /* until the last item is linked */

@@ -151,9 +151,12 @@ link_head(struct worker *w, struct item *it, uint32_t hv)
  * each under its item lock, then into COLD in one splice, their locks
  * held until then: two recovery threads linking items of the same class
  * pass the list's lock back and forth once a run, not once an item.
- * Item locks are only tried while others are held (a lock busy, or one
- * this run holds for another head: that head is linked afterwards the
- * slow way, as is one with a twin to unlink).
+ * Item locks are only tried while others are held; a head whose lock is
+ * busy (held by the other thread's run, most often, or by the worker that
+ * helps, recover_help()) goes to `busy`, or with `busy` NULL is linked
+ * afterwards the slow way, waiting for its lock.  A head with an older
+ * twin in the table takes its place in the run, the twin unlinked while
+ * the head's lock is held.
  *
  * Every head's bucket, filter word and lock are cache misses (and, over
  * a table of hundreds of megabytes, TLB misses), prefetched FAR heads
@@ -183,15 +186,26 @@ prefetch_near(const struct head *h)
     }
 }
 
-/* Link h[from, to) (of n, for the prefetches), all of one class.  A head
- * whose lock is busy goes to w->busy when `busy_later`, else it is linked
- * the slow way, waiting for its lock. */
+/* A head whose lock was busy: to `busy` for later, or linked now the
+ * slow way (busy NULL).  A head no vector has room for stays unlinked,
+ * and the recovery ends incomplete (the next start scans again). */
+static void
+put_off(struct worker *w, const struct head *h, struct vec *busy)
+{
+    if (busy == NULL) {
+        link_head(w, h->it, h->hv);
+    } else if (!recover_vec_push(busy, h)) {
+        w->oom = true;
+    }
+}
+
+/* Link h[from, to) (of n, for the prefetches), all of one class. */
 static void
 link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
-           size_t n, bool busy_later)
+           size_t n, struct vec *busy)
 {
     size_t later[BATCH], lost[BATCH], held[BATCH];
-    size_t nlater = 0, nlost = 0, nheld = 0;
+    size_t nlater = 0, nlost = 0, nheld = 0, ntwins = 0;
     struct item *prev = NULL;
     uint64_t bytes = 0;
 
@@ -206,20 +220,19 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
             prefetch_near(&h[i + NEAR]);
         }
         if (!locks_trylock(h[i].hv)) {
-            if (!busy_later || !recover_vec_push(&w->busy, &h[i])) {
-                later[nlater++] = i;
-            }
+            later[nlater++] = i;
             continue;
         }
         v = judge(w, h[i].it, h[i].hv, &old);
-        if (v != WIN) {
+        if (v == LOSE) {
             locks_unlock(h[i].hv);
-            if (v == TWIN) {
-                later[nlater++] = i;    /* judged again there */
-            } else {
-                lost[nlost++] = i;
-            }
+            lost[nlost++] = i;
             continue;
+        }
+        if (v == TWIN) {
+            link_unlink_older(old, h[i].hv);
+            w->replaced++;
+            ntwins++;           /* in place of a twin: as many as before */
         }
         link_hash_oldest(h[i].it, h[i].hv);
         bytes += item_ntotal(h[i].it);
@@ -236,10 +249,11 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
         for (size_t i = 0; i < nheld; i++) {
             locks_unlock(h[held[i]].hv);
         }
-        __atomic_store_n(&w->linked, w->linked + nheld, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->linked, w->linked + nheld - ntwins,
+                         __ATOMIC_RELAXED);
     }
     for (size_t i = 0; i < nlater; i++) {
-        link_head(w, h[later[i]].it, h[later[i]].hv);
+        put_off(w, &h[later[i]], busy);
     }
     for (size_t i = 0; i < nlost; i++) {
         drop(h[lost[i]].it);
@@ -247,7 +261,7 @@ link_batch(struct worker *w, const struct head *h, size_t from, size_t to,
 }
 
 static void
-link_runs(struct worker *w, const struct head *h, size_t n, bool busy_later)
+link_runs(struct worker *w, const struct head *h, size_t n, struct vec *busy)
 {
     for (size_t j = 0; j < n && j < FAR; j++) {
         prefetch_far(&h[j]);
@@ -261,20 +275,21 @@ link_runs(struct worker *w, const struct head *h, size_t n, bool busy_later)
         while (to < n && to < i + BATCH && h[to].clsid == h[i].clsid) {
             to++;
         }
-        link_batch(w, h, i, to, n, busy_later);
+        link_batch(w, h, i, to, n, busy);
         i = to;
     }
 }
 
 /* The heads of the page a thread gave to its class (w->page), in runs;
- * those whose lock was busy (held by the other thread's run, most often)
- * once more at the end, and only then waited for. */
+ * those whose lock was busy once more at the end, and only then waited
+ * for.  A helper never waits for an item lock (its caller may hold one):
+ * what is still busy then waits for the end (w->later). */
 void
-recover_link_pages(struct worker *w)
+recover_link_pages(struct worker *w, bool helper)
 {
-    link_runs(w, w->page.v, w->page.n, true);
+    link_runs(w, w->page.v, w->page.n, &w->busy);
     w->page.n = 0;
-    link_runs(w, w->busy.v, w->busy.n, false);
+    link_runs(w, w->busy.v, w->busy.n, helper ? &w->later : NULL);
     w->busy.n = 0;
 }
 
@@ -359,6 +374,8 @@ recover_link_chunked(struct recovery *rc)
                 link_head(w0, h[j].it, h[j].hv);
             }
         }
+        link_runs(w0, rc->w[i].later.v, rc->w[i].later.n, NULL);
+        rc->w[i].later.n = 0;
     }
     return 0;
 }
