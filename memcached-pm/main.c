@@ -221,6 +221,19 @@ load_credentials(void)
 
 /* ---- the main loop ---------------------------------------------------- */
 
+static struct event *tick_ev;
+
+/* The next tick right after the clock's next second (clock.h). */
+static int
+arm_tick(void)
+{
+    uint64_t us = clock_until_tick_us();
+    struct timeval tv = { (time_t)(us / 1000000),
+                          (suseconds_t)(us % 1000000) };
+
+    return event_add(tick_ev, &tv);
+}
+
 static void
 on_clock(evutil_socket_t fd, short what, void *arg)
 {
@@ -229,6 +242,7 @@ on_clock(evutil_socket_t fd, short what, void *arg)
     (void)arg;
     clock_tick();
     cache_tick();
+    arm_tick();
 }
 
 /* SIGHUP: read -Y's file and the TLS certificates again. */
@@ -273,15 +287,12 @@ on_respawn(evutil_socket_t sig, short what, void *arg)
 }
 
 static struct event *signal_evs[5];
-static struct event *tick_ev;
 
 static int
 setup_events(void)
 {
     static const int sigs[5] = { SIGTERM, SIGINT, SIGUSR1, SIGHUP,
                                  SIGUSR2 };
-    struct timeval sec = { 1, 0 };
-
     signal(SIGPIPE, SIG_IGN);
     for (unsigned i = 0; i < 5; i++) {
         event_callback_fn fn = sigs[i] == SIGHUP ? on_hangup
@@ -292,8 +303,8 @@ setup_events(void)
             return -1;
         }
     }
-    tick_ev = event_new(main_base, -1, EV_PERSIST, on_clock, NULL);
-    if (tick_ev == NULL || event_add(tick_ev, &sec) != 0) {
+    tick_ev = event_new(main_base, -1, 0, on_clock, NULL);
+    if (tick_ev == NULL || arm_tick() != 0) {
         return -1;
     }
     return 0;

@@ -73,20 +73,70 @@ test_absolute(void)
     ok(!expired(clock_realtime(INT64_MAX)), "far future is live");
 }
 
+/* Rel time the wall clock says it is: its seconds since rel 0. */
+static int64_t
+wall_rel(int64_t epoch, long *ns)
+{
+    struct timespec w;
+
+    clock_gettime(CLOCK_REALTIME, &w);
+    *ns = w.tv_nsec;
+    return (int64_t)w.tv_sec - epoch;
+}
+
 static void
 test_tick(void)
 {
     rel_time_t r = clock_realtime(1);
+    int64_t started = (int64_t)clock_process_started();
+    long ns;
 
-    usleep(1100 * 1000);
+    usleep(clock_until_tick_us());
     clock_tick();
-    is_int(clock_now(), 3, "a tick after a second advances to 3");
-    ok(expired(r), "a 1 s ttl set before the tick has expired");
-    usleep(1000 * 1000);
+    is_int(clock_now(), wall_rel(started, &ns),
+           "the tick after the wall clock's second turned counts it");
+    usleep(clock_until_tick_us());
     clock_tick();
-    is_int(clock_now(), 4, "another second, another step");
-    ok((int64_t)clock_process_started() + clock_now() >=
-       (int64_t)time(NULL) - 1, "started + now tracks the wall clock");
+    ok(expired(r), "a 1 s ttl set before two turns has expired");
+    is_int(clock_now(), wall_rel(started, &ns), "another second, another "
+           "step, with the wall clock");
+}
+
+/*
+ * A node that adopts a file's epoch at any fraction of a second counts
+ * its seconds with the wall clock, as its predecessor did: sampled over
+ * a second and a half, ticked as the daemon ticks, rel time is the wall
+ * clock's seconds since the epoch (but in the millisecond of a turn).
+ */
+static void
+test_adopt_aligned(void)
+{
+    int64_t epoch = (int64_t)time(NULL) - 1000;
+    unsigned off = 0, n = 0;
+    uint64_t end;
+    long ns;
+
+    usleep(300 * 1000);             /* mid-second, whatever the phase */
+    clock_adopt_epoch(epoch);
+    end = clock_mono_us() + 1500 * 1000;
+    while (clock_mono_us() < end) {
+        int64_t want;
+
+        if (clock_until_tick_us() <= 7000) {
+            usleep(clock_until_tick_us());
+            clock_tick();
+        }
+        want = wall_rel(epoch, &ns);
+        if (ns > 3000000 && ns < 995000000) {
+            off += clock_now() != want;
+            n++;
+        }
+        usleep(5000);
+    }
+    ok(n > 100, "sampled the second and a half");
+    is_int(off, 0, "rel time is the wall clock's second at every sample");
+    is_int((int64_t)clock_process_started(), epoch,
+           "and its rel 0 the epoch");
 }
 
 int
@@ -97,5 +147,6 @@ main(void)
     test_negative();
     test_absolute();
     test_tick();
+    test_adopt_aligned();
     return done_testing();
 }

@@ -3,7 +3,13 @@
  *
  * Relative time comes from CLOCK_MONOTONIC so that a wall-clock step never
  * makes items expire early or live forever; it starts at CLOCK_START so
- * that 0 can mean "never".  The wall time of rel 0 (`started`) is what
+ * that 0 can mean "never".  Its seconds turn when the wall clock's do (the
+ * monotonic base is set back by the wall clock's fraction of a second,
+ * and the daemon ticks right after each turn, clock_until_tick_us()): a
+ * node and the one that takes its file over agree on what second it is,
+ * so an item never expires early across a restart (with each process's
+ * seconds turning at its own start, a TTL of 2 s could end 0.1 s after a
+ * set, the successor's second being one ahead of its predecessor's).  The wall time of rel 0 (`started`) is what
  * absolute exptimes are measured against; it is re-derived from the wall
  * clock on each tick, but only moved when the wall clock has stepped (by
  * more than a second), so it does not jitter as ticks and wall seconds
@@ -40,14 +46,33 @@ mono_since(const struct timespec *from)
     return sec < 0 ? 0 : sec;
 }
 
+/* The monotonic time at which the wall clock's current second began;
+ * that second. */
+static int64_t
+align(struct timespec *base)
+{
+    struct timespec wall;
+
+    clock_gettime(CLOCK_REALTIME, &wall);
+    clock_gettime(CLOCK_MONOTONIC, base);
+    base->tv_nsec -= wall.tv_nsec;
+    if (base->tv_nsec < 0) {
+        base->tv_nsec += 1000000000;
+        base->tv_sec--;
+    }
+    return (int64_t)wall.tv_sec;
+}
+
 void
 clock_init(void)
 {
+    int64_t wall;
+
     clock_gettime(CLOCK_MONOTONIC, &mono_start);
-    mono_base = mono_start;
+    wall = align(&mono_base);
     rel_base = CLOCK_START;
     atomic_store(&now_rel, CLOCK_START);
-    atomic_store(&started, (int64_t)time(NULL) - CLOCK_START);
+    atomic_store(&started, wall - CLOCK_START);
 }
 
 /*
@@ -58,17 +83,17 @@ clock_init(void)
 void
 clock_adopt_epoch(int64_t epoch)
 {
-    int64_t rel = (int64_t)time(NULL) - epoch;
+    int64_t wall = align(&mono_base);
+    int64_t rel = wall - epoch;
 
     if (rel < CLOCK_START) {
         rel = CLOCK_START;
     } else if (rel > (int64_t)UINT32_MAX / 2) {
         rel = (int64_t)UINT32_MAX / 2;
     }
-    clock_gettime(CLOCK_MONOTONIC, &mono_base);
     rel_base = (rel_time_t)rel;
     atomic_store(&now_rel, rel_base);
-    atomic_store(&started, (int64_t)time(NULL) - rel);
+    atomic_store(&started, wall - rel);
 }
 
 void
@@ -82,6 +107,18 @@ clock_tick(void)
     if (want > have + 1 || want < have - 1) {
         atomic_store_explicit(&started, want, memory_order_relaxed);
     }
+}
+
+uint64_t
+clock_until_tick_us(void)
+{
+    struct timespec ts;
+    int64_t ns;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ns = ((int64_t)ts.tv_nsec - mono_base.tv_nsec + 1000000000) % 1000000000;
+    /* a millisecond past the turn, so that the tick sees it */
+    return (uint64_t)(1000000000 - ns) / 1000 + 1000;
 }
 
 rel_time_t

@@ -27,6 +27,10 @@ void clock_adopt_epoch(int64_t epoch);
 /* Refresh now from the system clock; called once a second. */
 void clock_tick(void);
 
+/* Microseconds from now until just after the clock's next second: when
+ * to call clock_tick() next (its seconds turn with the wall clock's). */
+uint64_t clock_until_tick_us(void);
+
 /* Seconds since start (or since the adopted epoch), plus the start
  * offset. */
 rel_time_t clock_now(void);
