@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REFERENCE_BIN, Server, against_memcached, start_which,
-                      touched, wait_for, wait_seconds_pass)
+from conftest import (REFERENCE_BIN, Server, against_memcached, server_time,
+                      start_which, touched, wait_for, wait_seconds_pass)
 
 # The same bytes as memcached, over items and connections: the cases on
 # memcached-pm's default servers depend on the engine and the tiers.
@@ -816,6 +816,44 @@ def test_no_modern_sets_reuse_flushed_and_expired_items(binary, which):
                     st["curr_items"]) == ("2", "2", "2")
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("which", BOTH)
+@pytest.mark.parametrize("cas", ["cas", "-C"])
+def test_flush_all_takes_what_was_read_in_its_second(binary, which, cas):
+    """An item read twice in the second of a flush_all, behind newer items
+    in its list, is gone after it, in both; what is stored after it in the
+    same second stays with CAS on (memcached's oldest_cas), and goes too
+    with -C (its oldest_live is that very second)."""
+    s = start_which(which, binary, *(("-C",) if cas == "-C" else ()))
+    try:
+        with s.conn() as conn:
+            # once the flush and the reads after it fall in one second
+            for attempt in range(5):
+                got, turned = flush_in_one_second(conn)
+                if not turned:
+                    break
+            assert not turned, "the server's second kept turning"
+            assert got == (b"END\r\n" if cas == "-C" else
+                           b"VALUE b 0 1\r\ny\r\nEND\r\n")
+    finally:
+        s.stop()
+
+
+def flush_in_one_second(conn):
+    """Item a read twice, then flush_all and a set of b in one second:
+    what `get a b f0` answers, and whether the second turned meanwhile."""
+    conn.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+    for i in range(30):             # ahead of it in its list
+        conn.call(b"set f%d 0 0 1\r\nx\r\n" % i, b"STORED\r\n")
+    wait_seconds_pass(conn, 1)
+    now = server_time(conn)
+    for _ in range(2):
+        conn.call(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n")
+    conn.call(b"flush_all\r\n", b"OK\r\n")
+    conn.call(b"set b 0 0 1\r\ny\r\n", b"STORED\r\n")
+    got = conn.get_block(b"get a b f0\r\n")
+    return got, server_time(conn) != now
 
 
 # ---- every meta flag, and every pair of them -------------------------------

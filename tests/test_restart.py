@@ -625,6 +625,29 @@ def test_flush_all_before_restart(server_factory, memfile, how):
         verify(c, new, [it.key for it in old])
 
 
+def test_flush_all_fence_survives_a_crash(server_factory, memfile):
+    """An item read in the second of a flush_all is gone by its CAS unique
+    (link.h): so it stays after a crash, the superblock keeping the
+    unique with the flush's time; what was stored after it stays.  (The
+    segmented LRU's second hit marks the time without moving the item.)"""
+    flags = ("-e", memfile, "-m", "64")
+    s = server_factory(*flags)
+    with s.conn() as c:
+        c.call(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+        for i in range(30):     # ahead of it in its list
+            c.call(b"set f%d 0 0 1\r\nx\r\n" % i, b"STORED\r\n")
+        wait_seconds_pass(c, 1)
+        for _ in range(2):
+            c.call(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n")
+        c.call(b"flush_all\r\n", b"OK\r\n")
+        c.call(b"set b 0 0 1\r\ny\r\n", b"STORED\r\n")
+        c.call(b"get a b\r\n", b"VALUE b 0 1\r\ny\r\nEND\r\n")
+    kill(s)
+    s = server_factory(*flags)
+    with s.conn() as c:
+        c.call(b"get a b\r\n", b"VALUE b 0 1\r\ny\r\nEND\r\n")
+
+
 def test_delayed_flush_all_before_restart(server_factory, memfile):
     flags = ("-e", memfile, "-m", "64") + QUIET
     s = server_factory(*flags)

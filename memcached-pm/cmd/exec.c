@@ -230,11 +230,15 @@ exec_delta(struct thread_stats *ts, const char *key, size_t nkey,
     return st;
 }
 
+/* flush_all [delay]: items stored up to `when` are gone.  At once with
+ * CAS on, that is the second before this one, the CAS fence taking this
+ * second's (cache_flush()); with CAS off, as memcached, this second too,
+ * what is stored later in it included. */
 void
 exec_flush(struct thread_stats *ts, int64_t delay)
 {
     rel_time_t when = delay > 0 ? clock_realtime(delay) - 1
-                                : clock_now() - 1;
+                                : clock_now() - (settings.cache.use_cas ? 1 : 0);
 
     STAT_INCR(ts->cmd_flush);
     settings_set_oldest(when);

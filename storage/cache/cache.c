@@ -597,14 +597,20 @@ cache_delete(const char *key, size_t nkey, uint32_t hv, uint64_t cas,
 void
 cache_flush(rel_time_t when)
 {
+    bool at_once = when != 0 && when <= clock_now();
+    /* An immediate flush fences the CAS uniques too (link.h); a delayed
+     * one leaves the last fence where it was. */
+    uint64_t fence = when == 0 ? 0 : at_once && ca->opts->use_cas
+                     ? cas_fence() : link_flush_cas();
+
     /* Durable before the reply, as wall-clock seconds: rel_time_t does
      * not survive a restart. */
     if (ca->sb.tier != NULL) {
         sblock_set_flush(&ca->sb, when == 0 ? 0 : (int64_t)when +
-                         (int64_t)clock_process_started());
+                         (int64_t)clock_process_started(), fence);
     }
-    link_set_flush(when);
-    if (when != 0 && when <= clock_now()) {
+    link_set_flush(when, fence);
+    if (at_once) {
         if (tomb_active()) {
             /* what recovery has not read back yet is older still */
             tomb_flush();

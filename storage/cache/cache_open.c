@@ -550,7 +550,8 @@ pmem_recover(struct cache_options *opts)
         int64_t rel = ca->sb.flush_time - (int64_t)clock_process_started();
 
         p.flush_time = rel < 1 ? 1 : (rel_time_t)rel;
-        link_set_flush(p.flush_time);
+        p.flush_cas = ca->sb.flush_cas;
+        link_set_flush(p.flush_time, p.flush_cas);
     }
     switch (image.fd >= 0 ? adopt_image() : -1) {
     case 0:

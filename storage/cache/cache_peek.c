@@ -43,6 +43,7 @@
 
 /* The header fields a hit needs, read before the count vouches for them. */
 struct header {
+    uint64_t   cas;
     rel_time_t time;
     rel_time_t exptime;
     uint32_t   nbytes;
@@ -62,6 +63,10 @@ read_header(const struct item *it, struct header *h)
     h->clsid = __atomic_load_n(&it->clsid, __ATOMIC_RELAXED);
     h->nkey = __atomic_load_n(&it->nkey, __ATOMIC_RELAXED);
     h->tier = __atomic_load_n(&it->tier, __ATOMIC_RELAXED);
+    h->cas = 0;
+    if (h->flags & ITEM_CAS) {
+        memcpy(&h->cas, it->data, sizeof(h->cas));
+    }
 }
 
 /* Whether a hit on an item with this header can be served without the
@@ -74,7 +79,7 @@ servable(const struct header *h, uint32_t vmax, rel_time_t now,
 
     return (h->flags & ITEM_LINKED) && !(h->flags & ITEM_CHUNKED) &&
            h->nbytes >= 2 && h->nbytes - 2 <= vmax &&
-           !link_dead_at(h->exptime, h->time, now, &flushed) &&
+           !link_dead_at(h->exptime, h->time, h->cas, now, &flushed) &&
            lru_hit_lockfree(h->flags, h->time, now, mark) &&
            policy_on_hit_in(h->tier, (h->flags & ITEM_FETCHED) != 0) ==
            POLICY_STAY;

@@ -17,6 +17,7 @@
 static struct {
     const struct cache_options *opts;
     rel_time_t  flush_time;
+    uint64_t    flush_cas;
     uint64_t   *histo;          /* track_sizes: 32-byte buckets */
     size_t      nhisto;
 } ln;
@@ -202,28 +203,38 @@ link_unlink_older(struct item *it, uint32_t hv)
 /* ---- liveness --------------------------------------------------------- */
 
 void
-link_set_flush(rel_time_t when)
+link_set_flush(rel_time_t when, uint64_t cas)
 {
     __atomic_store_n(&ln.flush_time, when, __ATOMIC_RELAXED);
+    __atomic_store_n(&ln.flush_cas, cas, __ATOMIC_RELAXED);
+}
+
+uint64_t
+link_flush_cas(void)
+{
+    return __atomic_load_n(&ln.flush_cas, __ATOMIC_RELAXED);
 }
 
 bool
 link_is_dead(const struct item *it, rel_time_t now, bool *flushed)
 {
-    return link_dead_at(it->exptime, item_time(it), now, flushed);
+    return link_dead_at(it->exptime, item_time(it), item_cas(it), now,
+                        flushed);
 }
 
 bool
-link_dead_at(rel_time_t exptime, rel_time_t time, rel_time_t now,
-             bool *flushed)
+link_dead_at(rel_time_t exptime, rel_time_t time, uint64_t cas,
+             rel_time_t now, bool *flushed)
 {
     rel_time_t ft = __atomic_load_n(&ln.flush_time, __ATOMIC_RELAXED);
+    uint64_t fc = __atomic_load_n(&ln.flush_cas, __ATOMIC_RELAXED);
 
     *flushed = false;
     if (exptime != 0 && exptime <= now) {
         return true;
     }
-    if (ft != 0 && ft <= now && time <= ft) {
+    if ((ft != 0 && ft <= now && time <= ft) ||
+        (fc != 0 && cas != 0 && cas <= fc)) {
         *flushed = true;
         return true;
     }

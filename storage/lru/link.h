@@ -87,12 +87,21 @@ void link_swap(struct item *old, struct item *n, uint32_t hv,
 /* Expired (exptime reached) or flushed at `now`; *flushed says which. */
 bool link_is_dead(const struct item *it, rel_time_t now, bool *flushed);
 
-/* The same for an item whose exptime and time are these. */
-bool link_dead_at(rel_time_t exptime, rel_time_t time, rel_time_t now,
-                  bool *flushed);
+/* The same for an item whose exptime, time and CAS unique are these. */
+bool link_dead_at(rel_time_t exptime, rel_time_t time, uint64_t cas,
+                  rel_time_t now, bool *flushed);
 
-/* flush_all: items with time <= when read as dead once when <= now. */
-void link_set_flush(rel_time_t when);
+/*
+ * flush_all: items with time <= when read as dead once when <= now, and
+ * so do items whose unique is at or below cas (an immediate flush_all
+ * with CAS on, cas_fence(); 0: none).  As memcached does: an item read
+ * in the flush's second has a time above `when` and sits anywhere in its
+ * list, out of reach of link_flush_recent(); its unique tells.
+ */
+void link_set_flush(rel_time_t when, uint64_t cas);
+
+/* The unique the last immediate flush_all fenced, or 0. */
+uint64_t link_flush_cas(void);
 
 /* An immediate flush also unlinks, from the list heads, the items stored
  * after `when` (within the last second), as memcached does.  No lock

@@ -527,6 +527,7 @@ recovery_new(struct tier *t, const struct recover_params *p)
     rc->check_crc = p->check_crc;
     rc->now = p->now;
     rc->flush_time = p->flush_time;
+    rc->flush_cas = p->flush_cas;
     rc->tier = t;
     rc->largest = slabs_largest();
     rc->nthreads = thread_count(p);

@@ -46,6 +46,7 @@ struct recover_params {
     bool        use_cas;        /* items must have the CAS slot or not */
     rel_time_t  now;            /* in the file's time (clock_adopt_epoch) */
     rel_time_t  flush_time;     /* flush_all cut-off; 0 = none */
+    uint64_t    flush_cas;      /* and its CAS fence (link.h); 0 = none */
     uint64_t    mark;           /* the seq mark at the start: every copy
                                    in the file is at or below it */
     const char *tomb_log;       /* keys removed while recovering (tomb.h);

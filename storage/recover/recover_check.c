@@ -150,8 +150,10 @@ recover_head_ok(struct worker *w, struct item *it, unsigned head_id)
         w->expired++;
         return false;
     }
-    if (rc->flush_time != 0 && rc->flush_time <= rc->now &&
-        item_time(it) <= rc->flush_time) {
+    if ((rc->flush_time != 0 && rc->flush_time <= rc->now &&
+         item_time(it) <= rc->flush_time) ||
+        (rc->flush_cas != 0 && item_cas(it) != 0 &&
+         item_cas(it) <= rc->flush_cas)) {
         recover_release_chain(it);
         w->flushed++;
         return false;

@@ -76,6 +76,7 @@ struct recovery {
     bool                check_crc;
     rel_time_t          now;
     rel_time_t          flush_time;
+    uint64_t            flush_cas;
     struct tier        *tier;
     struct page_ref    *pages;
     size_t              npages;

@@ -37,4 +37,12 @@ uint64_t cas_next_above(uint64_t floor);
  * reserved all the same), else the next above floor. */
 uint64_t cas_take(uint64_t wanted, uint64_t floor);
 
+/*
+ * flush_all: the highest unique handed out so far, and from now on every
+ * thread hands out uniques above it only (its block is dropped).  Every
+ * value stored before the call has a unique at or below it, every value
+ * stored once it returned one above (a client's meta E aside).
+ */
+uint64_t cas_fence(void);
+
 #endif

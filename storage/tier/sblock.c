@@ -40,7 +40,8 @@ struct sblock_disk {
     uint32_t    item_max;
     int64_t     alive_time;     /* layout 3; zero in layout 2 */
     uint8_t     boot_id[16];    /* zero in files of earlier builds */
-    uint8_t     pad[12];
+    uint64_t    flush_cas;      /* zero in files of earlier builds */
+    uint8_t     pad[4];
     uint32_t    crc;            /* crc_32c of everything above */
 };
 
@@ -71,6 +72,7 @@ to_disk(const struct sblock *sb, uint64_t generation, struct sblock_disk *d)
     d->reserve = sb->reserve;
     d->cas_hwm = sb->cas_hwm;
     d->flush_time = sb->flush_time;
+    d->flush_cas = sb->flush_cas;
     d->epoch = sb->epoch;
     d->page_size = sb->page_size;
     d->nclasses = sb->nclasses;
@@ -98,6 +100,7 @@ from_disk(const struct sblock_disk *d, struct sblock *sb)
     sb->use_cas = (d->flags & SBLOCK_F_CAS) != 0;
     sb->cas_hwm = d->cas_hwm;
     sb->flush_time = d->flush_time;
+    sb->flush_cas = d->flush_cas;
     sb->epoch = d->epoch;
     sb->clean = (d->flags & SBLOCK_F_CLEAN) != 0;
     sb->alive_time = d->alive_time;
@@ -199,9 +202,13 @@ set_time(struct sblock *sb, int64_t *field, int64_t wall)
 }
 
 void
-sblock_set_flush(struct sblock *sb, int64_t wall)
+sblock_set_flush(struct sblock *sb, int64_t wall, uint64_t cas)
 {
-    set_time(sb, &sb->flush_time, wall);
+    pthread_mutex_lock(&sblock_lock);
+    sb->flush_time = wall;
+    sb->flush_cas = cas;
+    sblock_commit(sb);
+    pthread_mutex_unlock(&sblock_lock);
 }
 
 void

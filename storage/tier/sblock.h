@@ -70,6 +70,9 @@ struct sblock {
     /* State: the caller changes these, then sblock_commit()s them. */
     uint64_t        cas_hwm;        /* no CAS at or below it may be reused */
     int64_t         flush_time;     /* wall-clock seconds; 0 = none */
+    uint64_t        flush_cas;      /* and every CAS unique up to it (in
+                                       layout 3's pad: 0 in files of
+                                       earlier builds, which ignore it) */
     int64_t         epoch;          /* wall-clock seconds of rel_time_t 0:
                                        the items' times count from it */
     bool            clean;          /* the last shutdown was clean */
@@ -147,10 +150,11 @@ void sblock_set_alive(struct sblock *sb, int64_t wall);
 uint32_t sblock_file_version(const char *path);
 
 /*
- * Record a flush_all cut-off (wall-clock seconds) and commit it before
+ * Record a flush_all cut-off (wall-clock seconds, and the CAS unique at
+ * or below which every value is gone: 0 for none) and commit it before
  * returning.  Thread-safe against sblock_reserve_seq.
  */
-void sblock_set_flush(struct sblock *sb, int64_t wall);
+void sblock_set_flush(struct sblock *sb, int64_t wall, uint64_t cas);
 
 /*
  * The boot id of the running kernel (/proc/sys/kernel/random/boot_id);
