@@ -223,7 +223,8 @@ load_credentials(void)
 
 static struct event *tick_ev;
 
-/* The next tick right after the clock's next second (clock.h). */
+/* The next tick right after the clock's next second, or at once for one
+ * that turned since the last tick (clock.h). */
 static int
 arm_tick(void)
 {

@@ -139,6 +139,30 @@ test_adopt_aligned(void)
            "and its rel 0 the epoch");
 }
 
+/* A second that turns between the start (or an adoption) and the first
+ * tick is due at once: the daemon arms its first tick after start-up,
+ * and a tick armed for the turn after would leave the clock a second
+ * behind for a second. */
+static void
+test_turn_due_at_once(void)
+{
+    long ns;
+
+    do {
+        usleep(1000);
+        (void)wall_rel(0, &ns);
+    } while (ns < 900000000 || ns > 950000000);
+    clock_adopt_epoch((int64_t)time(NULL) - 100);
+    ok(clock_until_tick_us() >= 40000, "before the turn: due at the turn");
+    do {
+        usleep(1000);
+        (void)wall_rel(0, &ns);
+    } while (ns > 500000000);
+    is_int(clock_until_tick_us(), 0, "a second turned with no tick: due");
+    clock_tick();
+    ok(clock_until_tick_us() > 400000, "ticked: the next turn is due");
+}
+
 int
 main(void)
 {
@@ -148,5 +172,6 @@ main(void)
     test_absolute();
     test_tick();
     test_adopt_aligned();
+    test_turn_due_at_once();
     return done_testing();
 }

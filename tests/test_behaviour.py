@@ -11,6 +11,32 @@ from conftest import binary_has_asan, wait_for, wait_seconds_pass
 TOO_MANY = b"ERROR Too many open connections\r\n"
 
 
+def test_clock_turns_with_the_wall_clock(server_factory):
+    """The server's clock (stats time) reads the wall clock's second from
+    its start on, whatever fraction of a second it started at, so that a
+    node and its successor agree on when a TTL ends (they used to count
+    from their own starts, and a value with a TTL of 2 s could expire
+    0.1 s after a takeover).  Started just before a second turns, the
+    start-up must not miss that turn either (its first tick was set for
+    the turn after, and the clock stayed a second behind for a second).
+    Samples in the first 50 ms after a turn are left out: the tick that
+    counts it may run late on a busy machine."""
+    for phase in (0.5, 0.985):
+        while not phase <= time.time() % 1 < phase + 0.004:
+            time.sleep(0.001)
+        s = server_factory()
+        with s.conn() as c:
+            end = time.time() + 1.3
+            while time.time() < end:
+                t0 = time.time()
+                got = int(c.stats()["time"])
+                t1 = time.time()
+                if int(t0) == int(t1) and t0 % 1 > 0.05:
+                    assert got == int(t0), (phase, t0, got)
+                time.sleep(0.02)
+        s.stop()
+
+
 @pytest.mark.storage
 def test_expiry(server_factory):
     s = server_factory()

@@ -115,6 +115,10 @@ clock_until_tick_us(void)
     struct timespec ts;
     int64_t ns;
 
+    if (rel_base + mono_since(&mono_base) >
+        atomic_load_explicit(&now_rel, memory_order_relaxed)) {
+        return 0;       /* a second turned with no tick (at start-up) */
+    }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ns = ((int64_t)ts.tv_nsec - mono_base.tv_nsec + 1000000000) % 1000000000;
     /* a millisecond past the turn, so that the tick sees it */

@@ -28,7 +28,8 @@ void clock_adopt_epoch(int64_t epoch);
 void clock_tick(void);
 
 /* Microseconds from now until just after the clock's next second: when
- * to call clock_tick() next (its seconds turn with the wall clock's). */
+ * to call clock_tick() next (its seconds turn with the wall clock's); 0
+ * when a second turned since the last tick. */
 uint64_t clock_until_tick_us(void);
 
 /* Seconds since start (or since the adopted epoch), plus the start
