@@ -957,6 +957,18 @@ class Controller:
 
     # ---- the start and the end ---------------------------------------------
 
+    def last_words(self):
+        """What the node says of its clock and its last recovery, for a
+        failure's report."""
+        try:
+            st = self.stats()
+        except (Broken, Unexpected, OSError):
+            return "(the node does not answer)"
+        return " ".join("%s=%s" % (k, v) for k, v in sorted(st.items())
+                        if k in ("time", "uptime", "curr_items",
+                                 "evictions", "expired_unfetched",
+                                 "reclaimed") or k.startswith("recovery_"))
+
     def preload(self, n, simple):
         def value_of(k):
             i = int(k[2:])
@@ -1056,6 +1068,8 @@ def one(opts, cfg, seed, duration):
         run.stopping.clear()
         ctl.settle()
         run.stopping.set()
+    else:
+        run.last_stats = ctl.last_words()
     if run.node.alive():
         p = run.node.proc
         p.send_signal(signal.SIGTERM)
@@ -1104,6 +1118,7 @@ def report(run, opts, duration):
         return
     t, why = run.failure
     print("SOAK FAILED at %.3f s: %s" % (t, why))
+    print("  the node then: %s" % getattr(run, "last_stats", "-"))
     print("  replay: python3 bench/soak.py --seed %d --config %s "
           "--duration %.0f --faults %s --clients %d --preload %d "
           "--memory %d --every %s%s" % (
