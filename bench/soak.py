@@ -10,7 +10,7 @@ The node (-e <file>, or a memory file under -o tier_policy=cache or
 capacity) runs in a directory on tmpfs or on a disk, on io_uring or
 epoll; --config names them: tmpfs|disk - io_uring|epoll - pmem|cache|
 capacity (tmpfs-io_uring-pmem by default; `all`: each of the twelve in
-turn, the duration shared).  Clients:
+turn, the duration shared; `random`: the one the seed picks).  Clients:
 
   writers   N threads (text, meta, binary in turn), each owning its keys:
             set, add, replace, append, prepend, cas, incr, decr, touch,
@@ -77,13 +77,15 @@ START_TIMEOUT = 60.0
 CHUNKED = 600 * 1024
 
 
-def configs(spec):
-    """The configurations a --config names."""
+def configs(spec, seed):
+    """The configurations a --config names (random: one the seed picks)."""
     all_ = ["%s-%s-%s" % (d, e, p) for d in ("tmpfs", "disk")
             for e in ("io_uring", "epoll") for p in ("pmem", "cache",
                                                      "capacity")]
     if spec == "all":
         return all_
+    if spec == "random":
+        return [random.Random(seed).choice(all_)]
     out = spec.split(",")
     for c in out:
         if c not in all_:
@@ -649,6 +651,7 @@ class Controller:
         self.grown = 0
         self.watched = 0.0
         self.pressure_until = None
+        self.injected = False
 
     # ---- a text connection of its own --------------------------------------
 
@@ -712,6 +715,8 @@ class Controller:
             time.sleep(0.01)
 
     def event(self, kind):
+        if self.run.opts.inject and not self.injected:
+            self.inject(self.run.opts.inject)
         self.run.log(kind)
         self.run.count("event:" + kind)
         if kind in FAULTS:
@@ -723,11 +728,30 @@ class Controller:
                     self.text.close()
                     self.text = None
                 self.run.fault_end()
+            self.run.log("  now pid %d" % self.node.proc.pid)
         else:
             try:
                 getattr(self, "load_" + kind)()
             except Broken as e:
                 self.run.fail("%s: the node went away: %s" % (kind, e))
+
+    def inject(self, how):
+        """The checker's own test: a key written once changed behind its
+        back (lose: deleted; change: another value), which the verifier
+        must report."""
+        keys = self.run.fixed.order
+        if not keys:
+            return
+        k = keys[len(keys) // 2]
+        self.injected = True
+        self.run.log("inject %s %s" % (how, k.decode()))
+        if how == "lose":
+            self.call(lambda t: t.call(b"delete %s\r\n" % k))
+        else:
+            flags, v = self.run.fixed.value[k]
+            v = v[::-1] + b"!"
+            self.call(lambda t: t.call(b"set %s %d 0 %d\r\n%s\r\n"
+                                       % (k, flags, len(v), v)))
 
     # ---- faults ------------------------------------------------------------
 
@@ -802,7 +826,13 @@ class Controller:
     def load_reassign(self):
         """A page moved out of a class whose items all fit in its other
         pages (with room to spare for the writers meanwhile): the mover
-        rescues every one, and evicts nothing."""
+        rescues every one, and evicts nothing.  Under two tiers `stats
+        slabs` sums a class's tiers, and the page moves in one of them: no
+        telling that its items fit, so the automover alone moves pages
+        there (it reads each tier's own free chunks)."""
+        if self.run.policy != "pmem":
+            self.run.count("reassign:two-tiers")
+            return
         sl = self.stats(b"slabs")
         ids = []
         for k in sl:
@@ -916,6 +946,8 @@ class Controller:
             self.run.pressure = memory < self.run.opts.memory
             if not self.node.start():
                 return False
+            self.run.log("  a new node, pid %d, -m %d"
+                         % (self.node.proc.pid, memory))
             self.run.fault_end()
             self.reload()
             return True
@@ -1124,7 +1156,8 @@ def report(run, opts, duration):
           "--memory %d --every %s%s" % (
               run.seed, run.cfg, duration, opts.faults, opts.clients,
               opts.preload, opts.memory, opts.every,
-              " --preset " + opts.preset if opts.preset else ""))
+              (" --preset " + opts.preset if opts.preset else "") +
+              (" --inject " + opts.inject if opts.inject else "")))
     print("  the schedule up to it:")
     for when, what in run.schedule:
         print("    %8.3f %s" % (when, what))
@@ -1152,6 +1185,9 @@ def parse(argv):
                     "keys each), SIGKILL and a restart only, on a disk")
     ap.add_argument("--disk-dir", default="/var/tmp")
     ap.add_argument("--no-verifier", action="store_true")
+    ap.add_argument("--inject", choices=("lose", "change"),
+                    help="the checker's own test: at the first event a key "
+                    "written once is deleted or changed behind its back")
     ap.add_argument("--bin", default=os.environ.get(
         "MCPM_BIN", os.path.join(ROOT, "build/memcached-pm/memcached-pm")))
     opts = ap.parse_args(argv)
@@ -1172,7 +1208,7 @@ def main(argv):
     opts = parse(argv)
     seed = opts.seed if opts.seed is not None else \
         random.SystemRandom().randrange(1 << 31)
-    cfgs = configs(opts.config)
+    cfgs = configs(opts.config, seed)
     print("soak: seed %d, %s, %.0f s, faults %s" % (
         seed, ", ".join(cfgs), opts.duration, opts.faults), flush=True)
     for i, cfg in enumerate(cfgs):

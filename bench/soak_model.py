@@ -149,7 +149,7 @@ class Keys:
             raise Violation(self._name(key, states, op, reply), key,
                             self._explain(key, states, op, reply))
         self._count(key, states, op, reply, view)
-        self.wrote[key].extend(n[1] for n in out
+        self.wrote[key].extend((n[2], n[1]) for n in out
                                if n is not ABSENT and n[0] > sid0)
         self.states[key] = out
         if op.kind in ("gets", "gat") and reply is not None and \
@@ -168,7 +168,7 @@ class Keys:
                 out.update(self._step(key, s, op, r))
                 out.update(self._absent_view(key, s, op, r))
         self.hist[key].append((op.sent, repr(op), "(no reply)"))
-        self.wrote[key].extend(n[1] for n in out
+        self.wrote[key].extend((n[2], n[1]) for n in out
                                if n is not ABSENT and n[0] > sid0)
         self.states[key] = out
 
@@ -287,7 +287,7 @@ class Keys:
                 return "lost"
             if states == {ABSENT}:
                 return "resurrected"
-            return "stale" if r[1] in self.wrote[key] else "wrong"
+            return "stale" if (r[0], r[1]) in self.wrote[key] else "wrong"
         return "wrong"
 
     def _explain(self, key, states, op, r):
