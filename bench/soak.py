@@ -400,6 +400,16 @@ class Client(threading.Thread):
         self.soak.count("requests:" + self.wire, len(ops))
         return True
 
+    def loop(self):
+        """Between steps, park while the controller works on a quiet
+        cache, and learn whether the node has read its file back."""
+        while not self.soak.stopping.is_set():
+            self.soak.park()
+            if self.soak.stopping.is_set():
+                return
+            self.learn_recovered()
+            self.step()
+
     def run(self):
         try:
             self.loop()
@@ -436,15 +446,10 @@ class Writer(Client):
 
     # ---- choosing ----------------------------------------------------------
 
-    def loop(self):
-        while not self.soak.stopping.is_set():
-            self.soak.park()
-            if self.soak.stopping.is_set():
-                return
-            self.learn_recovered()
-            if not self.simple and self.rng.random() < 0.08:
-                self.shared_add()
-                continue
+    def step(self):
+        if not self.simple and self.rng.random() < 0.08:
+            self.shared_add()
+        else:
             self.batch()
 
     def batch(self):
@@ -584,14 +589,9 @@ class Verifier(Client):
         self.at = 0
         self.seen_epoch = 0
 
-    def loop(self):
-        while not self.soak.stopping.is_set():
-            self.soak.park()
-            if self.soak.stopping.is_set():
-                return
-            self.learn_recovered()
-            self.round()
-            time.sleep(0.002)
+    def step(self):
+        self.round()
+        time.sleep(0.002)
 
     def round(self):
         fixed = self.soak.fixed
