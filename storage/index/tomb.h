@@ -7,7 +7,10 @@
  * recovery has reached it, must not come back with an older copy the scan
  * finds later.  So each such key is noted here with the seq below which
  * its copies are older than the removal (the seq mark the recovery
- * started at), and recovery drops every copy it covers.
+ * started at), and recovery drops every copy it covers.  So is a key
+ * stored while the table holds none of it: in this recovery its new copy
+ * wins by its seq anyway, but after a crash the next one may read the
+ * old copy's page first and would serve it until it reached the new.
  *
  * A crash during the recovery must not forget them either: every note is
  * appended to a log beside the memory file (written before the removal is

@@ -172,6 +172,10 @@ link_replace(struct item *old, struct item *n, uint32_t hv,
         persist_commit(n);
     }
     if (old == NULL || !(item_flags(old) & ITEM_LINKED)) {
+        /* While a recovery runs, a copy of the key it has not read back
+         * yet is older: noted as a removal is, it never comes back, nor
+         * after a crash, when this one's page may be read after its. */
+        note_gone(n, hv);
         link_in(n, hv, which);
         return;
     }
