@@ -491,11 +491,12 @@ def test_md_tombstone_takes_the_request_flags_and_keeps_the_cas(conn):
     # them) under the old cas unique (or E)
     conn.call(b"ms t 2 F5 T100\r\nhi\r\n", b"HD\r\n")
     cas = cas_of(conn, "t")
+    e = cas + 1000      # above the fixture's flush_all fence (as memcached)
     run(conn, [
         ("md t x\r\n", "HD\r\n"),
         ("mg t s v f t c\r\n", "VA 0 s0 f0 t-1 c%d\r\n\r\n" % cas),
-        ("md t x F7 T50 E77\r\n", "HD\r\n"),
-        ("mg t f t c\r\n", "HD f7 t50 c77\r\n"),
+        ("md t x F7 T50 E%d\r\n" % e, "HD\r\n"),
+        ("mg t f t c\r\n", "HD f7 t50 c%d\r\n" % e),
     ])
 
 
@@ -586,10 +587,12 @@ def test_ma_errors(conn):
 
 @pytest.mark.v1645
 def test_ma_E(conn):
-    # E arrived in 1.6.27
+    # E arrived in 1.6.27; uniques above the fixture's flush_all fence
+    conn.call(b"ms fence 1\r\nx\r\n", b"HD\r\n")
+    e = cas_of(conn, "fence") + 1000
     run(conn, [
-        ("ma na N0 E444 c\r\n", "HD c444\r\n"),
-        ("ma na E99 c v\r\n", "VA 1 c99\r\n1\r\n"),
+        ("ma na N0 E%d c\r\n" % (e + 444), "HD c%d\r\n" % (e + 444)),
+        ("ma na E%d c v\r\n" % (e + 99), "VA 1 c%d\r\n1\r\n" % (e + 99)),
     ])
 
 

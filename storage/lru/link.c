@@ -237,8 +237,12 @@ link_dead_at(rel_time_t exptime, rel_time_t time, uint64_t cas,
     if (exptime != 0 && exptime <= now) {
         return true;
     }
+    /* The fence takes what was stamped before the flush, in its second
+     * at the latest: a value stored later under a unique a client chose
+     * (meta E) below the fence stays (memcached's oldest_cas would take
+     * it whenever it came). */
     if ((ft != 0 && ft <= now && time <= ft) ||
-        (fc != 0 && cas != 0 && cas <= fc)) {
+        (fc != 0 && cas != 0 && cas <= fc && time <= ft + 1)) {
         *flushed = true;
         return true;
     }

@@ -94,7 +94,8 @@ bool link_dead_at(rel_time_t exptime, rel_time_t time, uint64_t cas,
 /*
  * flush_all: items with time <= when read as dead once when <= now, and
  * so do items whose unique is at or below cas (an immediate flush_all
- * with CAS on, cas_fence(); 0: none).  As memcached does: an item read
+ * with CAS on, cas_fence(); 0: none) stamped in the flush's second
+ * (when + 1) at the latest.  As memcached does: an item read
  * in the flush's second has a time above `when` and sits anywhere in its
  * list, out of reach of link_flush_recent(); its unique tells.
  */

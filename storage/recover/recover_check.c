@@ -153,7 +153,8 @@ recover_head_ok(struct worker *w, struct item *it, unsigned head_id)
     if ((rc->flush_time != 0 && rc->flush_time <= rc->now &&
          item_time(it) <= rc->flush_time) ||
         (rc->flush_cas != 0 && item_cas(it) != 0 &&
-         item_cas(it) <= rc->flush_cas)) {
+         item_cas(it) <= rc->flush_cas &&
+         item_time(it) <= rc->flush_time + 1)) {
         recover_release_chain(it);
         w->flushed++;
         return false;
