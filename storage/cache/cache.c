@@ -165,6 +165,14 @@ cache_alloc(const char *key, size_t nkey, uint32_t hv,
     }
     it = place_new(key, nkey, client_flags, exptime, vlen,
                    ca->opts->use_cas);
+    /* No page of the class left to read, and nothing it could evict (the
+     * tail of COLD locked by the recovery's run that is linking it, or a
+     * class with no page in a full file): read the next page of any class
+     * and try again, while there is one. */
+    while (it == NULL && recover_help(ca->recovering, 0)) {
+        it = place_new(key, nkey, client_flags, exptime, vlen,
+                       ca->opts->use_cas);
+    }
     *st = it != NULL ? CACHE_OK : CACHE_NO_MEMORY;
     return it;
 }

@@ -388,12 +388,14 @@ recover_help(struct recovery *rc, unsigned clsid)
     }
     __atomic_add_fetch(&rc->helping, 1, __ATOMIC_ACQ_REL);
     for (size_t j = __atomic_load_n(&rc->next_page, __ATOMIC_RELAXED);
-         j < rc->npages && i == rc->npages; j++) {
+         clsid != 0 && j < rc->npages && i == rc->npages; j++) {
         if (rc->pages[j].clsid == clsid && take(rc, j)) {
             i = j;
         }
     }
-    if (i == rc->npages) {
+    if (clsid == 0) {
+        i = take_next(rc);
+    } else if (i == rc->npages) {
         /* none left, and none comes: later calls need not look */
         __atomic_store_n(&rc->spent[clsid], true, __ATOMIC_RELAXED);
     }

@@ -81,8 +81,9 @@ bool recover_complete(const struct recovery *rc);
  * its live ones linked and evictable), rather than evict the items read
  * back so far while the class's free chunks wait in pages not read yet.
  * True if it read one (try the allocation again), false when no page of
- * the class is left (or rc is NULL, or ended).  The caller may hold an
- * item lock; a helper never waits for one.
+ * the class is left (or rc is NULL, or ended).  clsid 0: the next page of
+ * any class.  The caller may hold an item lock; a helper never waits for
+ * one.
  */
 bool recover_help(struct recovery *rc, unsigned clsid);
 
