@@ -78,9 +78,11 @@
  * allows: a lookup in a large table misses the TLB as well as the cache.
  * Below it, 4 KB pages keep a small table small. */
 #define HUGE_FROM           ((uint64_t)1 << 23)
-/* While items keep coming, the expander looks at their count this often
- * instead of waiting for the next clock tick. */
+/* While items keep coming, and for QUIET_LOOKS looks after (a client's
+ * pause of a few milliseconds must not leave its inserts unsplit until
+ * the next tick), the expander looks at their count this often. */
 #define FOLLOW_NS           (10 * 1000 * 1000)
+#define QUIET_LOOKS         20
 
 uint32_t *assoc_table;
 uint64_t assoc_reserved;                /* buckets the mapping holds */
@@ -693,24 +695,24 @@ wait_follow(void)
 
 /*
  * Woken when the table falls short (assoc_maybe_expand(), each clock
- * tick); then, for as long as the table keeps growing, it reads the item
- * count again every FOLLOW_NS, so that the inserts' splits follow a fast
- * load, and splits itself only when no insert moved the table since its
- * last look.
+ * tick); then, for as long as the table keeps growing (and QUIET_LOOKS
+ * after), it reads the item count again every FOLLOW_NS, so that the
+ * inserts' splits follow a fast load, and splits itself only when no
+ * insert moved the table since its last look.
  */
 static void *
 expander_main(void *arg)
 {
-    bool following = false;
+    unsigned quiet = QUIET_LOOKS;
 
     (void)arg;
     pthread_mutex_lock(&maint_lock);
     while (!atomic_load(&stop_thread)) {
         uint64_t s = atomic_load(&assoc_shape);
 
-        if (!following && !behind(s)) {
+        if (quiet >= QUIET_LOOKS && !behind(s)) {
             pthread_cond_wait(&maint_cond, &maint_lock);
-            following = true;
+            quiet = 0;
             continue;
         }
         wait_follow();
@@ -719,8 +721,8 @@ expander_main(void *arg)
         if (atomic_load(&assoc_shape) == s && behind(s)) {
             grow();
         }
-        following = behind(atomic_load(&assoc_shape)) ||
-                    atomic_load(&assoc_shape) != s;
+        quiet = behind(atomic_load(&assoc_shape)) ||
+                atomic_load(&assoc_shape) != s ? 0 : quiet + 1;
     }
     pthread_mutex_unlock(&maint_lock);
     return NULL;
