@@ -35,21 +35,21 @@ place_tier_moves(unsigned tier, uint64_t *p, uint64_t *d)
 /* ---- moves ------------------------------------------------------------ */
 
 /*
- * Move linked item `it` to tier t, at the head of list `which`: a new
- * item there (allocated, which may make room there) carrying its value,
- * cas, access time, exptime and meta marks but not its hit marks, swapped
- * into its place.  Returns the new item with its allocation reference
- * for the caller, or NULL when t has no room.  lock(hv) and a reference
- * held.
+ * Copy linked item `it` into tier t, at the head of list `which`: a new
+ * item there (from `mem`) carrying its value, cas, access time, exptime
+ * and the marks in `keep`, swapped into its place.  Returns the new item
+ * with its allocation reference for the caller, or NULL when `mem` has
+ * no room.  lock(hv) and a reference held.  A move to another tier
+ * (allocated as a new item there, which may make room) keeps the meta
+ * marks but not the hit marks.
  */
 static struct item *
-move_to_tier(struct item *it, uint32_t hv, unsigned t, enum item_lru which)
+copy_into(struct item *it, uint32_t hv, item_mem_fn *mem, unsigned t,
+          enum item_lru which, uint16_t keep)
 {
-    uint16_t keep = ITEM_TOKEN_SENT | ITEM_STALE | ITEM_KEY_BINARY;
-    struct item *n = place_new_in(t, item_key(it), item_nkey(it),
-                                  item_client_flags(it), it->exptime,
-                                  item_vlen(it),
-                                  (item_flags(it) & ITEM_CAS) != 0);
+    struct item *n = item_new(mem, t, item_key(it), item_nkey(it),
+                              item_client_flags(it), it->exptime,
+                              item_vlen(it), (item_flags(it) & ITEM_CAS) != 0);
 
     if (n == NULL) {
         return NULL;
@@ -60,6 +60,13 @@ move_to_tier(struct item *it, uint32_t hv, unsigned t, enum item_lru which)
     item_flags_set(n, item_flags(it) & keep);
     link_replace(it, n, hv, which);
     return n;
+}
+
+static struct item *
+move_to_tier(struct item *it, uint32_t hv, unsigned t, enum item_lru which)
+{
+    return copy_into(it, hv, place_mem, t, which,
+                     ITEM_TOKEN_SENT | ITEM_STALE | ITEM_KEY_BINARY);
 }
 
 /* tier_policy capacity: an item in the file hit a second time goes back
@@ -284,6 +291,32 @@ rescue(struct item *it, uint32_t hv)
     return true;
 }
 
+static void *
+free_mem(size_t size, unsigned tc, unsigned lru_tc)
+{
+    (void)lru_tc;
+    return slabs_alloc_free(size, tc);
+}
+
+/* A chunked item copied whole, header and chunks, from free chunks only
+ * (never the page being emptied, never a new page), and swapped in as a
+ * store is: in the memory file the copy is committed before the item
+ * leaves it, so a crash finds one or the other. */
+static bool
+rescue_whole(struct item *it, uint32_t hv)
+{
+    uint16_t keep = ITEM_FETCHED | ITEM_ACTIVE | ITEM_TOKEN_SENT |
+                    ITEM_STALE | ITEM_KEY_BINARY;
+    struct item *n = copy_into(it, hv, free_mem, it->tier, item_lru(it),
+                               keep);
+
+    if (n == NULL) {
+        return false;
+    }
+    item_release(n);
+    return true;
+}
+
 /* Copy a piece of a chunked item's value into another chunk of its class
  * and link the copy in its place: the item stays whole, its other chunks
  * where they are.  DRAM only: a chain in the memory file changes only as
@@ -353,6 +386,8 @@ evacuate_linked(struct item *it, uint32_t hv, bool rescue_it,
         mst->slab_reassign_rescues++;
     } else if (piece != NULL && rescue_piece(it, piece)) {
         mst->slab_reassign_chunk_rescues++;
+    } else if ((item_flags(it) & ITEM_CHUNKED) && rescue_whole(it, hv)) {
+        mst->slab_reassign_rescues++;
     } else {
         mst->slab_reassign_inline_reclaim++;
         leave_chunk(it, hv);
