@@ -1211,11 +1211,16 @@ def main(argv):
     cfgs = configs(opts.config, seed)
     print("soak: seed %d, %s, %.0f s, faults %s" % (
         seed, ", ".join(cfgs), opts.duration, opts.faults), flush=True)
+    failed = []
     for i, cfg in enumerate(cfgs):
+        # each configuration its share, whatever the others found
         if not one(opts, cfg, seed + i, opts.duration / len(cfgs)):
-            return 1
+            failed.append("%s (seed %d)" % (cfg, seed + i))
         sys.stdout.flush()
-    return 0
+    if failed and len(cfgs) > 1:
+        print("soak: %d of %d failed: %s" % (len(failed), len(cfgs),
+                                            ", ".join(failed)))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
