@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import zlib
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,10 @@ DEPENDS_ON = {
     "build": "its result can change between the sanitizer build and the "
              "optimised build (memory and time measured from outside)",
 }
+# Not a dependency: a test the sanitizer build runs far slower than its
+# checks need (a million items loaded and read back three times); the
+# optimised pass runs it instead of the first.
+HEAVY = "heavy: the optimised pass runs it, not the sanitizer pass"
 
 def pytest_addoption(parser):
     parser.addoption("--reference", action="store_true", default=False,
@@ -76,6 +81,7 @@ def pytest_configure(config):
     # what that pass changes (tests/README.md lists the passes).
     for name, what in DEPENDS_ON.items():
         config.addinivalue_line("markers", "%s: %s" % (name, what))
+    config.addinivalue_line("markers", HEAVY)
     config.addinivalue_line(
         "markers", "serial: changes the whole machine for a moment (a "
                    "kernel setting): script/test runs it alone, after the "
@@ -87,7 +93,23 @@ def is_reference(config):
                 or os.environ.get("MCPM_REFERENCE") == "1")
 
 
+def in_slice(nodeid, spec):
+    """Whether test `nodeid` is in slice spec ("i/n": the i-th of n
+    slices, fixed by the test's name, so that a slice is the same set of
+    tests wherever it runs)."""
+    i, n = (int(x) for x in spec.split("/"))
+    return zlib.crc32(nodeid.encode()) % n == i
+
+
 def pytest_collection_modifyitems(config, items):
+    # MCPM_TEST_SLICE=i/n: script/test's passes past the first run one
+    # slice each of the tests their setting can change (tests/README.md).
+    spec = os.environ.get("MCPM_TEST_SLICE", "")
+    if spec:
+        out = [item for item in items if not in_slice(item.nodeid, spec)]
+        if out:
+            config.hook.pytest_deselected(items=out)
+            items[:] = [item for item in items if in_slice(item.nodeid, spec)]
     if not is_reference(config):
         return
     # Reference mode checks expectations about the server; a test that
