@@ -58,10 +58,6 @@ DEPENDS_ON = {
     "build": "its result can change between the sanitizer build and the "
              "optimised build (memory and time measured from outside)",
 }
-# Not a dependency: a test the sanitizer build runs far slower than its
-# checks need (a million items loaded and read back three times); the
-# optimised pass runs it instead of the first.
-HEAVY = "heavy: the optimised pass runs it, not the sanitizer pass"
 
 def pytest_addoption(parser):
     parser.addoption("--reference", action="store_true", default=False,
@@ -81,7 +77,6 @@ def pytest_configure(config):
     # what that pass changes (tests/README.md lists the passes).
     for name, what in DEPENDS_ON.items():
         config.addinivalue_line("markers", "%s: %s" % (name, what))
-    config.addinivalue_line("markers", HEAVY)
     config.addinivalue_line(
         "markers", "serial: changes the whole machine for a moment (a "
                    "kernel setting): script/test runs it alone, after the "
@@ -102,8 +97,8 @@ def in_slice(nodeid, spec):
 
 
 def pytest_collection_modifyitems(config, items):
-    # MCPM_TEST_SLICE=i/n: script/test's passes past the first run one
-    # slice each of the tests their setting can change (tests/README.md).
+    # MCPM_TEST_SLICE=i/n: script/test's fast run runs a slice of each
+    # pass's tests (tests/passes).
     spec = os.environ.get("MCPM_TEST_SLICE", "")
     if spec:
         out = [item for item in items if not in_slice(item.nodeid, spec)]
