@@ -999,7 +999,11 @@ class Controller:
         return " ".join("%s=%s" % (k, v) for k, v in sorted(st.items())
                         if k in ("time", "uptime", "curr_items",
                                  "evictions", "expired_unfetched",
-                                 "reclaimed") or k.startswith("recovery_"))
+                                 "reclaimed", "slabs_moved",
+                                 "slab_reassign_rescues",
+                                 "slab_reassign_inline_reclaim",
+                                 "demotions", "promotions")
+                        or k.startswith("recovery_"))
 
     def preload(self, n, simple):
         def value_of(k):
