@@ -30,7 +30,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import binaries  # noqa: E402
+from server_probe import binaries, free_port  # noqa: E402
 MC = os.environ.get("MC_BIN", "/usr/bin/memcached")
 MEM = int(os.environ.get("MEM", "64"))
 SETS = int(os.environ.get("SETS", "600"))
@@ -40,14 +40,6 @@ SEED = int(os.environ.get("SEED", "7"))
 SHM_DIR = os.environ.get("SHM_DIR", "/dev/shm")
 KB = 1024
 AS_ROOT = ["-u", "root"] if os.geteuid() == 0 else []
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Conn:

@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from soak_model import ABSENT, Fixed, Keys, Shared, View, Violation  # noqa
 from soak_proto import Broken, Conn, Op, Text, Unexpected  # noqa
+from server_probe import free_port  # noqa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = ("kill", "kill_recovering", "term", "usr1", "takeover",
@@ -630,15 +631,6 @@ class Verifier(Client):
 # ---------------------------------------------------------------------------
 # the controller: faults and loads, one at a time
 # ---------------------------------------------------------------------------
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 class Controller:
     def __init__(self, run, rng, kinds, clients):
