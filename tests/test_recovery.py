@@ -331,6 +331,41 @@ def test_recovery_reads_back_before_it_evicts(server_factory, memfile):
         ("0", str(per1 + per2 + 201)), st
 
 
+def test_a_store_while_recovering_reads_back_before_a_new_page(
+        server_factory, memfile):
+    """A class's free chunks wait in its pages not read back yet; a store
+    that finds none listed reads its class's next page back before it
+    takes a new page from the pool.  Each recovery's early stores used to
+    cut new pages for their classes: after a few hundred crash restarts
+    every page of the file belonged to some class, mostly free, and a
+    class that needed a page evicted with the cache a quarter full (the
+    soak, under tier_policy=cache)."""
+    flags = ("-e", memfile, "-m", "16")
+    s = server_factory(*flags)
+    small = b"12345678"                     # class 1 (96 bytes)
+    with s.conn(timeout=10) as c:
+        per = fill_two_pages(c, b"a%05d", small)
+    s.proc.kill()
+    s.proc.wait()
+    s = server_factory(*flags, "-o",
+                       "recovery_threads=1,recovery_pace_us=400000",
+                       recovered=False)
+    with s.conn(timeout=10) as c:
+        wait_for(lambda: int(c.stats()["recovery_pages_done"]) >= 1, 10,
+                 "a page read back")
+        c.call(b"set new 0 0 8\r\n%s\r\n" % small, b"STORED\r\n")
+        st = c.stats()
+        assert st["recovery_running"] == "1", "the recovery ended too soon"
+        assert st["recovery_pages_done"] == "2"
+        assert c.stats("slabs")["1:total_pages"] == "2"
+    wait_recovered(s)
+    with s.conn(timeout=10) as c:
+        assert c.stats("slabs")["1:total_pages"] == "2"
+        st = c.stats()
+        assert (st["evictions"], st["curr_items"]) == \
+            ("0", str(per + 101)), st
+
+
 def test_a_store_while_recovering_outlives_a_second_crash(server_factory,
                                                           memfile):
     """A key stored while the recovery has not read it back yet leaves its
@@ -352,11 +387,12 @@ def test_a_store_while_recovering_outlives_a_second_crash(server_factory,
     s.proc.kill()
     s.proc.wait()
     s = server_factory(*flags, *slow, recovered=False)
+    v2 = b"v2" * 40                 # class 2: no page of its own waits
     with s.conn(timeout=10) as c:
         # page 1 not read back: the key misses, and its new value goes
-        # to a new page (page 0 has no free chunk)
+        # to a new page of its class
         assert int(c.stats()["recovery_pages_done"]) < 2
-        c.call(b"set key 0 0 2\r\nv2\r\n", b"STORED\r\n")
+        c.call(b"set key 0 0 80\r\n%s\r\n" % v2, b"STORED\r\n")
         assert int(c.stats()["recovery_pages_done"]) < 2
     s.proc.kill()
     s.proc.wait()
@@ -364,7 +400,8 @@ def test_a_store_while_recovering_outlives_a_second_crash(server_factory,
     with s.conn(timeout=10) as c:
         while c.stats()["recovery_running"] == "1":
             got = c.get_block(b"get key\r\n")
-            assert got in (b"END\r\n", b"VALUE key 0 2\r\nv2\r\nEND\r\n"), \
+            assert got in (b"END\r\n",
+                           b"VALUE key 0 80\r\n%s\r\nEND\r\n" % v2), \
                 (got, c.stats()["recovery_pages_done"])
-        c.call(b"get key\r\n", b"VALUE key 0 2\r\nv2\r\nEND\r\n")
+        c.call(b"get key\r\n", b"VALUE key 0 80\r\n%s\r\nEND\r\n" % v2)
         assert c.stats()["curr_items"] == str(per + 100 + 1)

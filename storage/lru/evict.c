@@ -44,6 +44,27 @@ find_room(unsigned tc)
     return fn != NULL && fn(tc);
 }
 
+/*
+ * A chunk of tc.  While the room callback is set (the file is read back),
+ * a class with no free chunk listed has its next page read back before
+ * it takes a new one: the free chunks wait in its pages not read yet, and
+ * a new page cut for each class written early in each recovery left,
+ * after a few hundred crashes, every page of the file to some class,
+ * mostly free, and the class that needed one evicting.
+ */
+static void *
+alloc_or_read_back(size_t size, unsigned tc)
+{
+    void *mem;
+
+    if (__atomic_load_n(&room, __ATOMIC_RELAXED) == NULL) {
+        return slabs_alloc(size, tc);
+    }
+    while ((mem = slabs_alloc_free(size, tc)) == NULL && find_room(tc)) {
+    }
+    return mem != NULL ? mem : slabs_alloc(size, tc);
+}
+
 bool
 evict_allowed(void)
 {
@@ -244,7 +265,7 @@ evict_retry(size_t size, unsigned tc, unsigned lru_tc,
         evict_pull(lru_tc, ITEM_LRU_COLD, &p);
     }
     for (int i = 0; i < ALLOC_TRIES; i++) {
-        void *mem = slabs_alloc(size, tc);
+        void *mem = alloc_or_read_back(size, tc);
         int n;
 
         if (mem != NULL) {
