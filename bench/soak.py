@@ -527,8 +527,9 @@ class Writer(Client):
         if e0 != self.seen_epoch:
             self.fault_seen(e0)
         ok = self.exchange(ops)
-        if self.soak.epoch != self.seen_epoch:
-            self.fault_seen(self.soak.epoch)
+        e1 = self.soak.epoch
+        if e1 != self.seen_epoch:
+            self.fault_seen(e1)
         view = self.view(e0)
         for op in ops:
             if op.reply is None:
@@ -538,6 +539,10 @@ class Writer(Client):
                     self.keys.judge(k, op, op.reply.get(k), view)
             else:
                 self.keys.judge(op.key, op, op.reply, view)
+        if e1 != e0:
+            # a reply may have come before the fault: what it acknowledged
+            # in DRAM the fault may since have lost (capacity)
+            self.fault_seen(e1)
         self.soak.count("checked", sum(len(op.keys) for op in ops
                                       if op.reply is not None))
         return ok
