@@ -354,15 +354,16 @@ def class_of(slabs, size):
                 if k.endswith(":chunk_size") and v == str(size))
 
 
-@pytest.mark.parametrize("where", ["piece", "header"])
+@pytest.mark.parametrize("where", ["piece", "header", "full tail class"])
 @pytest.mark.parametrize("tiers", ["dram", "pmem"])
 def test_a_page_move_keeps_a_chunked_value(server_factory, memfile, tiers,
                                           where):
     """A page moved out of a class holds a piece of a chunked value (the
     largest class's 512 KB chunks) or its header (class 1): the mover
-    copies the item whole into free chunks of the same classes, as a
-    store would, and loses nothing; in the memory file the copy is what a
-    SIGKILL brings back.  (It once dropped the item, counted only in
+    copies the item whole, as a store would, into free chunks of the
+    same classes or a new page of a class with none (the class of the
+    value's last, smaller piece, filled), and loses nothing; in the
+    memory file the copy is what a SIGKILL brings back.  (It once dropped the item, counted only in
     slab_reassign_inline_reclaim: the soak's values of a megabyte went
     missing under the automover.)"""
     flags = ("-m", "64") + (("-e", memfile) if tiers == "pmem" else ())
@@ -377,6 +378,15 @@ def test_a_page_move_keeps_a_chunked_value(server_factory, memfile, tiers,
         # pages, the pages a move takes; the others leave free chunks.
         for i in range(1, 4):
             c.call(b"delete big%d\r\n" % i, b"DELETED\r\n")
+        if where == "full tail class":
+            # big0's tail (700000 - 524288 + ... bytes) has a class of 5
+            # chunks a page: fill that page with items of its size
+            tail_cls = class_of(c.stats("slabs"), 202152)
+            for i in range(4):
+                c.call(b"set t%d 0 0 200000\r\n%s\r\n" % (i, b"t" * 200000),
+                       b"STORED\r\n")
+            slabs = c.stats("slabs")
+            assert slabs["%d:free_chunks" % tail_cls] == "0", slabs
         if where == "header":
             # the header's page needs free chunks elsewhere in its class
             c.send(b"".join(b"set h%d 0 0 1 noreply\r\nh\r\n" % i
@@ -385,7 +395,7 @@ def test_a_page_move_keeps_a_chunked_value(server_factory, memfile, tiers,
                             for i in range(20000)))
             c.sync()
         slabs = c.stats("slabs")
-        src = class_of(slabs, 524288) if where == "piece" else 1
+        src = 1 if where == "header" else class_of(slabs, 524288)
         assert int(slabs["%d:total_pages" % src]) >= 2
         c.call(b"slabs reassign %d 5\r\n" % src, b"OK\r\n")
         assert settled(c, "slabs_moved") == 1
@@ -405,7 +415,8 @@ def test_a_page_move_keeps_a_chunked_value(server_factory, memfile, tiers,
                  what="the recovery to end")
         c.call(b"get big0\r\n", b"VALUE big0 0 700000\r\n%s\r\nEND\r\n"
                % values[0])
-        assert c.stats()["curr_items"] == "1"
+        assert c.stats()["curr_items"] == ("5" if where == "full tail class"
+                                           else "1")
 
 
 @pytest.mark.parametrize("stop", ["term", "kill"])

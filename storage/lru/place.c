@@ -291,23 +291,27 @@ rescue(struct item *it, uint32_t hv)
     return true;
 }
 
+/* A free chunk, else a new page's (never the page being emptied, and
+ * never by eviction): the pieces of a chunked item live in other classes
+ * than the one a page leaves, which may have no free chunk at all. */
 static void *
-free_mem(size_t size, unsigned tc, unsigned lru_tc)
+rescue_mem(size_t size, unsigned tc, unsigned lru_tc)
 {
+    void *mem = slabs_alloc_free(size, tc);
+
     (void)lru_tc;
-    return slabs_alloc_free(size, tc);
+    return mem != NULL ? mem : slabs_alloc(size, tc);
 }
 
-/* A chunked item copied whole, header and chunks, from free chunks only
- * (never the page being emptied, never a new page), and swapped in as a
- * store is: in the memory file the copy is committed before the item
- * leaves it, so a crash finds one or the other. */
+/* A chunked item copied whole, header and chunks (rescue_mem()), and
+ * swapped in as a store is: in the memory file the copy is committed
+ * before the item leaves it, so a crash finds one or the other. */
 static bool
 rescue_whole(struct item *it, uint32_t hv)
 {
     uint16_t keep = ITEM_FETCHED | ITEM_ACTIVE | ITEM_TOKEN_SENT |
                     ITEM_STALE | ITEM_KEY_BINARY;
-    struct item *n = copy_into(it, hv, free_mem, it->tier, item_lru(it),
+    struct item *n = copy_into(it, hv, rescue_mem, it->tier, item_lru(it),
                                keep);
 
     if (n == NULL) {
