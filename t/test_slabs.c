@@ -291,8 +291,9 @@ test_starved_class(void)
     cache_shutdown();
 }
 
-/* A page of chunks: the owners of its chunks are unlinked (chunks are
- * not rescued), the others stay. */
+/* A page of chunks whose items fill their class: a copy has no free
+ * chunk there and the class being emptied never takes a new page, so
+ * the owners of its chunks are unlinked; the others stay. */
 static void
 test_reassign_chunks(void)
 {

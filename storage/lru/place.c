@@ -11,6 +11,7 @@
 #include "storage/lru/lru.h"
 #include "storage/lru/policy.h"
 #include "storage/slab/slabs.h"
+#include "storage/slab/slabs_move.h"
 
 #include <string.h>
 
@@ -291,16 +292,18 @@ rescue(struct item *it, uint32_t hv)
     return true;
 }
 
-/* A free chunk, else a new page's (never the page being emptied, and
- * never by eviction): the pieces of a chunked item live in other classes
- * than the one a page leaves, which may have no free chunk at all. */
+/* A free chunk; in a class other than the one a page leaves (a chunked
+ * item's header and last piece live in smaller classes, which may have
+ * no free chunk at all), else a new page's.  Never by eviction, and the
+ * class being emptied never grows, as in a rescue. */
 static void *
 rescue_mem(size_t size, unsigned tc, unsigned lru_tc)
 {
     void *mem = slabs_alloc_free(size, tc);
 
     (void)lru_tc;
-    return mem != NULL ? mem : slabs_alloc(size, tc);
+    return mem != NULL || tc == slabs_move_src() ? mem
+                                                 : slabs_alloc(size, tc);
 }
 
 /* A chunked item copied whole, header and chunks (rescue_mem()), and

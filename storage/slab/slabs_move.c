@@ -256,6 +256,17 @@ out:
     return page;
 }
 
+unsigned
+slabs_move_src(void)
+{
+    unsigned src;
+
+    pthread_mutex_lock(&sl.lock);
+    src = sl.mv.src;
+    pthread_mutex_unlock(&sl.lock);
+    return src;
+}
+
 int
 slabs_move_visit(char *page, unsigned i,
                  int (*fn)(void *chunk, size_t room, void *ctx), void *ctx)

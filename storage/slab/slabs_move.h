@@ -65,6 +65,10 @@ int   slabs_move_visit(char *page, unsigned i,
                        int (*fn)(void *chunk, size_t room, void *ctx),
                        void *ctx);
 
+/* The tier class the move under way empties a page of (for the mover's
+ * own thread, between slabs_move_begin() and slabs_move_end()). */
+unsigned slabs_move_src(void);
+
 /* The page is empty: give it to the destination (cut for its class, or
  * into the pool, or back to the tier when the tier is over its limit). */
 void  slabs_move_end(char *page);
