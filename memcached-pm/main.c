@@ -277,27 +277,33 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopbreak(main_base);
 }
 
-/* SIGUSR2: a successor takes this node over (respawn.h). */
+/* SIGUSR2: a successor takes this node over; SIGCHLD: one has exited
+ * (respawn.h). */
 static void
 on_respawn(evutil_socket_t sig, short what, void *arg)
 {
-    (void)sig;
     (void)what;
     (void)arg;
-    respawn_start();
+    if (sig == SIGUSR2) {
+        respawn_start();
+    } else {
+        respawn_reap();
+    }
 }
 
-static struct event *signal_evs[5];
+#define NSIGNALS 6
+static struct event *signal_evs[NSIGNALS];
 
 static int
 setup_events(void)
 {
-    static const int sigs[5] = { SIGTERM, SIGINT, SIGUSR1, SIGHUP,
-                                 SIGUSR2 };
+    static const int sigs[NSIGNALS] = { SIGTERM, SIGINT, SIGUSR1, SIGHUP,
+                                 SIGUSR2, SIGCHLD };
     signal(SIGPIPE, SIG_IGN);
-    for (unsigned i = 0; i < 5; i++) {
+    for (unsigned i = 0; i < NSIGNALS; i++) {
         event_callback_fn fn = sigs[i] == SIGHUP ? on_hangup
-                               : sigs[i] == SIGUSR2 ? on_respawn : on_signal;
+                               : sigs[i] == SIGUSR2 || sigs[i] == SIGCHLD
+                               ? on_respawn : on_signal;
 
         signal_evs[i] = evsignal_new(main_base, sigs[i], fn, NULL);
         if (signal_evs[i] == NULL || event_add(signal_evs[i], NULL) != 0) {
@@ -314,7 +320,7 @@ setup_events(void)
 static void
 free_events(void)
 {
-    for (unsigned i = 0; i < 5; i++) {
+    for (unsigned i = 0; i < NSIGNALS; i++) {
         if (signal_evs[i] != NULL) {
             event_free(signal_evs[i]);
         }
@@ -500,7 +506,6 @@ main(int argc, char **argv)
     }
 #endif
     auth_free();
-    respawn_free();
 #ifdef ENABLE_CYRUS_SASL
     cyrus_done();
 #endif
@@ -512,5 +517,11 @@ main(int argc, char **argv)
     free_events();
     event_base_free(main_base);
     log_stop();
+    if (succession_returns()) {
+        respawn_exec();         /* takes the node back: the unit's pid */
+        respawn_free();
+        return EXIT_FAILURE;
+    }
+    respawn_free();
     return EXIT_SUCCESS;
 }

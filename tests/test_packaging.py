@@ -140,7 +140,7 @@ def test_systemd_units_verify(binary, tmp_path):
             assert key in text, (unit.name, key)
         assert "sh -c" not in text and "@" not in text.replace(
             "memcached-pm@", ""), unit.name
-        assert re.search(r" -o takeover=%t/memcached-pm(/%i)?/takeover\.sock",
+        assert re.search(r" -o takeover=%t/memcached-pm(-%i)?/takeover\.sock",
                          text)
 
         def number(key, text=text):
@@ -208,7 +208,9 @@ def test_unit_starts_the_server_its_conf_describes(server_factory, binary,
     conf = conf_for_test(CONFS[unit], tmp_path / "test.conf",
                      None if instance else port)
     state = tmp_path / "memcached-pm" / instance
-    state.mkdir(parents=True, exist_ok=True)     # systemd makes it
+    state.mkdir(parents=True, exist_ok=True)     # systemd makes them
+    runtime = re.search(r"^RuntimeDirectory=(.*)$", text, re.M).group(1)
+    (tmp_path / runtime.replace("%i", instance)).mkdir(exist_ok=True)
     s = server_factory(*with_conf(argv[1:], conf), port=port)
     st = s.stats("settings")
     assert st["tcpport"] == str(port)

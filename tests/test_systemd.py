@@ -9,6 +9,7 @@ refuses a connection."""
 import os
 from pathlib import Path
 import re
+import shutil
 import socket
 import struct
 import tempfile
@@ -20,6 +21,7 @@ from pymemcache.client.base import Client
 from conftest import (SANITIZER_MARKS, Conn, base_args, engine_args,
                       free_port, tls_client_context, wait_for)
 from svcman import ServiceManager
+import realsystemd
 from test_takeover import assert_versions, fd_room, open_idle
 from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
 
@@ -253,49 +255,96 @@ def test_a_store_smaller_than_the_connections(binary, memfile, managers):
 
 
 # --------------------------------------------------------------------------
-# reload: a takeover inside the unit
+# reload: a takeover inside the unit, under Debian's own systemd
 # --------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def real_systemd():
+    """Debian's systemd, booted in namespaces of its own (realsystemd.py),
+    for the tests of this module that need the real one."""
+    why = realsystemd.unavailable()
+    if why:
+        pytest.skip("Debian's systemd cannot boot here: " + why)
+    work = tempfile.mkdtemp(prefix="mcpm-systemd-", dir="/var/lib")
+    sd = realsystemd.Systemd(work)
+    try:
+        sd.boot()
+        yield sd
+    finally:
+        sd.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def sanitizer_env():
+    return "".join("Environment=%s=%s\n" % (k, os.environ[k])
+                   for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")
+                   if k in os.environ)
+
+
 @pytest.mark.parametrize("access", ["all", "main"])
-def test_reload_takes_the_node_over_inside_the_unit(binary, memfile,
-                                                   managers, tmp_path,
-                                                   access):
-    """systemctl reload (SIGUSR2): the main process starts its successor
-    from its binary's path, which takes it over and is named the unit's
-    main process (MAINPID=, read before the old one exits, whatever
-    NotifyAccess= says).  A client and 1,000 idle connections move
-    through five reloads, none of them through the fd store."""
-    n = 1000
+def test_reload_keeps_the_units_main_process(binary, memfile, real_systemd,
+                                             access):
+    """systemctl reload (SIGUSR2) under systemd: the main process starts
+    its successor from its binary's path, hands it the node, becomes that
+    binary itself (the same pid) and takes the node back, so that systemd
+    goes on supervising its own child, whatever NotifyAccess= says.  A
+    client and 1,000 idle connections move through five reloads, none of
+    them through the fd store, nor the .socket unit's listener; then a
+    stop is a clean stop (no SIGKILL: the next start takes the saved
+    index) and no unit has failed."""
+    sd, n, port = real_systemd, 1000, free_port()
     fd_room(n + 300)
-    port = free_port()
-    tsock = str(tmp_path / "t.sock")
-    m = managers([("memcached-pm.socket", tcp_listener(port))],
-                 notify_access=access)
-    m.start(argv(binary, port, "-e", memfile, "-o", "takeover=" + tsock,
-                 "-c", str(n + 200)))
+    name = "mcpm-reload-%d" % port
+    sd.write("/run/systemd/system/%s.socket" % name,
+             "[Socket]\nListenStream=127.0.0.1:%d\n" % port)
+    sd.write("/run/systemd/system/%s.service" % name,
+             "[Service]\nType=notify\nNotifyAccess=%s\n"
+             "ExecStart=%s %s -v\nExecReload=/bin/kill -USR2 $MAINPID\n"
+             "RuntimeDirectory=%s\nFileDescriptorStoreMax=%d\n"
+             "Environment=FDSTORE=%d\nLimitNOFILE=%d\n%s"
+             % (access, os.path.abspath(binary), " ".join(
+                 base_args(port) + engine_args() +
+                 ["-e", memfile, "-o", "takeover=/run/%s/t.sock" % name,
+                  "-c", str(n + 200)]), name, n + 100, n + 100, n + 400,
+                sanitizer_env()))
+    sd.systemctl("daemon-reload")
+    sd.systemctl("start", name + ".socket", name + ".service")
+    main = sd.main_pid(name + ".service")
     idle = open_idle(port, n)
     mc = Client(("127.0.0.1", port), connect_timeout=5, timeout=5)
     mc.set("k", "v0", noreply=False)
     sock = mc.sock
-    pids = {m.main_pid}
     for i in range(5):
-        m.reload()
-        assert m.main_pid not in pids
-        pids.add(m.main_pid)
+        cursor = sd.cursor()
+        sd.systemctl("reload", name + ".service")
+        wait_for(lambda: "[%d]: takeover: serving in place of pid" % main
+                 in sd.journal(cursor), 30, "reload %d to end" % (i + 1))
+        assert sd.main_pid(name + ".service") == main
         assert mc.get("k") == b"v%d" % i
         mc.set("k", "v%d" % (i + 1), noreply=False)
         assert mc.sock is sock
-        assert m.stored("mcpm-c") == m.stored("mcpm-state") == []
+        assert sd.show(name + ".service", "NFileDescriptorStore") == "0"
     assert_versions(idle)
     with Conn(port) as c:
         st = c.stats()
-    assert st["pid"] == str(m.main_pid)
+    assert st["pid"] == str(main)
     assert (st["handover_conns_taken"], st["handover_conns_closed"]) == \
         (str(n + 1), "0")
-    assert not m.ended
     mc.close()
     for c in idle:
         c.close()
+    cursor = sd.cursor()
+    sd.systemctl("stop", name + ".service")
+    sd.systemctl("start", name + ".service")
+    with Conn(port) as c:
+        assert c.stats()["recovery_image"] == "1"     # a clean stop
+    sd.systemctl("stop", name + ".service", name + ".socket")
+    log = sd.journal(cursor)
+    assert "Deactivated successfully" in log, log[-3000:]
+    bad = [line for line in sd.journal().splitlines()
+           if "not our child" in line or "SIGKILL" in line
+           or any(mark in line for mark in SANITIZER_MARKS)]
+    assert bad == [] and sd.failed() == [], (bad, sd.failed())
 
 
 def test_a_crash_keeps_the_listener_in_the_fd_store(binary, memfile,
@@ -349,42 +398,3 @@ def test_stale_connections_in_the_store_are_closed(binary, managers):
     a.close()
 
 
-def test_the_shipped_units_start_with_their_socket(binary, managers,
-                                                   tmp_path):
-    """What memcached-pm.service runs with its options file, given the
-    socket memcached-pm.socket listens on (the port made this test's),
-    takes that socket: the shipped files name the same address.  Its
-    ExecReload= hands the node to a successor over the takeover socket
-    ExecStart= names, the open connection and its item carried."""
-    from test_packaging import (CONFS, REPO, conf_for_test, exec_start,
-                                with_conf)
-    unit = (Path(binary).resolve().parent.parent / "contrib" /
-            "memcached-pm.service").read_text()
-    sock = (REPO / "contrib" / "memcached-pm.socket").read_text()
-    host, _, unit_port = re.search(r"^ListenStream=(.*)$", sock,
-                                   re.M).group(1).rpartition(":")
-    conf = CONFS["memcached-pm.service"].read_text()
-    assert re.search(r"^-p %s$" % unit_port, conf, re.M)
-    assert re.search(r"^-l %s$" % host, conf, re.M)
-    port = free_port()
-    path = tmp_path / "memcached-pm.conf"
-    conf_for_test(CONFS["memcached-pm.service"], path, port)
-    path.write_text(path.read_text() + "-l %s\n" % host)
-    args = with_conf(exec_start(unit, "", str(tmp_path))[1:], str(path))
-    (tmp_path / "memcached-pm").mkdir()
-    lst = socket.socket()
-    lst.bind((host, port))
-    lst.listen(16)
-    m = managers([("memcached-pm.socket", lst)])
-    m.start([binary] + args + engine_args() +
-            (["-u", "root"] if os.geteuid() == 0 else []))
-    assert inode(m.proc.pid, 3) == os.fstat(lst.fileno()).st_ino
-    assert re.search(r"^ExecReload=/bin/kill -USR2 \$MAINPID$", unit, re.M)
-    with Conn(port) as c:
-        c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
-        old = m.main_pid
-        m.reload()
-        assert m.main_pid != old
-        c.call(b"get a\r\n", b"VALUE a 0 1\r\n1\r\nEND\r\n")
-        assert c.stats()["pid"] == str(m.main_pid)
-    assert (tmp_path / "memcached-pm" / "takeover.sock").is_socket()

@@ -50,8 +50,11 @@
  *      address, and says whether the connection was busy
  *   5  and the hash table goes before the node stops too (PREIMAGE),
  *      the pause copying only its pages written since
+ *   6  and a .socket unit's listeners go apart (UNIT_LISTENERS); the
+ *      successor a unit's main process started hands the node back to
+ *      that process (life/respawn.h) and never names itself MAINPID=
  */
-#define HANDOVER_VERSION     5
+#define HANDOVER_VERSION     6
 #define HANDOVER_VERSION_MIN 1
 
 

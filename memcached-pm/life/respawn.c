@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "memcached-pm/base/log.h"
 #include "memcached-pm/base/settings.h"
+#include "memcached-pm/life/sdaemon.h"
 
 static char exe[PATH_MAX];      /* the path, not the file: an upgrade
                                    replaces what is there */
@@ -73,6 +75,49 @@ respawn_start(void)
     }
     child = pid;
     log_info("SIGUSR2: pid %d started from %s to take over", (int)pid, exe);
+}
+
+bool
+respawn_returns(pid_t pid)
+{
+    return pid == child && sdaemon_notifying() && !settings.daemonize;
+}
+
+void
+respawn_exec(void)
+{
+    struct timespec tick = { 0, 10000000 };
+    sigset_t none;
+
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* an upgrade renames the new binary into place: the path is either
+     * build, but for a moment it may be neither */
+    for (int i = 0; i < 100; i++) {
+        execv(exe, args);
+        if (errno != ENOENT && errno != ETXTBSY) {
+            break;
+        }
+        nanosleep(&tick, NULL);
+    }
+    log_error("cannot start %s again: %s", exe, strerror(errno));
+}
+
+void
+respawn_reap(void)
+{
+    int status;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (WIFSIGNALED(status)) {
+            log_error("pid %d, a successor, was killed by signal %d",
+                      (int)pid, WTERMSIG(status));
+        } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+            log_error("pid %d, a successor, exited with status %d",
+                      (int)pid, WEXITSTATUS(status));
+        }
+    }
 }
 
 void

@@ -5,11 +5,18 @@
  * -o takeover's socket (takeover.h).  Under systemd that is `systemctl
  * reload` (ExecReload=/bin/kill -USR2 $MAINPID): a restart or an upgrade
  * inside the unit, its connections passed to the successor ahead of the
- * pause, none through the fd store, the old node naming the new one the
- * unit's MAINPID= before it exits.
+ * pause, none through the fd store.  systemd supervises only its own
+ * child (a main process named by MAINPID= that is not is "alien": a stop
+ * kills it at once, and its exit goes unseen), so there the successor
+ * serves only for a moment: once it does, the unit's main process
+ * becomes the binary now installed (execv, the same pid) and takes the
+ * node back from it, a second takeover, and reaps it.
  */
 #ifndef MCPM_RESPAWN_H
 #define MCPM_RESPAWN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
 
 /* At the very start, before the options are parsed: the binary's path
  * and the command line, as given. */
@@ -17,6 +24,19 @@ void respawn_remember(int argc, char **argv);
 
 /* SIGUSR2: start the successor (one at a time), or say why not. */
 void respawn_start(void);
+
+/* Is pid, which takes this node over, the successor it started for the
+ * unit it is the main process of (NOTIFY_SOCKET, no -d)?  Then it hands
+ * the node back to respawn_exec()'s image and this pid stays the unit's. */
+bool respawn_returns(pid_t pid);
+
+/* After handing the node to such a successor, everything freed: become
+ * the binary at the path this one was started from, with the same
+ * command line.  Returns only if that cannot be done (logged). */
+void respawn_exec(void);
+
+/* SIGCHLD: collect successors that have exited (logging a bad end). */
+void respawn_reap(void);
 
 /* Free what respawn_remember() kept. */
 void respawn_free(void);

@@ -25,6 +25,7 @@
 #include "memcached-pm/conn/handover.h"
 #include "memcached-pm/life/fdstore.h"
 #include "memcached-pm/life/image.h"
+#include "memcached-pm/life/respawn.h"
 #include "memcached-pm/life/restart.h"
 #include "memcached-pm/life/sdaemon.h"
 #include "memcached-pm/life/takeover.h"
@@ -57,6 +58,7 @@ static struct {
     struct handover      left;      /* what this node handed on */
     int                  index_room;    /* the stop's room for the index */
     bool                 handed_over;
+    bool                 returns;   /* to this pid's next image (respawn.h) */
     pid_t                foreign;   /* another program's process (a
                                        memcached) that maps the file */
     int                  foreign_pidfd;
@@ -195,7 +197,7 @@ keep_got(struct takeover_got *got)
     char err[256];
 
     for (size_t i = 0; i < got->ngiven; i++) {
-        if (add_given(got->given[i].fd, GIVEN_TAKEOVER) == 0) {
+        if (add_given(got->given[i].fd, got->given[i].origin) == 0) {
             got->given[i].used = true;      /* sc.given has it now */
         }
     }
@@ -496,9 +498,12 @@ succession_serving(void)
         sc.pred.fd = -1;
         log_info("takeover: serving in place of pid %d, with its %zu "
                  "connections", (int)sc.pred.pid, n);
-        if (sdaemon_notifying()) {
+        if (sdaemon_notifying() && !(sc.pred.version >= 6 &&
+                                     getppid() == sc.pred.pid)) {
             /* the unit's main process now (the node taken over from says
-             * so too); needs NotifyAccess=all until the manager agrees */
+             * so too); needs NotifyAccess=all until the manager agrees.
+             * Not so for the successor a main process started itself,
+             * which takes the node back (respawn.h). */
             char msg[32];
 
             snprintf(msg, sizeof(msg), "MAINPID=%d", (int)getpid());
@@ -521,11 +526,12 @@ succession_serving(void)
 
 /* ---- handing on ------------------------------------------------------- */
 
-/* The listening sockets and UDP sockets this node hands on. */
+/* The listening sockets and UDP sockets this node hands on, those a
+ * .socket unit holds first (*nunit of them). */
 static size_t
-sockets(int *fds, size_t max)
+sockets(int *fds, size_t max, size_t *nunit)
 {
-    size_t n = listen_fds(fds, max);
+    size_t n = listen_fds(fds, max), u = 0;
 
     for (size_t i = 0; i < sc.left.nudp && n < max; i++) {
         fds[n++] = sc.left.udp[i];
@@ -533,6 +539,15 @@ sockets(int *fds, size_t max)
     if (sc.tfd >= 0 && n < max) {
         fds[n++] = sc.tfd;
     }
+    for (size_t i = 0; i < n; i++) {
+        if (unit_socket(fds[i])) {
+            int fd = fds[i];
+
+            fds[i] = fds[u];
+            fds[u++] = fd;
+        }
+    }
+    *nunit = u;
     return n;
 }
 
@@ -543,7 +558,7 @@ static int
 send_sockets(int sock, uint32_t version)
 {
     int fds[MAX_SOCKETS], *conns, state, rc;
-    size_t n = sockets(fds, MAX_SOCKETS), k = 0;
+    size_t nunit, n = sockets(fds, MAX_SOCKETS, &nunit), k = 0;
 
     if ((conns = calloc(sc.left.nconns + 1, sizeof(*conns))) == NULL) {
         return -1;
@@ -554,8 +569,15 @@ send_sockets(int sock, uint32_t version)
         }
     }
     state = handover_save(&sc.left, version);
+    if (version < 6) {
+        nunit = 0;              /* it keeps them all as its own */
+    }
     rc = state < 0 ||
-         takeover_send_fds(sock, TAKEOVER_LISTENERS, fds, n) != 0 ||
+         (nunit > 0 &&
+          takeover_send_fds(sock, TAKEOVER_UNIT_LISTENERS, fds, nunit)
+          != 0) ||
+         takeover_send_fds(sock, TAKEOVER_LISTENERS, fds + nunit,
+                           n - nunit) != 0 ||
          takeover_send_fds(sock, TAKEOVER_CONNS, conns, k) != 0 ||
          takeover_send_fds(sock, TAKEOVER_STATE, &state, 1) != 0 ? -1 : 0;
     if (state >= 0) {
@@ -744,7 +766,10 @@ hand_over(struct takeover_peer *p)
         resume(p, true);
         return -1;
     }
-    name_main_pid(p->pid);
+    sc.returns = p->version >= 6 && respawn_returns(p->pid);
+    if (!sc.returns) {
+        name_main_pid(p->pid);
+    }
     worker_left_free();
     log_info("takeover: pid %d serves, with %zu connections", (int)p->pid,
              sc.left.nconns);
@@ -823,6 +848,12 @@ bool
 succession_handed_over(void)
 {
     return sc.handed_over;
+}
+
+bool
+succession_returns(void)
+{
+    return sc.handed_over && sc.returns;
 }
 
 void

@@ -75,6 +75,11 @@ void succession_store_index(void);
  * file, and leaves the memory file (closed already) alone. */
 bool succession_handed_over(void);
 
+/* ... to the successor this process started as a unit's main process,
+ * which takes the node back: once everything is freed, main() becomes
+ * the binary now installed (respawn_exec()). */
+bool succession_returns(void);
+
 /* Close and free what is left. */
 void succession_free(void);
 

@@ -524,7 +524,8 @@ keep_conns(int **arr, size_t *have, const int *fds, size_t n)
 }
 
 static int
-keep_listeners(struct takeover_got *got, const int *fds, size_t n)
+keep_listeners(struct takeover_got *got, const int *fds, size_t n,
+               enum given_origin origin)
 {
     struct given *a = realloc(got->given, (got->ngiven + n) * sizeof(*a));
 
@@ -533,7 +534,7 @@ keep_listeners(struct takeover_got *got, const int *fds, size_t n)
     }
     for (size_t i = 0; i < n; i++) {
         a[got->ngiven + i] = (struct given){
-            .fd = fds[i], .origin = GIVEN_TAKEOVER };
+            .fd = fds[i], .origin = origin };
     }
     got->given = a;
     got->ngiven += n;
@@ -549,7 +550,9 @@ keep(struct takeover_got *got, const struct msg *m, const int *fds,
 
     switch (m->type) {
     case TAKEOVER_LISTENERS:
-        rc = keep_listeners(got, fds, n);
+    case TAKEOVER_UNIT_LISTENERS:
+        rc = keep_listeners(got, fds, n, m->type == TAKEOVER_LISTENERS
+                                         ? GIVEN_TAKEOVER : GIVEN_UNIT);
         break;
     case TAKEOVER_CONNS:
         rc = keep_conns(&got->conns, &got->nconns, fds, n);

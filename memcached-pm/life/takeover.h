@@ -30,6 +30,9 @@
  *                                      stops accepting; its workers bring
  *                                      each connection to a request
  *                                      boundary and let go of it
+ *                              <-----  UNIT_LISTENERS (version 6: those
+ *                                      a .socket unit holds, which stay
+ *                                      out of the fd store)
  *                              <-----  LISTENERS (fds: TCP, UDP, unix,
  *                                      this takeover socket)
  *                              <-----  CONNS (fds of the connections not
@@ -78,7 +81,8 @@ enum takeover_msg {
     TAKEOVER_GO,            /* version 3: the successor is ready */
     TAKEOVER_PRECONNS,      /* version 4: sockets ahead of the pause */
     TAKEOVER_PREIMAGE,      /* version 5: the table ahead of the pause */
-    TAKEOVER_PRECOPIED      /* version 5: ... copied by the successor */
+    TAKEOVER_PRECOPIED,     /* version 5: ... copied by the successor */
+    TAKEOVER_UNIT_LISTENERS /* version 6: listeners a .socket unit holds */
 };
 
 /* The other side of a takeover. */

@@ -1,0 +1,246 @@
+"""Debian's own systemd for a test: booted as PID 1 of new pid, mount and
+cgroup namespaces, so that units, the package's scripts and every
+`systemctl` verb meet the real service manager, not a played one.
+
+    sd = Systemd(workdir)       # workdir: outside /tmp (see below)
+    sd.boot()                   # until `systemctl is-system-running`
+    sd.sh("dpkg -i x.deb")      # any command, inside the namespaces
+    sd.systemctl("reload", "memcached-pm")
+    sd.shutdown()               # SIGKILL to its PID 1 ends them all
+
+What the namespaces keep from the machine, and what they do not:
+- The network and the file systems are the machine's (the package is
+  installed on it: a test purges it again).  /tmp, /var/tmp and /run get
+  fresh tmpfs mounts inside, so systemd-tmpfiles, PrivateTmp= and the
+  units' runtime directories touch nothing outside; a path the test
+  shares with the namespace must therefore lie elsewhere (workdir).
+- Units that change the machine (sysctl, remount-fs, binfmt, modules,
+  tmpfiles, hwclock) are masked inside by bind-mounting /dev/null over
+  them; Docker's /usr/sbin/policy-rc.d, which forbids starting services,
+  says yes inside.
+- The cgroup tree is a new cgroup of the machine's cgroup2 hierarchy,
+  the namespace's root: systemd's slices land there, removed at the end.
+- systemd boots into an empty target (and journald, to read its log):
+  nothing else starts.
+
+unavailable() says why it cannot run here (not root, no cgroup2, no
+unshare or systemd): a test then skips, saying so."""
+
+import itertools
+import os
+import shutil
+import subprocess
+import time
+
+SYSTEMD = "/lib/systemd/systemd"
+MASKED = ["systemd-sysctl.service", "systemd-remount-fs.service",
+          "systemd-binfmt.service", "proc-sys-fs-binfmt_misc.automount",
+          "systemd-modules-load.service", "systemd-tmpfiles-setup.service",
+          "systemd-tmpfiles-setup-dev.service",
+          "systemd-tmpfiles-clean.timer", "hwclock.service",
+          "systemd-hwdb-update.service", "systemd-udevd.service",
+          "systemd-udev-trigger.service", "systemd-random-seed.service",
+          "systemd-update-utmp.service", "systemd-journal-flush.service"]
+TARGET = "mcpm-test.target"
+
+BOOT = """#!/bin/sh
+set -e
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /var/tmp
+mount -t tmpfs tmpfs /run
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+for u in %(masked)s; do
+    if [ -e /lib/systemd/system/$u ]; then
+        mount --bind /dev/null /lib/systemd/system/$u
+    fi
+done
+if [ -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\\nexit 0\\n' > /run/policy-rc.d
+    chmod 755 /run/policy-rc.d
+    mount --bind /run/policy-rc.d /usr/sbin/policy-rc.d
+fi
+mkdir -p /run/systemd/system
+cat > /run/systemd/system/%(target)s <<EOF
+[Unit]
+Description=a test's empty target
+Wants=systemd-journald.socket systemd-journald.service
+EOF
+exec %(systemd)s --system --unit=%(target)s --log-target=journal-or-kmsg
+"""
+
+_serial = itertools.count()
+
+
+def cgroup2_root():
+    """Where the machine mounts its cgroup2 hierarchy, or None."""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            dev, path, kind = line.split()[:3]
+            if kind == "cgroup2":
+                return path
+    return None
+
+
+def unavailable():
+    """Why systemd cannot boot for a test here, or None."""
+    if os.geteuid() != 0:
+        return "not root: namespaces and mounts need it"
+    for tool in ("unshare", "nsenter"):
+        if shutil.which(tool) is None:
+            return "no %s (util-linux)" % tool
+    if not os.access(SYSTEMD, os.X_OK):
+        return "no %s (Debian's systemd package)" % SYSTEMD
+    if cgroup2_root() is None:
+        return "no cgroup2 hierarchy mounted"
+    return None
+
+
+class Systemd:
+    def __init__(self, workdir):
+        self.workdir = str(workdir)
+        self.proc = None
+        self.pid = None
+        root = cgroup2_root()
+        self.cgroup = os.path.join(
+            root, "mcpm-systemd-%d-%d" % (os.getpid(), next(_serial)))
+
+    # -- the machine ---------------------------------------------------
+
+    def boot(self, timeout=60.0):
+        os.makedirs(self.workdir, exist_ok=True)
+        script = os.path.join(self.workdir, "boot.sh")
+        with open(script, "w") as f:
+            f.write(BOOT % {"masked": " ".join(MASKED), "target": TARGET,
+                            "systemd": SYSTEMD})
+        os.mkdir(self.cgroup)
+        procs = os.path.join(self.cgroup, "cgroup.procs")
+
+        def into_cgroup():
+            with open(procs, "w") as f:
+                f.write("0")
+
+        self.log = open(os.path.join(self.workdir, "boot.log"), "wb")
+        self.proc = subprocess.Popen(
+            ["unshare", "--cgroup", "--pid", "--fork", "--mount",
+             "--propagation", "private", "--mount-proc", "sh", script],
+            stdin=subprocess.DEVNULL, stdout=self.log,
+            stderr=subprocess.STDOUT, preexec_fn=into_cgroup)
+        deadline = time.monotonic() + timeout
+        while self.pid is None:
+            self.pid = self._pid1()
+            self._check_alive(deadline, "systemd to start")
+        while True:
+            r = self.sh("systemctl is-system-running", check=False,
+                        timeout=timeout)
+            if r.stdout.strip() in ("running", "degraded"):
+                return self
+            self._check_alive(deadline, "systemd to finish booting (%s)"
+                              % r.stdout.strip())
+
+    def _check_alive(self, deadline, what):
+        if self.proc.poll() is not None:
+            raise RuntimeError("systemd's namespace ended (%s): %s"
+                               % (self.proc.returncode, self.boot_log()))
+        if time.monotonic() > deadline:
+            raise RuntimeError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+    def _pid1(self):
+        """The namespace's PID 1 as the machine numbers it: unshare's
+        child."""
+        try:
+            with open("/proc/%d/task/%d/children"
+                      % (self.proc.pid, self.proc.pid)) as f:
+                kids = f.read().split()
+        except FileNotFoundError:
+            return None
+        if not kids:
+            return None
+        try:
+            with open("/proc/%s/comm" % kids[0]) as f:
+                comm = f.read().strip()
+        except FileNotFoundError:
+            return None
+        return int(kids[0]) if comm == "systemd" else None
+
+    def boot_log(self):
+        with open(os.path.join(self.workdir, "boot.log"), "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def shutdown(self):
+        """SIGKILL to PID 1 ends every process of the namespace; then the
+        cgroups it made go."""
+        if self.proc is None:
+            return
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, 9)
+            except ProcessLookupError:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        self.log.close()
+        self.proc = None
+        deadline = time.monotonic() + 30
+        while os.path.exists(self.cgroup):
+            for top, dirs, _ in os.walk(self.cgroup, topdown=False):
+                try:
+                    os.rmdir(top)
+                except OSError:     # processes still leaving it
+                    pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("cgroup %s is not empty" % self.cgroup)
+            time.sleep(0.01)
+
+    # -- commands inside -----------------------------------------------
+
+    def sh(self, cmd, check=True, timeout=120, env=None, input=None):
+        """Run a shell command inside the namespaces (as root)."""
+        r = subprocess.run(["nsenter", "-t", str(self.pid), "-m", "-p",
+                            "--", "sh", "-c", cmd], capture_output=True,
+                           text=True, timeout=timeout, input=input,
+                           env=dict(os.environ, **(env or {})))
+        if check and r.returncode != 0:
+            raise AssertionError("inside systemd's namespace, %r: exit %d\n"
+                                 "%s%s" % (cmd, r.returncode, r.stdout,
+                                           r.stderr))
+        return r
+
+    def write(self, path, text):
+        """A file inside the namespaces (its directories made)."""
+        d = os.path.dirname(path)
+        self.sh("mkdir -p '%s' && cat > '%s'" % (d, path), input=text)
+
+    def systemctl(self, *args, check=True, timeout=120):
+        return self.sh("systemctl --no-pager " + " ".join(args),
+                       check=check, timeout=timeout)
+
+    def show(self, unit, prop):
+        return self.systemctl("show", "-P", prop, unit).stdout.strip()
+
+    def main_pid(self, unit):
+        """The unit's main process as the namespace numbers it (as the
+        server's `stats` pid does); 0: none."""
+        return int(self.show(unit, "MainPID"))
+
+    def failed(self):
+        """Units in the failed state."""
+        r = self.systemctl("list-units", "--state=failed", "--plain",
+                           "--no-legend")
+        return [line.split()[0] for line in r.stdout.splitlines()
+                if line.strip()]
+
+    def journal(self, since_cursor=None):
+        """systemd's and the units' log, from a cursor on (cursor())."""
+        args = "journalctl --no-pager -o short-monotonic"
+        if since_cursor:
+            args += " --after-cursor='%s'" % since_cursor
+        return self.sh(args, check=False).stdout
+
+    def cursor(self):
+        r = self.sh("journalctl -n 0 --show-cursor --no-pager", check=False)
+        for line in r.stdout.splitlines():
+            if line.startswith("-- cursor: "):
+                return line[len("-- cursor: "):]
+        return None
