@@ -85,6 +85,9 @@ class Keys:
         for k in counters:
             self.states[k] = {ABSENT}
         self.seen = {}          # key -> (sid, cas) read by a gets
+        # key -> the values of writes in flight at a fault, which may
+        # show until the recovery after it ends (in_flight())
+        self.pending = {}
         self.sid = 0
         self.hist = {k: collections.deque(maxlen=HISTORY)
                      for k in self.states}
@@ -100,6 +103,7 @@ class Keys:
         for k in self.states:
             self.states[k] = {ABSENT}
         self.seen.clear()
+        self.pending.clear()
 
     def volatile(self):
         """A restart under tier_policy=capacity: anything may be gone."""
@@ -134,8 +138,9 @@ class Keys:
         states = self._aged(self.states[key], op)
         if view.evict:
             states = states | {ABSENT}
+        late = self.pending.get(key, set()) if view.rec else set()
         out = set()
-        for s in states:
+        for s in states | late:
             for n in self._step(key, s, op, reply):
                 out.add(n)
             if view.rec:
@@ -148,6 +153,10 @@ class Keys:
         if not out:
             raise Violation(self._name(key, states, op, reply), key,
                             self._explain(key, states, op, reply))
+        reads = op.kind in ("get", "gets", "gat", "touch")
+        if not view.rec or not reads or (reply is not None and
+                                         any(p in out for p in late)):
+            self.pending.pop(key, None)     # no longer, or it showed
         self._count(key, states, op, reply, view)
         self.wrote[key].extend((n[2], n[1]) for n in out
                                if n is not ABSENT and n[0] > sid0)
@@ -158,7 +167,13 @@ class Keys:
 
     def in_flight(self, key, op):
         """A request whose reply never came (its connection broke): the
-        key may be as before or as after it."""
+        key may be as before or as after it.  A crash can also leave its
+        item in the file beside the older copy it was replacing (it came
+        between the two); the recovery may link the older copy first and
+        the newer one later (chunked values last of all), so until the
+        recovery ends the write may still show even after a read found
+        the key as before (pending; the node never serves a value older
+        than the last one acknowledged)."""
         sid0 = self.sid
         self.made = {}
         states = self._aged(self.states[key], op)
@@ -170,6 +185,8 @@ class Keys:
         self.hist[key].append((op.sent, repr(op), "(no reply)"))
         self.wrote[key].extend((n[2], n[1]) for n in out
                                if n is not ABSENT and n[0] > sid0)
+        self.pending.setdefault(key, set()).update(
+            n for n in out if n is not ABSENT and n[0] > sid0)
         self.states[key] = out
 
     def _aged(self, states, op):

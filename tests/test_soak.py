@@ -66,6 +66,35 @@ def test_a_deleted_key_never_comes_back():
         "resurrected"
 
 
+def test_a_write_in_flight_at_a_crash_may_show_until_the_recovery_ends():
+    """The crash can leave the write's item beside the older copy it was
+    replacing; the recovery may link the older first.  So while it runs a
+    read may give the old value and a later one the new; once it has
+    ended (or the key was written again) the value stays as read."""
+    k = Keys([b"k"])
+    told(k, "set", "STORED", value=b"v1")
+    k.in_flight(b"k", op("replace", value=b"v2"))
+    told(k, "get", hit(b"v1"), RECOVERING)
+    told(k, "touch", "TOUCHED", RECOVERING, exptime=0)
+    told(k, "get", hit(b"v2"), RECOVERING)
+    assert verdict(lambda: told(k, "get", hit(b"v1"), RECOVERING)) == \
+        "stale"
+    # the recovery over, nothing shows late
+    k = Keys([b"k"])
+    told(k, "set", "STORED", value=b"v1")
+    k.in_flight(b"k", op("replace", value=b"v2"))
+    told(k, "get", hit(b"v1"))
+    assert verdict(lambda: told(k, "get", hit(b"v2"))) == "stale"
+    # nor after a write acknowledged since
+    k = Keys([b"k"])
+    told(k, "set", "STORED", value=b"v1")
+    k.in_flight(b"k", op("replace", value=b"v2"))
+    told(k, "get", hit(b"v1"), RECOVERING)
+    told(k, "set", "STORED", RECOVERING, value=b"v3")
+    assert verdict(lambda: told(k, "get", hit(b"v2"), RECOVERING)) == \
+        "stale"
+
+
 def test_a_miss_while_recovering_changes_nothing():
     k = Keys([b"k"])
     told(k, "set", "STORED", value=b"v")

@@ -24,8 +24,12 @@
  * shutdown was clean), it is neither expired nor flushed, and no copy of
  * its key is newer: neither one in the table (a twin the crash left, or
  * a value stored since the start) nor a removal since the start
- * (storage/index/tomb.h).  A key not linked yet is a miss; no older
- * value is ever served.  Every chunk that does not come back is freed
+ * (storage/index/tomb.h).  A key not linked yet is a miss; no value
+ * older than the last one acknowledged is ever served.  (A crash
+ * between a store's commit and the clear of the copy it replaces, a
+ * store whose reply never went out, leaves both: the older may be linked
+ * first and answer until the newer is read back, chunked values last of
+ * all; then the newer wins.)  Every chunk that does not come back is freed
  * and its commit word cleared and persisted, so it cannot come back
  * later.
  */
