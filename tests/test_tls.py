@@ -28,7 +28,8 @@ def openssl(*args, cwd):
 
 
 def make_cert(d, name, cn, ca="ca"):
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key",
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-nodes", "-keyout", name + ".key",
             "-out", name + ".csr", "-subj", "/CN=" + cn, cwd=d)
     openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt",
             "-CAkey", ca + ".key", "-CAcreateserial", "-out", name + ".crt",
@@ -38,7 +39,8 @@ def make_cert(d, name, cn, ca="ca"):
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     d = tmp_path_factory.mktemp("tls")
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:P-256", "-nodes", "-keyout",
             "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca",
             cwd=d)
     make_cert(d, "server", "localhost")
