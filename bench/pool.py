@@ -24,9 +24,9 @@ and times every request.  After two seconds of steady state, the event:
                   the proxy by mcload, the node killed (SIGKILL) and
                   started again 100 ms later as systemd's Restart= does
                   (RestartSec=100ms, contrib/'s units); memcached-pm under
-                  a service manager played here (tests/svcman.py) that
-                  keeps its listener, so that clients queue while it is
-                  down; memcached has no socket activation: its port
+                  Debian's systemd (as rolling-systemd), whose socket
+                  unit keeps its listener, so that clients queue while
+                  it is down; memcached has no socket activation: its port
                   refuses until it listens again.  Proxy layer only; per
                   half second of every server, OUT/crash.md tables the
                   requests, hits, misses and failures
@@ -39,10 +39,13 @@ and times every request.  After two seconds of steady state, the event:
                   after running under the oldest build it takes over from
                   (script/build-handover-prev); memcached has one build,
                   so for it this is a rolling restart again
-  rolling-systemd memcached-pm only: each node a service of a service
-                  manager played here (tests/svcman.py: a .socket unit's
-                  listener and the fd store, as contrib/'s units), and
-                  restarted as `systemctl restart` does
+  rolling-systemd memcached-pm only: each node a service of Debian's
+                  systemd, booted for the run in namespaces of its own
+                  (tests/realsystemd.py: a .socket unit's listener and
+                  the fd store, as contrib/'s units), and each in turn
+                  restarted by `systemctl restart`
+  reload-systemd  the same, each node in turn reloaded by `systemctl
+                  reload` (a takeover inside the unit)
   rolling-plain   memcached-pm only: stopped with SIGTERM and started, no
                   takeover (the port refuses meanwhile)
   upgrade-layout  memcached-pm only: as rolling-plain, from the build
@@ -94,6 +97,7 @@ import bisect
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -110,7 +114,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 import pylibmc  # noqa: E402
 from nutcracker_conf import nutcracker_conf  # noqa: E402
 from pool_pylibmc import POOL_BEHAVIORS  # noqa: E402
-from svcman import ServiceManager  # noqa: E402
+import realsystemd  # noqa: E402
 
 BUCKET = 0.5            # seconds per sample
 STEADY = 2.0            # seconds before the event
@@ -118,9 +122,11 @@ VALUE = b"v" * 100
 SERVERS = ("mcpm", "memcached", "memcached-e")
 LAYERS = ("proxy", "ketama", "dalli")
 SCENARIOS = ("kill", "crash", "rolling", "upgrade", "rolling-systemd",
+             "reload-systemd",
              "rolling-plain", "upgrade-layout", "migrate-e", "migrate-warm",
              "migrate-cold")
-MCPM_ONLY = ("rolling-systemd", "rolling-plain", "upgrade-layout")
+MCPM_ONLY = ("rolling-systemd", "reload-systemd", "rolling-plain",
+             "upgrade-layout")
 # the pool each migration starts from: every node ends as memcached-pm
 MIGRATE = {"migrate-e": "memcached-e", "migrate-warm": "memcached",
            "migrate-cold": "memcached"}
@@ -152,9 +158,34 @@ def wait_until(cond, what, timeout=20.0):
         time.sleep(0.002)
 
 
+_systemd = None
+
+
+def systemd():
+    """Debian's systemd, booted once for the run in namespaces of its own
+    (tests/realsystemd.py), shut down at the end."""
+    global _systemd
+    if _systemd is None:
+        why = realsystemd.unavailable()
+        if why:
+            raise SystemExit("pool.py: systemd cannot boot here: " + why)
+        work = tempfile.mkdtemp(prefix="mcpm-pool-systemd-", dir="/var/lib")
+        _systemd = realsystemd.Systemd(work).boot()
+    return _systemd
+
+
+def systemd_down():
+    global _systemd
+    if _systemd is not None:
+        _systemd.shutdown()
+        shutil.rmtree(_systemd.workdir, ignore_errors=True)
+        _systemd = None
+
+
 class Node:
-    """One cache server on a fixed port (and file), restartable; under
-    systemd (a service manager played here) when managed."""
+    """One cache server on a fixed port (and file), restartable; a
+    service of Debian's systemd (its .socket unit, the fd store,
+    Restart=) when managed."""
 
     def __init__(self, kind, port, binary, tmp, managed=False,
                  takeover=True, mem=64):
@@ -167,12 +198,7 @@ class Node:
         self.err = open(os.path.join(tmp, "node-%d.log" % port), "ab")
         self.proc = None
         self.manager = None
-        if managed:
-            lst = socket.socket()
-            lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            lst.bind(("127.0.0.1", port))
-            lst.listen(1024)
-            self.manager = ServiceManager([("memcached-pm.socket", lst)])
+        self.managed = managed
 
     def argv(self, binary=None):
         if binary:
@@ -190,8 +216,14 @@ class Node:
     def start(self, binary=None):
         if binary:
             self.binary = binary
-        if self.manager:
-            self.proc = self.manager.start(self.argv())
+        if self.managed:
+            argv = self.argv()
+            if self.takeover:       # the unit names its own socket
+                argv = argv[:-2]
+            self.manager = realsystemd.Service(
+                systemd(), "mcpm-pool-%d" % self.port, self.port,
+                [os.path.abspath(argv[0])] + argv[1:])
+            self.manager.start()
             return
         self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL,
@@ -210,15 +242,14 @@ class Node:
 
     def crash(self):
         """SIGKILL, and started again RestartSec=100ms after its exit, as
-        systemd's Restart=on-failure does; under the played manager its
-        listener stays open meanwhile."""
+        systemd's Restart=on-failure does (under systemd, systemd itself,
+        its socket unit keeping the port meanwhile)."""
+        if self.manager:
+            self.manager.crash()
+            return
         self.proc.kill()
         self.proc.wait(30)
         time.sleep(0.1)                 # RestartSec=100ms
-        if self.manager:
-            self.manager.start(wait=False)
-            self.proc = self.manager.proc
-            return
         self.start()
 
     def take_over(self, binary=None):
@@ -236,7 +267,7 @@ class Node:
 
     def restart_seconds(self):
         """A clean restart: SIGTERM to the first reply of the next start
-        (under the service manager, to its READY=1)."""
+        (under systemd, `systemctl restart` to the first reply)."""
         t = time.monotonic()
         if self.manager:
             self.manager.restart()
@@ -247,7 +278,7 @@ class Node:
 
     def remove(self):
         if self.manager:
-            self.manager.close()
+            self.manager.stop()
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -535,7 +566,9 @@ def event(scenario, nodes, binaries, tmp):
         nodes[0].crash()
         return
     for n in nodes:
-        if n.manager:
+        if n.manager and scenario == "reload-systemd":
+            n.manager.reload()
+        elif n.manager:
             n.manager.restart()
         elif n.kind == "mcpm" and scenario in ("rolling", "upgrade"):
             n.take_over(binaries["to"])
@@ -584,7 +617,8 @@ def binaries_for(kind, scenario, args):
 
 def run_one(kind, layer, scenario, args, tmp):
     bins = binaries_for(kind, scenario, args)
-    managed = kind == "mcpm" and scenario in ("rolling-systemd", "crash")
+    managed = kind == "mcpm" and scenario in ("rolling-systemd",
+                                              "reload-systemd", "crash")
     # the build before the last layout change has no takeover
     start_kind = MIGRATE.get(scenario, kind)
     # room for the keys and their 100-byte values, in either server,
@@ -856,4 +890,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        systemd_down()

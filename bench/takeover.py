@@ -6,7 +6,8 @@ clean restart of the same node, at a given item count.
         [--value-size 32] [--rounds 3] [--json FILE]
         [--server-args "FLAGS"]
     python3 bench/takeover.py --connections 0,1000,5000,10000,18000
-        [--takeovers 10] [--clients 4] [--systemd] [--json FILE]
+        [--takeovers 10] [--clients 4] [--systemd [--verb restart]]
+        [--json FILE]
 
 One memcached-pm with N items in a memory file (`-e <dir>/... -m <sized
 for N> -o takeover=<socket>`), loaded by mcload (--preload, pipelined).
@@ -32,8 +33,9 @@ Needs about 140 bytes of --dir per item.
 With --connections, the pause against the connections a node holds
 instead (bench/takeover_conns.py): for each N, N idle connections each
 checked after, --clients active clients, a probe, and --takeovers
-takeovers in a row, by -o takeover or (--systemd) by reloads under the
-played service manager of tests/svcman.py.
+takeovers in a row, by -o takeover or (--systemd) by `systemctl
+reload` (or --verb restart: `systemctl restart`) of a service of
+Debian's systemd, booted for the run (tests/realsystemd.py).
 """
 
 import argparse
@@ -144,6 +146,8 @@ def main():
     ap.add_argument("--takeovers", type=int, default=10)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--systemd", action="store_true")
+    ap.add_argument("--verb", choices=("reload", "restart"),
+                    default="reload")
     args = ap.parse_args()
     args.mcpm, args.mcload = binaries(ROOT)
     if args.connections:

@@ -13,9 +13,11 @@ in a memory file) with:
                        takeover's pause.
 
 then --takeovers T takeovers in a row: a new process with the same
-command line (plain), or under --systemd, the played service manager of
-tests/svcman.py (the listener from a .socket unit, the fd store) asked to
-reload (ExecReload=/bin/kill -USR2 $MAINPID).  Prints, for each N, the
+command line (plain), or with --systemd, a service of Debian's systemd
+(tests/realsystemd.py: the listener from a .socket unit, the fd store)
+reloaded (ExecReload=/bin/kill -USR2 $MAINPID), or with --verb restart,
+restarted: stopped and started, its connections waiting in the fd
+store.  Prints, for each N, the
 pause of every takeover, their median and worst, the clients' longest
 request, and any request failed or missed and connection closed.
 """
@@ -23,6 +25,7 @@ request, and any request failed or missed and connection closed.
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -108,28 +111,39 @@ class Plain:
 
 
 class Systemd:
-    """A node under the played service manager: its listener from a
-    .socket unit, each takeover a reload."""
+    """A node as a service of Debian's systemd, booted for it in
+    namespaces of its own (tests/realsystemd.py): its listener from a
+    .socket unit, the fd store as big as the node's connections, each
+    takeover `systemctl reload` (or, with --verb restart, `systemctl
+    restart`: a stop and a start, the connections waiting in the fd
+    store)."""
 
-    def __init__(self, cmd, port):
+    def __init__(self, cmd, port, n, verb):
         sys.path.insert(0, os.path.join(ROOT, "tests"))
-        from svcman import ServiceManager
-        lst = socket.socket()
-        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        lst.bind(("127.0.0.1", port))
-        lst.listen(1024)
-        self.m = ServiceManager([("memcached-pm.socket", lst)],
-                                fdstore_max=1024)
-        self.m.start(cmd, timeout=60)
+        import realsystemd
+        why = realsystemd.unavailable()
+        if why:
+            sys.exit("takeover.py: systemd cannot boot here: " + why)
+        self.work = tempfile.mkdtemp(prefix="mcpm-takeover-systemd-",
+                                     dir="/var/lib")
+        self.sd = realsystemd.Systemd(self.work).boot()
+        # the unit names its own takeover socket
+        i = cmd.index("-o")
+        cmd = cmd[:i] + cmd[i + 2:]
+        self.verb = verb
+        self.unit = realsystemd.Service(self.sd, "mcpm-takeover-%d" % port,
+                                        port, cmd, fdstore=n + 100)
+        self.unit.start(timeout=120)
 
     def take_over(self):
-        self.m.reload(timeout=120)
-        if self.m.ended:
-            sys.exit("takeover.py: the service ended in a reload")
+        t = time.monotonic()
+        getattr(self.unit, self.verb)(timeout=120)
+        return time.monotonic() - t
 
     def stop(self):
-        self.m.stop()
-        self.m.close()
+        self.unit.stop()
+        self.sd.shutdown()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def one_size(args, n, tmp):
@@ -141,7 +155,8 @@ def one_size(args, n, tmp):
     if os.geteuid() == 0:
         cmd += ["-u", "root"]
     cmd += args.server_args.split()
-    node = (Systemd if args.systemd else Plain)(cmd, port)
+    node = Systemd(cmd, port, n, args.verb) if args.systemd else \
+        Plain(cmd, port)
     idle, clients = [], None
     try:
         load = subprocess.run(
@@ -199,7 +214,7 @@ def run(args):
     fd_room(max(sizes) + 300)
     rows = []
     print("== %s, %d takeovers at each size, %d clients, probe GETs"
-          % ("under the played systemd (reload)" if args.systemd
+          % ("under systemd (%s)" % args.verb if args.systemd
              else "-o takeover", args.takeovers, args.clients), flush=True)
     with tempfile.TemporaryDirectory(prefix="mcpm-takeover-") as tmp:
         for n in sizes:

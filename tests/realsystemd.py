@@ -244,3 +244,95 @@ class Systemd:
             if line.startswith("-- cursor: "):
                 return line[len("-- cursor: "):]
         return None
+
+
+class Service:
+    """A memcached-pm service and its .socket unit written for a test or
+    a benchmark under `sd`, as contrib/'s units run it (Type=notify, the
+    socket unit's listener, the fd store, ExecReload= a takeover,
+    Restart=on-failure after 100 ms), running `argv` with
+    -o takeover=<its runtime directory>/t.sock added and -v, whose lines
+    say each takeover."""
+
+    def __init__(self, sd, name, port, argv, env=(), fdstore=4200,
+                 access="all"):
+        self.sd, self.name, self.port = sd, name, port
+        self.unit = name + ".service"
+        env = list(env) + ["%s=%s" % (k, os.environ[k])
+                           for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")
+                           if k in os.environ]
+        cmd = list(argv) + ["-o", "takeover=/run/%s/t.sock" % name, "-v"]
+        sd.write("/run/systemd/system/%s.socket" % name,
+                 "[Socket]\nListenStream=127.0.0.1:%d\nBacklog=1024\n"
+                 % port)
+        sd.write("/run/systemd/system/%s" % self.unit,
+                 "[Service]\nType=notify\nNotifyAccess=%s\n"
+                 "ExecStart=%s\nExecReload=/bin/kill -USR2 $MAINPID\n"
+                 "RuntimeDirectory=%s\nFileDescriptorStoreMax=%d\n"
+                 "Environment=FDSTORE=%d\nLimitNOFILE=%d\n"
+                 "Restart=on-failure\nRestartSec=100ms\nTimeoutStopSec=60\n"
+                 "%s" % (access, " ".join(cmd), name, fdstore, fdstore,
+                         2 * fdstore + 1000,
+                         "".join("Environment=%s\n" % e for e in env)))
+        sd.systemctl("daemon-reload")
+
+    def main_pid(self):
+        return self.sd.main_pid(self.unit)
+
+    def start(self, timeout=30.0):
+        r = self.sd.systemctl("start", self.name + ".socket", self.unit,
+                              check=False)
+        if r.returncode != 0:
+            raise RuntimeError("%s did not start:\n%s" % (
+                self.unit, self.sd.sh("journalctl --no-pager -n 40 -u %s"
+                                      % self.unit, check=False).stdout))
+        self._until(lambda: self.main_pid() > 0 and self._serves(),
+                    timeout, "%s to serve" % self.unit)
+
+    def reload(self, timeout=30.0):
+        """systemctl reload, until the main process has taken the node
+        back from its successor (the same pid)."""
+        main, cursor = self.main_pid(), self.sd.cursor()
+        self.sd.systemctl("reload", self.unit)
+        mark = "[%d]: takeover: serving in place of pid" % main
+        self._until(lambda: mark in self.sd.journal(cursor), timeout,
+                    "the reload of %s" % self.unit)
+
+    def restart(self, timeout=30.0):
+        main = self.main_pid()
+        r = self.sd.systemctl("restart", self.unit, check=False)
+        if r.returncode != 0:
+            raise RuntimeError("%s did not restart:\n%s" % (
+                self.unit, self.sd.sh("journalctl --no-pager -n 40 -u %s"
+                                      % self.unit, check=False).stdout))
+        self._until(lambda: self.main_pid() not in (0, main) and
+                    self._serves(), timeout, "the restart of " + self.unit)
+
+    def crash(self, timeout=30.0):
+        """SIGKILL of the main process; Restart= starts it again."""
+        main = self.main_pid()
+        self.sd.sh("kill -9 %d" % main)
+        self._until(lambda: self.main_pid() not in (0, main) and
+                    self._serves(), timeout, "Restart= of " + self.unit)
+
+    def stop(self):
+        self.sd.systemctl("stop", self.unit, self.name + ".socket",
+                          check=False)
+
+    def _serves(self):
+        import socket
+        try:
+            with socket.create_connection(("127.0.0.1", self.port),
+                                          1) as s:
+                s.sendall(b"version\r\n")
+                return s.recv(64).startswith(b"VERSION ")
+        except OSError:
+            return False
+
+    @staticmethod
+    def _until(cond, timeout, what):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise RuntimeError("timed out waiting for " + what)
+            time.sleep(0.005)

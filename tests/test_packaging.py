@@ -189,7 +189,7 @@ def with_conf(argv, path):
 @pytest.mark.mcpm
 @pytest.mark.parametrize("unit, settings", [
     ("memcached-pm.service", {"maxconns": "1024", "num_threads": "4"}),
-    ("memcached-pm@.service", {"maxconns": "4096", "num_threads": "4",
+    ("memcached-pm@.service", {"maxconns": "1024", "num_threads": "4",
                                "memory_file_max_downtime": "300"}),
 ])
 def test_unit_starts_the_server_its_conf_describes(server_factory, binary,
