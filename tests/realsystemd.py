@@ -261,7 +261,7 @@ class Service:
         env = list(env) + ["%s=%s" % (k, os.environ[k])
                            for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")
                            if k in os.environ]
-        cmd = list(argv) + ["-o", "takeover=/run/%s/t.sock" % name, "-v"]
+        cmd = list(argv) + ["-o", "takeover=/run/%s/t.sock" % name]
         sd.write("/run/systemd/system/%s.socket" % name,
                  "[Socket]\nListenStream=127.0.0.1:%d\nBacklog=1024\n"
                  % port)
@@ -289,13 +289,16 @@ class Service:
         self._until(lambda: self.main_pid() > 0 and self._serves(),
                     timeout, "%s to serve" % self.unit)
 
+    def status(self):
+        return self.sd.show(self.unit, "StatusText")
+
     def reload(self, timeout=30.0):
         """systemctl reload, until the main process has taken the node
-        back from its successor (the same pid)."""
-        main, cursor = self.main_pid(), self.sd.cursor()
+        back from its successor (the same pid, its status counting one
+        reload more)."""
+        was = self.status()
         self.sd.systemctl("reload", self.unit)
-        mark = "[%d]: takeover: serving in place of pid" % main
-        self._until(lambda: mark in self.sd.journal(cursor), timeout,
+        self._until(lambda: self.status() != was, timeout,
                     "the reload of %s" % self.unit)
 
     def restart(self, timeout=30.0):

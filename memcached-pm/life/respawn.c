@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -22,13 +23,18 @@ static char exe[PATH_MAX];      /* the path, not the file: an upgrade
                                    replaces what is there */
 static char **args;             /* the command line, NULL-terminated */
 static pid_t child;             /* the last successor started */
+static unsigned long reloads;   /* images this pid took the node back in
+                                   (MCPM_RELOADS, set for the next) */
 
 void
 respawn_remember(int argc, char **argv)
 {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
+    const char *r = getenv("MCPM_RELOADS");
+
     exe[n > 0 ? n : 0] = '\0';
+    reloads = r != NULL ? strtoul(r, NULL, 10) : 0;
     if ((args = calloc((size_t)argc + 1, sizeof(*args))) == NULL) {
         return;
     }
@@ -89,6 +95,10 @@ respawn_exec(void)
     struct timespec tick = { 0, 10000000 };
     sigset_t none;
 
+    char n[24];
+
+    snprintf(n, sizeof(n), "%lu", reloads + 1);
+    setenv("MCPM_RELOADS", n, 1);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     /* an upgrade renames the new binary into place: the path is either
@@ -101,6 +111,12 @@ respawn_exec(void)
         nanosleep(&tick, NULL);
     }
     log_error("cannot start %s again: %s", exe, strerror(errno));
+}
+
+unsigned long
+respawn_reloads(void)
+{
+    return reloads;
 }
 
 void

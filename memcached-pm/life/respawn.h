@@ -35,6 +35,12 @@ bool respawn_returns(pid_t pid);
  * command line.  Returns only if that cannot be done (logged). */
 void respawn_exec(void);
 
+/* How many reloads this pid has taken the node back in (its images
+ * count them for one another through MCPM_RELOADS): the unit's status
+ * says it, so that `systemctl show -P StatusText` tells when a reload
+ * has ended. */
+unsigned long respawn_reloads(void);
+
 /* SIGCHLD: collect successors that have exited (logging a bad end). */
 void respawn_reap(void);
 

@@ -487,6 +487,12 @@ succession_serving(void)
 {
     size_t n = sc.conns.nconns;
 
+    /* the successor a unit's main process started, which hands the
+     * node back to it (respawn.h) */
+    bool returns = sdaemon_notifying() && sc.pred.version >= 6 &&
+                   getppid() == sc.pred.pid;
+    char ready[64];
+
     if (sc.pred.fd >= 0) {
         /* Until this is said the node taken over from may serve again:
          * not a byte is read from its connections before. */
@@ -498,12 +504,11 @@ succession_serving(void)
         sc.pred.fd = -1;
         log_info("takeover: serving in place of pid %d, with its %zu "
                  "connections", (int)sc.pred.pid, n);
-        if (sdaemon_notifying() && !(sc.pred.version >= 6 &&
-                                     getppid() == sc.pred.pid)) {
+        if (sdaemon_notifying() && !returns) {
             /* the unit's main process now (the node taken over from says
              * so too); needs NotifyAccess=all until the manager agrees.
              * Not so for the successor a main process started itself,
-             * which takes the node back (respawn.h). */
+             * which hands the node back (respawn.h). */
             char msg[32];
 
             snprintf(msg, sizeof(msg), "MAINPID=%d", (int)getpid());
@@ -521,7 +526,13 @@ succession_serving(void)
     if (sdaemon_fdstore()) {
         store_listeners();
     }
-    sdaemon_notify("READY=1", NULL, 0);
+    if (returns) {
+        snprintf(ready, sizeof(ready), "READY=1");
+    } else {
+        snprintf(ready, sizeof(ready), "READY=1\nSTATUS=serving, %lu "
+                 "reloads", respawn_reloads());
+    }
+    sdaemon_notify(ready, NULL, 0);
 }
 
 /* ---- handing on ------------------------------------------------------- */
