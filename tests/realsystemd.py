@@ -12,8 +12,9 @@ What the namespaces keep from the machine, and what they do not:
 - The network and the file systems are the machine's (the package is
   installed on it: a test purges it again).  /tmp, /var/tmp and /run get
   fresh tmpfs mounts inside, so systemd-tmpfiles, PrivateTmp= and the
-  units' runtime directories touch nothing outside; a path the test
-  shares with the namespace must therefore lie elsewhere (workdir).
+  units' runtime directories touch nothing outside; the checkout this
+  file is in (and each path of `shared`) is mounted back over them if it
+  lies under /tmp or /var/tmp, as a fresh clone in CI does.
 - Units that change the machine (sysctl, remount-fs, binfmt, modules,
   tmpfiles, hwclock) are masked inside by bind-mounting /dev/null over
   them; Docker's /usr/sbin/policy-rc.d, which forbids starting services,
@@ -33,6 +34,7 @@ import subprocess
 import time
 
 SYSTEMD = "/lib/systemd/systemd"
+REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 MASKED = ["systemd-sysctl.service", "systemd-remount-fs.service",
           "systemd-binfmt.service", "proc-sys-fs-binfmt_misc.automount",
           "systemd-modules-load.service", "systemd-tmpfiles-setup.service",
@@ -45,8 +47,12 @@ TARGET = "mcpm-test.target"
 
 BOOT = """#!/bin/sh
 set -e
+mkdir -p %(work)s/host-tmp %(work)s/host-var-tmp
+mount --rbind /tmp %(work)s/host-tmp
+mount --rbind /var/tmp %(work)s/host-var-tmp
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /var/tmp
+%(shares)s
 mount -t tmpfs tmpfs /run
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 for u in %(masked)s; do
@@ -96,8 +102,11 @@ def unavailable():
 
 
 class Systemd:
-    def __init__(self, workdir):
+    def __init__(self, workdir, shared=()):
         self.workdir = str(workdir)
+        # host paths the namespace must see although they lie under its
+        # fresh /tmp or /var/tmp (a checkout and its builds, say)
+        self.shared = [os.path.realpath(p) for p in shared] + [REPO]
         self.proc = None
         self.pid = None
         root = cgroup2_root()
@@ -111,7 +120,8 @@ class Systemd:
         script = os.path.join(self.workdir, "boot.sh")
         with open(script, "w") as f:
             f.write(BOOT % {"masked": " ".join(MASKED), "target": TARGET,
-                            "systemd": SYSTEMD})
+                            "systemd": SYSTEMD, "work": self.workdir,
+                            "shares": self._shares()})
         os.mkdir(self.cgroup)
         procs = os.path.join(self.cgroup, "cgroup.procs")
 
@@ -136,6 +146,19 @@ class Systemd:
                 return self
             self._check_alive(deadline, "systemd to finish booting (%s)"
                               % r.stdout.strip())
+
+    def _shares(self):
+        """Bind-mount each shared path under /tmp or /var/tmp back over
+        the namespace's fresh tmpfs."""
+        lines = []
+        for path in self.shared:
+            for top, host in (("/tmp/", "host-tmp"),
+                              ("/var/tmp/", "host-var-tmp")):
+                if path.startswith(top):
+                    lines.append("mkdir -p '%s'\nmount --rbind '%s/%s/%s' '%s'"
+                                 % (path, self.workdir, host,
+                                    path[len(top):], path))
+        return "\n".join(lines)
 
     def _check_alive(self, deadline, what):
         if self.proc.poll() is not None:
