@@ -16,9 +16,12 @@ What the namespaces keep from the machine, and what they do not:
   file is in (and each path of `shared`) is mounted back over them if it
   lies under /tmp or /var/tmp, as a fresh clone in CI does.
 - Units that change the machine (sysctl, remount-fs, binfmt, modules,
-  tmpfiles, hwclock) are masked inside by bind-mounting /dev/null over
-  them; Docker's /usr/sbin/policy-rc.d, which forbids starting services,
-  says yes inside.
+  tmpfiles, sysusers, hwclock) are masked inside by bind-mounting
+  /dev/null over them, and what the targets a service depends on would
+  start beside it (sysinit, basic, timers such as fstrim's and apt's,
+  paths, sockets, local-fs) hidden by an empty directory over their
+  .wants; Docker's /usr/sbin/policy-rc.d, which forbids starting
+  services, says yes inside.
 - The cgroup tree is a new cgroup of the machine's cgroup2 hierarchy,
   the namespace's root: systemd's slices land there, removed at the end.
 - systemd boots into an empty target (and journald, to read its log):
@@ -42,7 +45,10 @@ MASKED = ["systemd-sysctl.service", "systemd-remount-fs.service",
           "systemd-tmpfiles-clean.timer", "hwclock.service",
           "systemd-hwdb-update.service", "systemd-udevd.service",
           "systemd-udev-trigger.service", "systemd-random-seed.service",
-          "systemd-update-utmp.service", "systemd-journal-flush.service"]
+          "systemd-update-utmp.service", "systemd-journal-flush.service",
+          "systemd-sysusers.service", "systemd-firstboot.service",
+          "systemd-machine-id-commit.service", "ldconfig.service",
+          "systemd-update-done.service", "systemd-journal-catalog-update.service"]
 TARGET = "mcpm-test.target"
 
 BOOT = """#!/bin/sh
@@ -55,6 +61,16 @@ mount -t tmpfs tmpfs /var/tmp
 %(shares)s
 mount -t tmpfs tmpfs /run
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
+# what a service's default dependencies would start beside it (users,
+# timers such as fstrim or apt's, mounts): nothing of it inside
+mkdir -p %(work)s/empty
+for t in sysinit basic timers paths sockets local-fs remote-fs; do
+    for d in /lib/systemd/system /etc/systemd/system; do
+        if [ -d $d/$t.target.wants ]; then
+            mount --bind %(work)s/empty $d/$t.target.wants
+        fi
+    done
+done
 for u in %(masked)s; do
     if [ -e /lib/systemd/system/$u ]; then
         mount --bind /dev/null /lib/systemd/system/$u
@@ -272,44 +288,71 @@ class Systemd:
 class Service:
     """A memcached-pm service and its .socket unit written for a test or
     a benchmark under `sd`, as contrib/'s units run it (Type=notify, the
-    socket unit's listener, the fd store, ExecReload= a takeover,
+    socket unit's listeners, the fd store, ExecReload= a takeover,
     Restart=on-failure after 100 ms), running `argv` with
-    -o takeover=<its runtime directory>/t.sock added and -v, whose lines
-    say each takeover."""
+    -o takeover=<its runtime directory>/t.sock added (takeover=False:
+    not).  sockets: the socket unit's Listen lines (default: TCP on
+    127.0.0.1:port; empty: no socket unit); extra: more [Service] lines."""
 
     def __init__(self, sd, name, port, argv, env=(), fdstore=4200,
-                 access="all"):
+                 access="all", sockets=None, extra="", takeover=True):
         self.sd, self.name, self.port = sd, name, port
         self.unit = name + ".service"
+        if sockets is None:
+            sockets = ["ListenStream=127.0.0.1:%d" % port]
+        self.socket = name + ".socket" if sockets else None
         env = list(env) + ["%s=%s" % (k, os.environ[k])
                            for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")
                            if k in os.environ]
-        cmd = list(argv) + ["-o", "takeover=/run/%s/t.sock" % name]
-        sd.write("/run/systemd/system/%s.socket" % name,
-                 "[Socket]\nListenStream=127.0.0.1:%d\nBacklog=1024\n"
-                 % port)
+        cmd = list(argv)
+        if takeover:
+            cmd += ["-o", "takeover=/run/%s/t.sock" % name]
+        if self.socket:
+            sd.write("/run/systemd/system/" + self.socket,
+                     "[Socket]\n%s\nBacklog=1024\n" % "\n".join(sockets))
+        # (no start limit: a test restarts more than five times in ten
+        # seconds)
         sd.write("/run/systemd/system/%s" % self.unit,
+                 "[Unit]\nStartLimitIntervalSec=0\n"
                  "[Service]\nType=notify\nNotifyAccess=%s\n"
                  "ExecStart=%s\nExecReload=/bin/kill -USR2 $MAINPID\n"
                  "RuntimeDirectory=%s\nFileDescriptorStoreMax=%d\n"
                  "Environment=FDSTORE=%d\nLimitNOFILE=%d\n"
                  "Restart=on-failure\nRestartSec=100ms\nTimeoutStopSec=60\n"
-                 "%s" % (access, " ".join(cmd), name, fdstore, fdstore,
-                         2 * fdstore + 1000,
-                         "".join("Environment=%s\n" % e for e in env)))
+                 "%s%s" % (access, " ".join(cmd), name, fdstore, fdstore,
+                           2 * fdstore + 1000,
+                           "".join("Environment=%s\n" % e for e in env),
+                           extra))
         sd.systemctl("daemon-reload")
+
+    def units(self):
+        return ([self.socket] if self.socket else []) + [self.unit]
+
+    def log(self, cursor=None):
+        """The unit's lines in the journal (from a cursor on)."""
+        return self.sd.sh("journalctl --no-pager -o cat -u %s%s"
+                          % (self.unit, " --after-cursor='%s'" % cursor
+                             if cursor else ""), check=False).stdout
+
+    def stored(self):
+        """How many descriptors systemd's fd store holds for it."""
+        return int(self.sd.show(self.unit, "NFileDescriptorStore"))
 
     def main_pid(self):
         return self.sd.main_pid(self.unit)
 
-    def start(self, timeout=30.0):
-        r = self.sd.systemctl("start", self.name + ".socket", self.unit,
-                              check=False)
+    def start(self, timeout=30.0, check=True):
+        """Start it (and its socket unit), until its port answers; with
+        check False, the systemctl result (for a start that must fail)."""
+        r = self.sd.systemctl("start", *self.units(), check=False)
+        if not check:
+            return r
         if r.returncode != 0:
             raise RuntimeError("%s did not start:\n%s" % (
                 self.unit, self.sd.sh("journalctl --no-pager -n 40 -u %s"
                                       % self.unit, check=False).stdout))
-        self._until(lambda: self.main_pid() > 0 and self._serves(),
+        self._until(lambda: self.main_pid() > 0 and
+                    (self.port is None or self._serves()),
                     timeout, "%s to serve" % self.unit)
 
     def status(self):
@@ -342,8 +385,7 @@ class Service:
                     self._serves(), timeout, "Restart= of " + self.unit)
 
     def stop(self):
-        self.sd.systemctl("stop", self.unit, self.name + ".socket",
-                          check=False)
+        self.sd.systemctl("stop", *self.units(), check=False)
 
     def _serves(self):
         import socket

@@ -1,14 +1,13 @@
-"""Restarts no client sees under systemd, with the test playing the
-service manager (svcman.py): the listeners come from a .socket unit and
-are matched to -l, -p, -U and -s (a socket no option names is refused);
-at a stop the open connections go into the fd store with their state
-and come back at the next start; without a .socket unit the listeners
-wait in the fd store themselves, a crash included.  The port never
-refuses a connection."""
+"""Restarts no client sees, under Debian's own systemd (realsystemd.py:
+PID 1 of namespaces of its own): the listeners come from a .socket unit
+and are matched to -l, -p, -U and -s (a socket no option names is
+refused); at a stop the open connections go into the fd store with
+their state and come back at the next start; without a .socket unit the
+listeners wait in the fd store themselves, a crash included; a reload
+is a takeover inside the unit that keeps its main process.  The port
+never refuses a connection."""
 
 import os
-from pathlib import Path
-import re
 import shutil
 import socket
 import struct
@@ -20,7 +19,6 @@ from pymemcache.client.base import Client
 
 from conftest import (SANITIZER_MARKS, Conn, base_args, engine_args,
                       free_port, tls_client_context, wait_for)
-from svcman import ServiceManager
 import realsystemd
 from test_takeover import assert_versions, fd_room, open_idle
 from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
@@ -28,76 +26,83 @@ from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
 pytestmark = [pytest.mark.mcpm, pytest.mark.engine]
 
 
-def tcp_listener(port):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
-    s.listen(128)
-    return s
-
-
-def udp_socket(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("127.0.0.1", port))
-    return s
+@pytest.fixture(scope="module")
+def real_systemd(tmp_path_factory):
+    """Debian's systemd, booted in namespaces of its own for this module's
+    tests (in each pytest process that runs some), the suite's temporary
+    directory shared with it."""
+    why = realsystemd.unavailable()
+    if why:
+        pytest.skip("Debian's systemd cannot boot here: " + why)
+    work = tempfile.mkdtemp(prefix="mcpm-systemd-", dir="/var/lib")
+    sd = realsystemd.Systemd(work, shared=[
+        str(tmp_path_factory.getbasetemp())])
+    try:
+        sd.boot()
+        yield sd
+    finally:
+        sd.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture
-def managers():
-    """ServiceManager(...) factories; each closed after the test, its
-    processes checked for a clean exit and no sanitizer report.  (A test
-    asks for it after `memfile`, so that its servers stop, writing -e's
-    .meta, before the file and what is beside it are removed.)"""
+def services(real_systemd):
+    """service(name, port, argv, ...) -> realsystemd.Service; each stopped
+    after the test, its log checked: no sanitizer report, no SIGKILL, no
+    unit failed."""
     made = []
 
-    def make(*a, **k):
-        m = ServiceManager(*a, **k)
-        made.append(m)
-        return m
+    def make(port, argv, **kw):
+        svc = realsystemd.Service(real_systemd, "mcpm-t%d" % port, port,
+                                  argv, **kw)
+        made.append(svc)
+        return svc
+    cursor = real_systemd.cursor()
     yield make
-    problems = []
-    for m in made:
-        rc = m.stop()
-        if rc not in (None, 0):
-            problems.append("exit status %s after SIGTERM" % rc)
-        for i in range(len(m.errs)):
-            err = m.stderr(i)
-            problems += [mark for mark in SANITIZER_MARKS if mark in err]
-        m.close()
-    assert problems == []
+    for svc in made:
+        svc.stop()
+    log = real_systemd.journal(cursor)
+    bad = [line for line in log.splitlines()
+           if "SIGKILL" in line or "not our child" in line
+           or any(mark in line for mark in SANITIZER_MARKS)]
+    assert bad == [], "\n".join(bad)
+    assert real_systemd.failed() == []
+
+
+def logged(svc, line):
+    """Wait for the unit's log to have the line (journald writes it a
+    moment after the server does)."""
+    wait_for(lambda: line in svc.log(), 10, repr(line))
 
 
 def argv(binary, port, *flags):
-    return [binary] + base_args(port) + list(flags) + engine_args()
-
-
-def inode(pid, fd):
-    return os.stat("/proc/%d/fd/%d" % (pid, fd)).st_ino
+    return [os.path.abspath(binary)] + base_args(port) + list(flags) + \
+        engine_args()
 
 
 # --------------------------------------------------------------------------
 # socket activation
 # --------------------------------------------------------------------------
 
-def test_a_tcp_listener_from_the_socket_unit(binary, managers):
+def test_a_tcp_listener_from_the_socket_unit(binary, services):
     port = free_port()
-    lst = tcp_listener(port)
-    m = managers([("memcached-pm.socket", lst)])
-    m.start(argv(binary, port, "-v"))
-    assert ("fd 3 from systemd socket activation: tcp:127.0.0.1:%d" % port
-            in m.stderr())
-    # the server listens on the unit's socket, not one of its own
-    assert inode(m.proc.pid, 3) == os.fstat(lst.fileno()).st_ino
+    svc = services(port, argv(binary, port, "-v"))
+    svc.start()
+    logged(svc, "fd 3 from systemd socket activation: tcp:127.0.0.1:%d"
+           % port)
     with Conn(port) as c:
         c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
-    assert "READY=1\nSTATUS=serving, 0 reloads" in m.messages
+    assert svc.status() == "serving, 0 reloads"
 
 
-def test_a_udp_socket_from_the_socket_unit(binary, managers):
+def test_a_udp_socket_from_the_socket_unit(binary, services):
     port = free_port()
-    m = managers([("tcp", tcp_listener(port)), ("udp", udp_socket(port))])
-    m.start(argv(binary, port, "-U", str(port), "-t", "2", "-v"))
-    assert "udp:127.0.0.1:%d" % port in m.stderr()
+    svc = services(port, argv(binary, port, "-U", str(port), "-t", "2",
+                              "-v"),
+                   sockets=["ListenStream=127.0.0.1:%d" % port,
+                            "ListenDatagram=127.0.0.1:%d" % port])
+    svc.start()
+    logged(svc, "udp:127.0.0.1:%d" % port)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
         u.settimeout(5)
         u.sendto(struct.pack(">HHHH", 7, 0, 1, 0) + b"get x\r\n",
@@ -105,45 +110,45 @@ def test_a_udp_socket_from_the_socket_unit(binary, managers):
         assert u.recv(100) == struct.pack(">HHHH", 7, 0, 1, 0) + b"END\r\n"
 
 
-def test_a_unix_socket_from_the_socket_unit(binary, managers):
-    d = tempfile.mkdtemp(prefix="mcpm-sd-")
-    path = os.path.join(d, "mc.sock")
-    lst = socket.socket(socket.AF_UNIX)
-    lst.bind(path)
-    lst.listen(16)
-    m = managers([("memcached-pm.socket", lst)])
-    m.start([binary, "-s", path, "-v"] + engine_args() +
-            (["-u", "root"] if os.geteuid() == 0 else []))
-    assert "fd 3 from systemd socket activation: unix:" + path in m.stderr()
+def test_a_unix_socket_from_the_socket_unit(binary, services, tmp_path):
+    path = str(tmp_path / "mc.sock")
+    port = free_port()
+    svc = services(port, [os.path.abspath(binary), "-s", path, "-v"] +
+                   engine_args() +
+                   (["-u", "root"] if os.geteuid() == 0 else []),
+                   sockets=["ListenStream=" + path])
+    svc.port = None                 # nothing on TCP to wait for
+    svc.start()
+    logged(svc, "fd 3 from systemd socket activation: unix:" + path)
     with socket.socket(socket.AF_UNIX) as c:
         c.settimeout(5)
         c.connect(path)
         c.sendall(b"version\r\n")
         assert c.recv(100).startswith(b"VERSION ")
-    m.stop()
+    svc.sd.systemctl("stop", svc.unit)
     assert os.path.exists(path)     # the unit's socket file stays
-    os.unlink(path)
-    os.rmdir(d)
 
 
-def test_a_tls_listener_from_the_socket_unit(binary, managers,
+def test_a_tls_listener_from_the_socket_unit(binary, services,
                                              certs):  # noqa: F811
     port = free_port()
-    m = managers([("memcached-pm.socket", tcp_listener(port))])
-    m.start(argv(binary, port, *tls_flags(certs)))
+    svc = services(port, argv(binary, port, *tls_flags(certs)))
+    svc.port = None                 # it answers in TLS only
+    svc.start()
     raw = socket.create_connection(("127.0.0.1", port), timeout=5)
     with tls_client_context().wrap_socket(raw) as t:
         t.sendall(b"version\r\n")
         assert t.recv(100).startswith(b"VERSION ")
 
 
-def test_a_socket_no_option_names_is_refused(binary, managers):
+def test_a_socket_no_option_names_is_refused(binary, services):
     port, other = free_port(), free_port()
-    m = managers([("memcached-pm.socket", tcp_listener(other))])
-    p = m.start(argv(binary, port), wait=False)
-    assert p.wait(20) == 78                 # EX_CONFIG
-    assert ("systemd socket activation: fd 3 is tcp:127.0.0.1:%d, which "
-            "no -l, -p, -U or -s option names" % other) in m.stderr()
+    svc = services(other, argv(binary, port), extra="Restart=no\n")
+    assert svc.start(check=False).returncode != 0
+    logged(svc, "status=78/CONFIG")
+    logged(svc, "systemd socket activation: fd 3 is tcp:127.0.0.1:%d, which "
+           "no -l, -p, -U or -s option names" % other)
+    svc.sd.systemctl("reset-failed", svc.unit)
 
 
 # --------------------------------------------------------------------------
@@ -177,16 +182,16 @@ def connects_meanwhile(port, stop, failed):
 @pytest.mark.parametrize("unit", [True, False],
                          ids=["socket-unit", "no-socket-unit"])
 def test_restarts_keep_the_connections_and_refuse_none(binary, memfile,
-                                                       managers, unit):
+                                                       services, unit):
     port = free_port()
-    m = managers([("memcached-pm.socket", tcp_listener(port))] if unit
-                 else [])
-    m.start(argv(binary, port, "-e", memfile))
+    svc = services(port, argv(binary, port, "-e", memfile),
+                   sockets=None if unit else [])
+    svc.start()
     mc = Client(("127.0.0.1", port), connect_timeout=5, timeout=5)
     mc.set("k", "v0", noreply=False)
     sock = mc.sock
-    if not unit:
-        assert m.stored() == ["mcpm-listen"]
+    # without a socket unit the listener waits in the store itself
+    assert svc.stored() == (0 if unit else 1)
     stop, failed = threading.Event(), []
     t = threading.Thread(target=connects_meanwhile,
                          args=(port, stop, failed))
@@ -194,13 +199,12 @@ def test_restarts_keep_the_connections_and_refuse_none(binary, memfile,
     taken = 0
     try:
         for i in range(5):
-            assert m.restart() == 0
+            svc.restart()
             assert mc.get("k") == b"v%d" % i
             mc.set("k", "v%d" % (i + 1), noreply=False)
             assert mc.sock is sock
             # what the start took is out of the store again
-            assert m.stored("mcpm-c") == m.stored("mcpm-state") == []
-            assert m.stored("mcpm-index") == []
+            assert svc.stored() == (0 if unit else 1)
             with Conn(port) as c:
                 taken += c.stats()["recovery_image"] == "1"
     finally:
@@ -212,7 +216,6 @@ def test_restarts_keep_the_connections_and_refuse_none(binary, memfile,
     # kernel's layout of that process decides (one start in a CI run
     # found it taken)
     assert taken >= 4, taken
-    assert "STOPPING=1" in m.messages
     mc.close()
 
 
@@ -231,20 +234,20 @@ def answers(c):
         return False
 
 
-def test_a_store_smaller_than_the_connections(binary, memfile, managers):
+def test_a_store_smaller_than_the_connections(binary, memfile, services):
     """FileDescriptorStoreMax=40 and 60 connections: at the restart the
     store keeps 38 (the state file and the index take two places), the
     other 22 are closed at a request boundary, the node says so once with
     the numbers, and its successor counts both in stats."""
     port = free_port()
-    m = managers([("memcached-pm.socket", tcp_listener(port))],
-                 fdstore_max=40)
-    m.start(argv(binary, port, "-e", memfile))
+    svc = services(port, argv(binary, port, "-e", memfile), fdstore=40)
+    svc.start()
     conns = open_idle(port, 60)
-    assert m.restart() == 0
-    assert m.stderr(0).count("systemd: the fd store has room for 40 "
-                             "descriptors: 22 of the 60 connections closed "
-                             "at a request boundary") == 1
+    svc.restart()
+    said = ("systemd: the fd store has room for 40 descriptors: 22 of the "
+            "60 connections closed at a request boundary")
+    logged(svc, said)
+    assert svc.log().count(said) == 1
     assert sum(answers(c) for c in conns) == 38
     with Conn(port) as c:
         st = c.stats()
@@ -254,115 +257,20 @@ def test_a_store_smaller_than_the_connections(binary, memfile, managers):
         c.close()
 
 
-# --------------------------------------------------------------------------
-# reload: a takeover inside the unit, under Debian's own systemd
-# --------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def real_systemd():
-    """Debian's systemd, booted in namespaces of its own (realsystemd.py),
-    for the tests of this module that need the real one."""
-    why = realsystemd.unavailable()
-    if why:
-        pytest.skip("Debian's systemd cannot boot here: " + why)
-    work = tempfile.mkdtemp(prefix="mcpm-systemd-", dir="/var/lib")
-    sd = realsystemd.Systemd(work)
-    try:
-        sd.boot()
-        yield sd
-    finally:
-        sd.shutdown()
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def sanitizer_env():
-    return "".join("Environment=%s=%s\n" % (k, os.environ[k])
-                   for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")
-                   if k in os.environ)
-
-
-@pytest.mark.parametrize("access", ["all", "main"])
-def test_reload_keeps_the_units_main_process(binary, memfile, real_systemd,
-                                             access):
-    """systemctl reload (SIGUSR2) under systemd: the main process starts
-    its successor from its binary's path, hands it the node, becomes that
-    binary itself (the same pid) and takes the node back, so that systemd
-    goes on supervising its own child, whatever NotifyAccess= says.  A
-    client and 1,000 idle connections move through five reloads, none of
-    them through the fd store, nor the .socket unit's listener; then a
-    stop is a clean stop (no SIGKILL: the next start takes the saved
-    index) and no unit has failed."""
-    sd, n, port = real_systemd, 1000, free_port()
-    fd_room(n + 300)
-    name = "mcpm-reload-%d" % port
-    sd.write("/run/systemd/system/%s.socket" % name,
-             "[Socket]\nListenStream=127.0.0.1:%d\n" % port)
-    sd.write("/run/systemd/system/%s.service" % name,
-             "[Service]\nType=notify\nNotifyAccess=%s\n"
-             "ExecStart=%s %s\nExecReload=/bin/kill -USR2 $MAINPID\n"
-             "RuntimeDirectory=%s\nFileDescriptorStoreMax=%d\n"
-             "Environment=FDSTORE=%d\nLimitNOFILE=%d\n%s"
-             % (access, os.path.abspath(binary), " ".join(
-                 base_args(port) + engine_args() +
-                 ["-e", memfile, "-o", "takeover=/run/%s/t.sock" % name,
-                  "-c", str(n + 200)]), name, n + 100, n + 100, n + 400,
-                sanitizer_env()))
-    sd.systemctl("daemon-reload")
-    sd.systemctl("start", name + ".socket", name + ".service")
-    main = sd.main_pid(name + ".service")
-    idle = open_idle(port, n)
-    mc = Client(("127.0.0.1", port), connect_timeout=5, timeout=5)
-    mc.set("k", "v0", noreply=False)
-    sock = mc.sock
-    assert sd.show(name + ".service", "StatusText") == "serving, 0 reloads"
-    for i in range(5):
-        sd.systemctl("reload", name + ".service")
-        # the unit's status says when the main process serves again
-        wait_for(lambda: sd.show(name + ".service", "StatusText") ==
-                 "serving, %d reloads" % (i + 1), 30,
-                 "reload %d to end" % (i + 1))
-        assert sd.main_pid(name + ".service") == main
-        assert mc.get("k") == b"v%d" % i
-        mc.set("k", "v%d" % (i + 1), noreply=False)
-        assert mc.sock is sock
-        assert sd.show(name + ".service", "NFileDescriptorStore") == "0"
-    assert_versions(idle)
-    with Conn(port) as c:
-        st = c.stats()
-    assert st["pid"] == str(main)
-    assert (st["handover_conns_taken"], st["handover_conns_closed"]) == \
-        (str(n + 1), "0")
-    mc.close()
-    for c in idle:
-        c.close()
-    cursor = sd.cursor()
-    sd.systemctl("stop", name + ".service")
-    sd.systemctl("start", name + ".service")
-    with Conn(port) as c:
-        assert c.stats()["recovery_image"] == "1"     # a clean stop
-    sd.systemctl("stop", name + ".service", name + ".socket")
-    log = sd.journal(cursor)
-    assert "Deactivated successfully" in log, log[-3000:]
-    bad = [line for line in sd.journal().splitlines()
-           if "not our child" in line or "SIGKILL" in line
-           or any(mark in line for mark in SANITIZER_MARKS)]
-    assert bad == [] and sd.failed() == [], (bad, sd.failed())
-
-
 def test_a_crash_keeps_the_listener_in_the_fd_store(binary, memfile,
-                                                     managers):
+                                                     services):
     """Without a .socket unit, the listener the server opened waits in the
-    store: after a SIGKILL the next start takes it, and a client that
-    connected meanwhile is served."""
+    store: after a SIGKILL, Restart= starts the node again, which takes
+    it, and a client that connected meanwhile is served."""
     port = free_port()
-    m = managers()
-    m.start(argv(binary, port, "-e", memfile))
+    svc = services(port, argv(binary, port, "-e", memfile), sockets=[])
+    svc.start()
     with Conn(port) as c:
         c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
-    m.proc.kill()
-    m.proc.wait()
+    main = svc.main_pid()
+    svc.sd.sh("kill -9 %d" % main)
     waiting = socket.create_connection(("127.0.0.1", port), timeout=10)
-    m.start()
+    wait_for(lambda: svc.main_pid() not in (0, main), 30, "Restart=")
 
     def served():
         # a miss while the file is read back after the crash, at first
@@ -374,29 +282,99 @@ def test_a_crash_keeps_the_listener_in_the_fd_store(binary, memfile,
     waiting.close()
 
 
-def test_a_stop_for_good_closes_the_connections(binary, memfile, managers):
+def test_a_stop_for_good_closes_the_connections(binary, memfile, services):
     port = free_port()
-    m = managers([("memcached-pm.socket", tcp_listener(port))])
-    m.start(argv(binary, port, "-e", memfile))
+    svc = services(port, argv(binary, port, "-e", memfile))
+    svc.start()
     with Conn(port) as c:
         c.call(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n")
-        assert m.stop() == 0            # the store emptied
-        c.wait_closed()
-    assert m.stored() == []
+        svc.sd.systemctl("stop", svc.unit)
+        c.wait_closed()             # the store emptied
+    assert svc.stored() == 0
 
 
-def test_stale_connections_in_the_store_are_closed(binary, managers):
+# An ExecStartPre= that puts one end of a socket pair in the store as a
+# connection (FDPOLL=0: systemd would drop it when its peer closes, as the
+# script ends), then waits (BARRIER=1) until systemd has read it: a
+# message whose sender is gone by then is dropped.
+STALE = """import array, os, select, socket
+def send(msg, fd):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    p = os.environ["NOTIFY_SOCKET"]
+    p = "\\0" + p[1:] if p[0] == "@" else p
+    s.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                       array.array("i", [fd]).tobytes())], 0, p)
+a, b = socket.socketpair()
+send(b"FDSTORE=1\\nFDNAME=mcpm-c0\\nFDPOLL=0", b.fileno())
+r, w = os.pipe()
+send(b"BARRIER=1", w)
+os.close(w)
+select.select([r], [], [], 10)
+"""
+
+
+def test_stale_connections_in_the_store_are_closed(binary, services,
+                                                   tmp_path):
     """Connections the store holds without a state file (a node killed
-    while it put them there) are closed and taken out of it."""
+    while it put them there) are closed and taken out of it: one put
+    there before the start (by ExecStartPre=, which NotifyAccess=all lets
+    speak for the unit)."""
     port = free_port()
-    m = managers([("memcached-pm.socket", tcp_listener(port))])
-    a, b = socket.socketpair()
-    m.store.append(["mcpm-c0", os.dup(b.fileno())])
-    b.close()
-    m.start(argv(binary, port))
-    wait_for(lambda: m.stored("mcpm-c") == [], 10)
-    a.settimeout(5)
-    assert a.recv(10) == b""
-    a.close()
+    script = tmp_path / "stale.py"
+    script.write_text(STALE)
+    svc = services(port, argv(binary, port, "-v"),
+                   extra="ExecStartPre=/usr/bin/python3 %s\n" % script)
+    svc.start()
+    # the listener and the stale connection passed; none to serve
+    logged(svc, "systemd: 2 sockets passed, 0 connections to serve")
+    wait_for(lambda: svc.stored() == 0, 10, "the stale one out")
 
 
+# --------------------------------------------------------------------------
+# reload: a takeover inside the unit
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("access", ["all", "main"])
+def test_reload_keeps_the_units_main_process(binary, memfile, services,
+                                             access):
+    """systemctl reload (SIGUSR2): the main process starts its successor
+    from its binary's path, hands it the node, becomes that binary itself
+    (the same pid) and takes the node back, so that systemd goes on
+    supervising its own child, whatever NotifyAccess= says; the unit's
+    status counts the reloads.  A client and 1,000 idle connections move
+    through five reloads, none of them through the fd store, nor the
+    .socket unit's listener; then a stop is a clean stop (the next start
+    takes the saved index)."""
+    n, port = 1000, free_port()
+    fd_room(n + 300)
+    svc = services(port, argv(binary, port, "-e", memfile, "-c",
+                              str(n + 200)), fdstore=n + 100, access=access)
+    svc.start()
+    main = svc.main_pid()
+    idle = open_idle(port, n)
+    mc = Client(("127.0.0.1", port), connect_timeout=5, timeout=5)
+    mc.set("k", "v0", noreply=False)
+    sock = mc.sock
+    assert svc.status() == "serving, 0 reloads"
+    for i in range(5):
+        svc.reload()
+        assert svc.status() == "serving, %d reloads" % (i + 1)
+        assert svc.main_pid() == main
+        assert mc.get("k") == b"v%d" % i
+        mc.set("k", "v%d" % (i + 1), noreply=False)
+        assert mc.sock is sock
+        assert svc.stored() == 0
+    assert_versions(idle)
+    with Conn(port) as c:
+        st = c.stats()
+    assert st["pid"] == str(main)
+    assert (st["handover_conns_taken"], st["handover_conns_closed"]) == \
+        (str(n + 1), "0")
+    mc.close()
+    for c in idle:
+        c.close()
+    svc.sd.systemctl("stop", svc.unit)
+    assert "Deactivated successfully" in svc.sd.journal()
+    svc.start()
+    with Conn(port) as c:
+        assert c.stats()["recovery_image"] == "1"     # a clean stop

@@ -506,7 +506,7 @@ static int
 listen_unix(struct given *g, size_t n)
 {
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
-    char name[64];
+    char name[sizeof(sun.sun_path) + 8];    /* a whole path, logged */
     mode_t old;
     int fd;
 
@@ -515,8 +515,7 @@ listen_unix(struct given *g, size_t n)
         return -1;
     }
     strcpy(sun.sun_path, settings.socketpath);
-    snprintf(name, sizeof(name), "unix:%.*s", (int)sizeof(name) - 6,
-             settings.socketpath);
+    snprintf(name, sizeof(name), "unix:%s", sun.sun_path);
     fd = given_take(g, n, SOCK_STREAM, (struct sockaddr *)&sun, false, name);
     if (fd >= 0) {
         evutil_make_socket_nonblocking(fd);
