@@ -166,7 +166,8 @@ class Held:
 
 
 class Probe:
-    """A new connection: connect, `version`, the reply, close."""
+    """A new connection: connect, a request (`version`), its reply,
+    close."""
 
     def __init__(self, load):
         self.load = load
@@ -210,7 +211,7 @@ class Probe:
                 self.done(False, errno.errorcode.get(err, str(err)))
                 return
             try:
-                self.sock.send(b"version\r\n")
+                self.sock.send(self.load.probe_req)
             except OSError as e:
                 self.done(False, str(e))
                 return
@@ -229,7 +230,8 @@ class Probe:
             return
         self.buf += data
         if self.buf.endswith(b"\r\n"):
-            self.done(self.buf.startswith(b"VERSION "), repr(self.buf))
+            self.done(self.buf.startswith(self.load.probe_reply),
+                      repr(self.buf))
 
     def overdue(self, now, limit):
         if now - self.started > limit:
@@ -238,8 +240,11 @@ class Probe:
 
 class HeldLoad:
     def __init__(self, port, conns=50, every=0.002, probe_every=0.001,
-                 probe_limit=5.0):
+                 probe_limit=5.0, probe=(b"version\r\n", b"VERSION ")):
         self.port = port
+        # what a probe asks, and how its reply starts (a proxy such as
+        # twemproxy takes no `version`)
+        self.probe_req, self.probe_reply = probe
         self.every = every
         self.probe_every = probe_every
         self.probe_limit = probe_limit

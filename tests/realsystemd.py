@@ -18,14 +18,14 @@ What the namespaces keep from the machine, and what they do not:
 - Units that change the machine (sysctl, remount-fs, binfmt, modules,
   tmpfiles, sysusers, hwclock) are masked inside by bind-mounting
   /dev/null over them, and what the targets a service depends on would
-  start beside it (sysinit, basic, timers such as fstrim's and apt's,
-  paths, sockets, local-fs) hidden by an empty directory over their
-  .wants; Docker's /usr/sbin/policy-rc.d, which forbids starting
+  start beside it (sysinit, timers such as fstrim's and apt's, paths,
+  local-fs) hidden by an empty directory over their .wants; Docker's /usr/sbin/policy-rc.d, which forbids starting
   services, says yes inside.
 - The cgroup tree is a new cgroup of the machine's cgroup2 hierarchy,
   the namespace's root: systemd's slices land there, removed at the end.
-- systemd boots into an empty target (and journald, to read its log):
-  nothing else starts.
+- systemd boots into a target of the test's that wants basic.target
+  (sockets, slices; sysinit, timers and paths as hidden above) and
+  journald, as a boot reaches before its services: no service starts.
 
 unavailable() says why it cannot run here (not root, no cgroup2, no
 unshare or systemd): a test then skips, saying so."""
@@ -61,13 +61,15 @@ mount -t tmpfs tmpfs /var/tmp
 %(shares)s
 mount -t tmpfs tmpfs /run
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
-# what a service's default dependencies would start beside it (users,
-# timers such as fstrim or apt's, mounts): nothing of it inside
-mkdir -p %(work)s/empty
-for t in sysinit basic timers paths sockets local-fs remote-fs; do
+# what a service's default dependencies would start beside it (timers
+# such as fstrim's or apt's, mounts, whatever sysinit wants): nothing of
+# it inside.  (sockets.target's stay: the Debian package's socket unit,
+# once enabled, starts through it before its service, as at a boot.)
+for t in sysinit timers paths local-fs remote-fs; do
     for d in /lib/systemd/system /etc/systemd/system; do
         if [ -d $d/$t.target.wants ]; then
-            mount --bind %(work)s/empty $d/$t.target.wants
+            mkdir -p %(work)s/empty$d/$t
+            mount --bind %(work)s/empty$d/$t $d/$t.target.wants
         fi
     done
 done
@@ -84,8 +86,9 @@ fi
 mkdir -p /run/systemd/system
 cat > /run/systemd/system/%(target)s <<EOF
 [Unit]
-Description=a test's empty target
-Wants=systemd-journald.socket systemd-journald.service
+Description=a test's target: what a boot reaches before services
+Wants=basic.target systemd-journald.socket systemd-journald.service
+After=basic.target
 EOF
 exec %(systemd)s --system --unit=%(target)s --log-target=journal-or-kmsg
 """

@@ -18,6 +18,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ import pytest
 from conftest import VERSION_RE, Conn, free_port, serves, wait_for
 from heldload import HeldLoad
 import realsystemd
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 pytestmark = [pytest.mark.mcpm, pytest.mark.serial]
 
@@ -288,6 +290,80 @@ class Life:
         self.load.misses_allowed = False
 
 
+NODE_CONF = "/usr/share/doc/memcached-pm/examples/memcached-pm-node.conf"
+
+
+def instances(sd, tmp_path):
+    """Three nodes of the template unit (memcached-pm@<port>, the shipped
+    example options file each), a pool behind nutcracker with the shipped
+    configuration, clients through it: a rolling reload and a rolling
+    restart, none of them noticing.  The nodes are stopped and their
+    files removed after (purge knows nothing of them)."""
+    from nutcracker_conf import nutcracker_conf
+    ports = [free_port() for _ in range(3)]
+    units = ["memcached-pm@%d.socket" % p for p in ports] + \
+        ["memcached-pm@%d.service" % p for p in ports]
+    proxy = None
+    load = None
+    try:
+        for p in ports:
+            sd.sh("install -d /etc/memcached-pm && "
+                  "install -m 644 %s /etc/memcached-pm/%d.conf"
+                  % (NODE_CONF, p))
+        sd.systemctl("start", *units)
+        for p in ports:
+            wait_for(lambda p=p: serves(p), 30, "node %d" % p)
+        conf = tmp_path / "nutcracker.yml"
+        listen = free_port()
+        conf.write_text(nutcracker_conf(listen, ports))
+        proxy = subprocess.Popen(["nutcracker", "-c", str(conf), "-s",
+                                  str(free_port()), "-a", "127.0.0.1"],
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+
+        def proxied():
+            try:
+                with Conn(listen, timeout=1) as c:
+                    return c.get_block(b"get x\r\n") == b"END\r\n"
+            except OSError:
+                return False
+        wait_for(proxied, 30, "nutcracker")
+        load = HeldLoad(listen, conns=20,
+                        probe=(b"get probe\r\n", b"END")).start()
+        seen = []
+        for verb in ("reload", "restart"):
+            for p in ports:
+                unit = "memcached-pm@%d.service" % p
+                load.mark("%s %d" % (verb, p))
+                main, was = sd.main_pid(unit), sd.show(unit, "StatusText")
+                sd.systemctl(verb, unit)
+                if verb == "reload":
+                    wait_for(lambda: sd.show(unit, "StatusText") != was, 30,
+                             "the reload of " + unit)
+                    assert sd.main_pid(unit) == main
+                else:
+                    wait_for(lambda: sd.main_pid(unit) not in (0, main) and
+                             serves(p), 30, "the restart of " + unit)
+                c = load.mark("%s %d (after)" % (verb, p))
+                print(c)
+                seen.append(c)
+        load.stop()
+        load = None
+        for c in seen:
+            assert c.wrong == c.closed == c.refused == c.failed == 0, c
+            assert c.longest < HANG and c.longest_probe < HANG, c
+        assert sd.failed() == []
+    finally:
+        if load is not None:
+            load.stop()
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(10)
+        sd.systemctl("stop", *units, check=False)
+        sd.sh("rm -rf /etc/memcached-pm " + " ".join(
+            "/var/lib/memcached-pm/%d" % p for p in ports), check=False)
+
+
 def preload(port):
     with Conn(port) as c:
         c.send(b"".join(b"set pre:%d 0 0 8 noreply\r\n%08d\r\n" % (i, i)
@@ -338,6 +414,7 @@ def test_the_package_s_whole_life_under_systemd(tmp_path):
         check_files()
         check_version()
         check_memcached_conf(free_port())
+        instances(sd, tmp_path)
         preload(port)
         life.load = HeldLoad(port).start()
         for i in range(3):
