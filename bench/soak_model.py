@@ -60,6 +60,16 @@ def _num(value):
     return int(v) if v.isdigit() else None
 
 
+def _changed(op, reply):
+    """Did op store a copy of its key, or note its removal?  (Then a copy
+    left by a crash can no longer win.)"""
+    if op.kind in ("set", "add", "replace", "append", "prepend", "cas"):
+        return reply == "STORED"
+    if op.kind in ("incr", "decr"):
+        return isinstance(reply, int)
+    return op.kind == "delete"
+
+
 def _same_value(state, flags, value, counter):
     if state[2] != flags:
         return False
@@ -153,9 +163,9 @@ class Keys:
         if not out:
             raise Violation(self._name(key, states, op, reply), key,
                             self._explain(key, states, op, reply))
-        reads = op.kind in ("get", "gets", "gat", "touch")
-        if not view.rec or not reads or (reply is not None and
-                                         any(p in out for p in late)):
+        if not view.rec or _changed(op, reply) or \
+                (late and any(p in out for p in late) and
+                 op.kind in ("get", "gets", "gat") and reply is not None):
             self.pending.pop(key, None)     # no longer, or it showed
         self._count(key, states, op, reply, view)
         self.wrote[key].extend((n[2], n[1]) for n in out

@@ -85,6 +85,14 @@ def test_a_write_in_flight_at_a_crash_may_show_until_the_recovery_ends():
     k.in_flight(b"k", op("replace", value=b"v2"))
     told(k, "get", hit(b"v1"))
     assert verdict(lambda: told(k, "get", hit(b"v2"))) == "stale"
+    # a write refused meanwhile changes nothing (seed 706: a cas EXISTS)
+    k = Keys([b"k"])
+    told(k, "set", "STORED", value=b"v1")
+    k.in_flight(b"k", op("append", value=b"+x"))
+    told(k, "get", hit(b"v1"), RECOVERING)
+    told(k, "cas", "EXISTS", RECOVERING, value=b"v9", cas=3)
+    told(k, "add", "NOT_STORED", RECOVERING, value=b"v8")
+    told(k, "get", hit(b"v1+x"), RECOVERING)
     # nor after a write acknowledged since
     k = Keys([b"k"])
     told(k, "set", "STORED", value=b"v1")
