@@ -493,7 +493,9 @@ class Writer(Client):
             seen = self.keys.seen.get(k)
             if seen is None:
                 return Op("gets", [k])
-            cas = seen[1] if rng.random() < 0.8 else seen[1] + 1
+            # a cas it did not see: one the node will not have given
+            # (seen + 1 may be the very next write's, as seed 802 found)
+            cas = seen[1] if rng.random() < 0.8 else seen[1] + (1 << 40)
             return self.write("cas", k, None, ttl, cas)
         size = None
         if kind in ("append", "prepend"):
