@@ -299,7 +299,13 @@ setup_events(void)
 {
     static const int sigs[NSIGNALS] = { SIGTERM, SIGINT, SIGUSR1, SIGHUP,
                                  SIGUSR2, SIGCHLD };
+    sigset_t handled;
+
     signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&handled);
+    for (unsigned i = 0; i < NSIGNALS; i++) {
+        sigaddset(&handled, sigs[i]);
+    }
     for (unsigned i = 0; i < NSIGNALS; i++) {
         event_callback_fn fn = sigs[i] == SIGHUP ? on_hangup
                                : sigs[i] == SIGUSR2 || sigs[i] == SIGCHLD
@@ -310,6 +316,8 @@ setup_events(void)
             return -1;
         }
     }
+    /* handled now: what a reload's exec blocked (respawn.h) comes in */
+    sigprocmask(SIG_UNBLOCK, &handled, NULL);
     tick_ev = event_new(main_base, -1, 0, on_clock, NULL);
     if (tick_ev == NULL || arm_tick() != 0) {
         return -1;

@@ -99,7 +99,15 @@ respawn_exec(void)
 
     snprintf(n, sizeof(n), "%lu", reloads + 1);
     setenv("MCPM_RELOADS", n, 1);
+    /* until the new image handles them (main.c unblocks them then), a
+     * reload, a stop or a HUP sent meanwhile waits: by default each
+     * would end the unit's main process in the middle of its start */
     sigemptyset(&none);
+    sigaddset(&none, SIGUSR2);
+    sigaddset(&none, SIGTERM);
+    sigaddset(&none, SIGINT);
+    sigaddset(&none, SIGUSR1);
+    sigaddset(&none, SIGHUP);
     sigprocmask(SIG_SETMASK, &none, NULL);
     /* an upgrade renames the new binary into place: the path is either
      * build, but for a moment it may be neither */
