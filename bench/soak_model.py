@@ -148,7 +148,9 @@ class Keys:
         states = self._aged(self.states[key], op)
         if view.evict:
             states = states | {ABSENT}
-        late = self.pending.get(key, set()) if view.rec else set()
+        # the recovery over, the write in flight either won at its end
+        # or never will: as much one state as the others, until a reply
+        late = self.pending.get(key, set())
         out = set()
         for s in states | late:
             for n in self._step(key, s, op, reply):
