@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from waiting import wait_for  # noqa: F401 (the tests take it from here)
 from rawconn import (  # noqa: F401 (the tests take them from here too)
     FUZZ_SEEDS, VERSION_RE, Conn, ConnClosed, parse_stats, save_fuzz_seed)
 
@@ -183,29 +184,6 @@ def server_binary(config):
 # --------------------------------------------------------------------------
 # waiting
 # --------------------------------------------------------------------------
-
-def wait_for(cond, timeout=10.0, what=None):
-    """Call cond() until it returns a true value, and return that value.
-
-    This is the one way a test waits for the server: on a condition (a
-    stats value, a reply, a closed descriptor, a log line) with a
-    deadline, never for a fixed time.  The polls start 5 ms apart and back
-    off to 100 ms.  After `timeout` seconds the test fails, naming `what`
-    (or cond) and the last value cond returned."""
-    deadline = time.monotonic() + timeout
-    pause = 0.005
-    while True:
-        got = cond()
-        if got:
-            return got
-        left = deadline - time.monotonic()
-        if left <= 0:
-            name = what or getattr(cond, "__name__", repr(cond))
-            raise AssertionError("waited %.1f s for %s; last: %r"
-                                 % (timeout, name, got))
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, 0.1)
-
 
 def serves(port):
     """Does a server on port answer `version` now?"""

@@ -34,7 +34,8 @@ import itertools
 import os
 import shutil
 import subprocess
-import time
+
+from waiting import wait_for
 
 SYSTEMD = "/lib/systemd/systemd"
 REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
@@ -154,17 +155,15 @@ class Systemd:
              "--propagation", "private", "--mount-proc", "sh", script],
             stdin=subprocess.DEVNULL, stdout=self.log,
             stderr=subprocess.STDOUT, preexec_fn=into_cgroup)
-        deadline = time.monotonic() + timeout
-        while self.pid is None:
-            self.pid = self._pid1()
-            self._check_alive(deadline, "systemd to start")
-        while True:
-            r = self.sh("systemctl is-system-running", check=False,
-                        timeout=timeout)
-            if r.stdout.strip() in ("running", "degraded"):
-                return self
-            self._check_alive(deadline, "systemd to finish booting (%s)"
-                              % r.stdout.strip())
+        self.pid = wait_for(lambda: self._alive() and self._pid1(),
+                            timeout, "systemd to start")
+
+        def booted():
+            state = self.sh("systemctl is-system-running", check=False,
+                            timeout=timeout).stdout.strip()
+            return self._alive() and state in ("running", "degraded")
+        wait_for(booted, timeout, "systemd to finish booting")
+        return self
 
     def _shares(self):
         """Bind-mount each shared path under /tmp or /var/tmp back over
@@ -179,13 +178,12 @@ class Systemd:
                                     path[len(top):], path))
         return "\n".join(lines)
 
-    def _check_alive(self, deadline, what):
+    def _alive(self):
+        """True while the namespace lives; its end is an error."""
         if self.proc.poll() is not None:
             raise RuntimeError("systemd's namespace ended (%s): %s"
                                % (self.proc.returncode, self.boot_log()))
-        if time.monotonic() > deadline:
-            raise RuntimeError("timed out waiting for " + what)
-        time.sleep(0.02)
+        return True
 
     def _pid1(self):
         """The namespace's PID 1 as the machine numbers it: unshare's
@@ -224,16 +222,18 @@ class Systemd:
         self.proc.wait(30)
         self.log.close()
         self.proc = None
-        deadline = time.monotonic() + 30
-        while os.path.exists(self.cgroup):
-            for top, dirs, _ in os.walk(self.cgroup, topdown=False):
-                try:
-                    os.rmdir(top)
-                except OSError:     # processes still leaving it
-                    pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("cgroup %s is not empty" % self.cgroup)
-            time.sleep(0.01)
+        wait_for(self._cgroup_removed, 30, "cgroup %s to empty"
+                 % self.cgroup)
+
+    def _cgroup_removed(self):
+        """Remove what is left of the namespace's cgroups (a cgroup its
+        processes are still leaving stays for the next call)."""
+        for top, _, _ in os.walk(self.cgroup, topdown=False):
+            try:
+                os.rmdir(top)
+            except OSError:
+                pass
+        return not os.path.exists(self.cgroup)
 
     # -- commands inside -----------------------------------------------
 
@@ -354,7 +354,7 @@ class Service:
             raise RuntimeError("%s did not start:\n%s" % (
                 self.unit, self.sd.sh("journalctl --no-pager -n 40 -u %s"
                                       % self.unit, check=False).stdout))
-        self._until(lambda: self.main_pid() > 0 and
+        wait_for(lambda: self.main_pid() > 0 and
                     (self.port is None or self._serves()),
                     timeout, "%s to serve" % self.unit)
 
@@ -367,7 +367,7 @@ class Service:
         reload more)."""
         was = self.status()
         self.sd.systemctl("reload", self.unit)
-        self._until(lambda: self.status() != was, timeout,
+        wait_for(lambda: self.status() != was, timeout,
                     "the reload of %s" % self.unit)
 
     def restart(self, timeout=30.0):
@@ -377,14 +377,14 @@ class Service:
             raise RuntimeError("%s did not restart:\n%s" % (
                 self.unit, self.sd.sh("journalctl --no-pager -n 40 -u %s"
                                       % self.unit, check=False).stdout))
-        self._until(lambda: self.main_pid() not in (0, main) and
+        wait_for(lambda: self.main_pid() not in (0, main) and
                     self._serves(), timeout, "the restart of " + self.unit)
 
     def crash(self, timeout=30.0):
         """SIGKILL of the main process; Restart= starts it again."""
         main = self.main_pid()
         self.sd.sh("kill -9 %d" % main)
-        self._until(lambda: self.main_pid() not in (0, main) and
+        wait_for(lambda: self.main_pid() not in (0, main) and
                     self._serves(), timeout, "Restart= of " + self.unit)
 
     def stop(self):
@@ -400,10 +400,3 @@ class Service:
         except OSError:
             return False
 
-    @staticmethod
-    def _until(cond, timeout, what):
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if time.monotonic() > deadline:
-                raise RuntimeError("timed out waiting for " + what)
-            time.sleep(0.005)
