@@ -24,7 +24,8 @@ import pytest
 
 from waiting import wait_for  # noqa: F401 (the tests take it from here)
 from rawconn import (  # noqa: F401 (the tests take them from here too)
-    FUZZ_SEEDS, VERSION_RE, Conn, ConnClosed, parse_stats, save_fuzz_seed)
+    FUZZ_SEEDS, VERSION_RE, Conn, ConnClosed, parse_stats, save_fuzz_seed,
+    serves)
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_BIN = "/usr/bin/memcached"
@@ -184,15 +185,6 @@ def server_binary(config):
 # --------------------------------------------------------------------------
 # waiting
 # --------------------------------------------------------------------------
-
-def serves(port):
-    """Does a server on port answer `version` now?"""
-    try:
-        with Conn(port, timeout=1.0) as c:
-            return c.req(b"version\r\n").startswith(b"VERSION ")
-    except (OSError, ConnClosed):
-        return False
-
 
 def server_time(c):
     """The server's clock (`stats` time): whole seconds, one tick a

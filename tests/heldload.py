@@ -256,6 +256,9 @@ class HeldLoad:
         self.lock = threading.Lock()
         self.running = False
         self.probing = True
+        self.sending = True
+        # a read may miss (the recovery after a crash)
+        self.misses_allowed = False
         self.thread = None
 
     def start(self):
@@ -314,8 +317,6 @@ class HeldLoad:
         with self.lock:
             return {k: set(v) for h in self.held for k, v in h.want.items()}
 
-    sending = True
-    misses_allowed = False      # a read may miss (a crash's recovery)
 
     def _run(self):
         next_probe = time.monotonic()

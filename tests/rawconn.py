@@ -159,3 +159,12 @@ def parse_stats(block):
             parts = line.decode().split(" ", 2)
             out[parts[1]] = parts[2] if len(parts) > 2 else ""
     return out
+
+
+def serves(port):
+    """Does a server on port answer `version` now?"""
+    try:
+        with Conn(port, timeout=1.0) as c:
+            return c.req(b"version\r\n").startswith(b"VERSION ")
+    except (OSError, ConnClosed):
+        return False

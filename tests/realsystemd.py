@@ -35,6 +35,7 @@ import os
 import shutil
 import subprocess
 
+from rawconn import serves
 from waiting import wait_for
 
 SYSTEMD = "/lib/systemd/systemd"
@@ -355,7 +356,7 @@ class Service:
                 self.unit, self.sd.sh("journalctl --no-pager -n 40 -u %s"
                                       % self.unit, check=False).stdout))
         wait_for(lambda: self.main_pid() > 0 and
-                    (self.port is None or self._serves()),
+                 (self.port is None or serves(self.port)),
                     timeout, "%s to serve" % self.unit)
 
     def status(self):
@@ -368,7 +369,7 @@ class Service:
         was = self.status()
         self.sd.systemctl("reload", self.unit)
         wait_for(lambda: self.status() != was, timeout,
-                    "the reload of %s" % self.unit)
+                 "the reload of %s" % self.unit)
 
     def restart(self, timeout=30.0):
         main = self.main_pid()
@@ -378,25 +379,16 @@ class Service:
                 self.unit, self.sd.sh("journalctl --no-pager -n 40 -u %s"
                                       % self.unit, check=False).stdout))
         wait_for(lambda: self.main_pid() not in (0, main) and
-                    self._serves(), timeout, "the restart of " + self.unit)
+                 serves(self.port), timeout, "the restart of " + self.unit)
 
     def crash(self, timeout=30.0):
         """SIGKILL of the main process; Restart= starts it again."""
         main = self.main_pid()
         self.sd.sh("kill -9 %d" % main)
         wait_for(lambda: self.main_pid() not in (0, main) and
-                    self._serves(), timeout, "Restart= of " + self.unit)
+                 serves(self.port), timeout, "Restart= of " + self.unit)
 
     def stop(self):
         self.sd.systemctl("stop", *self.units(), check=False)
 
-    def _serves(self):
-        import socket
-        try:
-            with socket.create_connection(("127.0.0.1", self.port),
-                                          1) as s:
-                s.sendall(b"version\r\n")
-                return s.recv(64).startswith(b"VERSION ")
-        except OSError:
-            return False
 

@@ -30,7 +30,6 @@ void
 respawn_remember(int argc, char **argv)
 {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
     const char *r = getenv("MCPM_RELOADS");
 
     exe[n > 0 ? n : 0] = '\0';
@@ -89,12 +88,18 @@ respawn_returns(pid_t pid)
     return pid == child && sdaemon_notifying() && !settings.daemonize;
 }
 
+bool
+respawn_hands_back(pid_t pred)
+{
+    return sdaemon_notifying() && getppid() == pred;
+}
+
 void
 respawn_exec(void)
 {
+    static const int held[] = { SIGUSR2, SIGTERM, SIGINT, SIGUSR1, SIGHUP };
     struct timespec tick = { 0, 10000000 };
-    sigset_t none;
-
+    sigset_t mask;
     char n[24];
 
     snprintf(n, sizeof(n), "%lu", reloads + 1);
@@ -102,13 +107,11 @@ respawn_exec(void)
     /* until the new image handles them (main.c unblocks them then), a
      * reload, a stop or a HUP sent meanwhile waits: by default each
      * would end the unit's main process in the middle of its start */
-    sigemptyset(&none);
-    sigaddset(&none, SIGUSR2);
-    sigaddset(&none, SIGTERM);
-    sigaddset(&none, SIGINT);
-    sigaddset(&none, SIGUSR1);
-    sigaddset(&none, SIGHUP);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    sigemptyset(&mask);
+    for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++) {
+        sigaddset(&mask, held[i]);
+    }
+    sigprocmask(SIG_SETMASK, &mask, NULL);
     /* an upgrade renames the new binary into place: the path is either
      * build, but for a moment it may be neither */
     for (int i = 0; i < 100; i++) {

@@ -30,6 +30,10 @@ void respawn_start(void);
  * the node back to respawn_exec()'s image and this pid stays the unit's. */
 bool respawn_returns(pid_t pid);
 
+/* The other side: is this process the successor pred started so, which
+ * hands the node back to pred's next image and names itself nothing? */
+bool respawn_hands_back(pid_t pred);
+
 /* After handing the node to such a successor, everything freed: become
  * the binary at the path this one was started from, with the same
  * command line.  Returns only if that cannot be done (logged). */

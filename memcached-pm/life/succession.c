@@ -487,10 +487,8 @@ succession_serving(void)
 {
     size_t n = sc.conns.nconns;
 
-    /* the successor a unit's main process started, which hands the
-     * node back to it (respawn.h) */
-    bool returns = sdaemon_notifying() && sc.pred.version >= 6 &&
-                   getppid() == sc.pred.pid;
+    bool returns = sc.pred.version >= 6 &&
+                   respawn_hands_back(sc.pred.pid);
     char ready[64];
 
     if (sc.pred.fd >= 0) {
@@ -526,13 +524,11 @@ succession_serving(void)
     if (sdaemon_fdstore()) {
         store_listeners();
     }
-    if (returns) {
-        snprintf(ready, sizeof(ready), "READY=1");
-    } else {
-        snprintf(ready, sizeof(ready), "READY=1\nSTATUS=serving, %lu "
-                 "reloads", respawn_reloads());
-    }
-    sdaemon_notify(ready, NULL, 0);
+    /* the status counts the reloads, said by the unit's main process
+     * only (a successor that hands back is not) */
+    snprintf(ready, sizeof(ready), "READY=1\nSTATUS=serving, %lu reloads",
+             respawn_reloads());
+    sdaemon_notify(returns ? "READY=1" : ready, NULL, 0);
 }
 
 /* ---- handing on ------------------------------------------------------- */
