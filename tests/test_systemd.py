@@ -21,6 +21,7 @@ from conftest import (SANITIZER_MARKS, Conn, base_args, engine_args,
                       free_port, tls_client_context, wait_for)
 import realsystemd
 from test_takeover import assert_versions, fd_room, open_idle
+from test_durability import diskfile  # noqa: F401  (a fixture)
 from test_tls import certs, tls_flags  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.mcpm, pytest.mark.engine]
@@ -334,9 +335,10 @@ def test_stale_connections_in_the_store_are_closed(binary, services,
 # reload: a takeover inside the unit
 # --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("access", ["all", "main"])
-def test_reload_keeps_the_units_main_process(binary, memfile, services,
-                                             access):
+@pytest.mark.parametrize("access, medium", [("all", "tmpfs"),
+                                            ("main", "disk")])
+def test_reload_keeps_the_units_main_process(binary, request, services,
+                                             access, medium):
     """systemctl reload (SIGUSR2): the main process starts its successor
     from its binary's path, hands it the node, becomes that binary itself
     (the same pid) and takes the node back, so that systemd goes on
@@ -344,7 +346,10 @@ def test_reload_keeps_the_units_main_process(binary, memfile, services,
     status counts the reloads.  A client and 1,000 idle connections move
     through five reloads, none of them through the fd store, nor the
     .socket unit's listener; then a stop is a clean stop (the next start
-    takes the saved index)."""
+    takes the saved index).  The memory file on /dev/shm, or on a disk
+    directory (the durability a disk gets by default)."""
+    memfile = request.getfixturevalue("memfile" if medium == "tmpfs"
+                                      else "diskfile")
     n, port = 1000, free_port()
     fd_room(n + 300)
     svc = services(port, argv(binary, port, "-e", memfile, "-c",
