@@ -101,6 +101,20 @@ def test_pymemcache_ascii_client_through_20_takeovers(server_factory,
     mc.close()
 
 
+def test_each_successor_names_the_node_it_took_over_from(server_factory,
+                                                        memfile, tsock):
+    """The takeover socket passes from node to node; the kernel names to a
+    successor whoever last listened on it, so each node listens on it
+    again: else the third node waits, at a refusal, for the first (after
+    a reload inside a systemd unit, that is itself)."""
+    s = node(server_factory, memfile, tsock, "-v")
+    for _ in range(3):
+        pid = s.proc.pid
+        s.take_over()
+        assert "takeover: serving in place of pid %d, with its " % pid \
+            in s.stderr()
+
+
 def fd_room(n):
     """Let this process hold n descriptors (up to its hard limit, which
     the test then needs)."""

@@ -334,6 +334,14 @@ takeover_listen(const char *path, struct given *g, size_t n)
     fd = given_take(g, n, SOCK_SEQPACKET, (struct sockaddr *)&sun, false,
                     "the takeover socket");
     if (fd >= 0) {
+        /* A successor's SO_PEERCRED names whoever last called listen()
+         * on this socket, not whoever holds it now: say it again, so
+         * that the next node waits for this process, not for an earlier
+         * one (after a reload inside the unit, itself). */
+        if (listen(fd, 4) != 0) {
+            log_error("takeover socket %s: listen: %s", path,
+                      strerror(errno));
+        }
         return fd;
     }
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
