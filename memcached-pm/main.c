@@ -312,7 +312,9 @@ setup_events(void)
                                ? on_respawn : on_signal;
 
         signal_evs[i] = evsignal_new(main_base, sigs[i], fn, NULL);
-        if (signal_evs[i] == NULL || event_add(signal_evs[i], NULL) != 0) {
+        if (signal_evs[i] == NULL ||
+            event_priority_set(signal_evs[i], 0) != 0 ||
+            event_add(signal_evs[i], NULL) != 0) {
             return -1;
         }
     }
@@ -412,8 +414,11 @@ start(void)
         return EXIT_FAILURE;
     }
     stats.server.accepting_conns = 1;
+    /* two priorities: a signal is taken before anything else ready in
+     * the same pass (a stop before a takeover that would hand back) */
     main_base = event_base_new();
-    if (main_base == NULL || setup_events() != 0 || logger_start() != 0) {
+    if (main_base == NULL || event_base_priority_init(main_base, 2) != 0 ||
+        setup_events() != 0 || logger_start() != 0) {
         return EXIT_FAILURE;
     }
     if ((rc = open_listeners()) != 0) {
@@ -503,7 +508,7 @@ main(int argc, char **argv)
     }
     if ((rc = start()) != 0) {
         log_stop();
-        return rc;
+        return rc == SUCCESSION_STOPPED ? EXIT_SUCCESS : rc;
     }
     event_base_dispatch(main_base);
     stop_all(stop_signal == SIGUSR1);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,15 +26,19 @@ static char **args;             /* the command line, NULL-terminated */
 static pid_t child;             /* the last successor started */
 static unsigned long reloads;   /* images this pid took the node back in
                                    (MCPM_RELOADS, set for the next) */
+static pid_t back_from;         /* the successor this image takes the node
+                                   back from (MCPM_TAKE_BACK), or 0 */
 
 void
 respawn_remember(int argc, char **argv)
 {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    const char *r = getenv("MCPM_RELOADS");
+    const char *r = getenv("MCPM_RELOADS"), *b = getenv("MCPM_TAKE_BACK");
 
     exe[n > 0 ? n : 0] = '\0';
     reloads = r != NULL ? strtoul(r, NULL, 10) : 0;
+    back_from = b != NULL ? (pid_t)strtol(b, NULL, 10) : 0;
+    unsetenv("MCPM_TAKE_BACK");     /* this image's, not its successors' */
     if ((args = calloc((size_t)argc + 1, sizeof(*args))) == NULL) {
         return;
     }
@@ -45,10 +50,25 @@ respawn_remember(int argc, char **argv)
     }
 }
 
+/* The signals a process of the unit holds while it is not yet ready for
+ * them (main.c unblocks them once it handles them): a reload, a stop or
+ * a HUP sent meanwhile waits, where by default each would end the
+ * process in the middle of a takeover. */
+static void
+held_signals(sigset_t *set)
+{
+    static const int held[] = { SIGUSR2, SIGTERM, SIGINT, SIGUSR1, SIGHUP };
+
+    sigemptyset(set);
+    for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++) {
+        sigaddset(set, held[i]);
+    }
+}
+
 void
 respawn_start(void)
 {
-    sigset_t none;
+    sigset_t held;
     pid_t pid;
 
     if (settings.takeover == NULL) {
@@ -66,11 +86,13 @@ respawn_start(void)
                   (int)child);
         return;
     }
+    held_signals(&held);
     pid = fork();
     if (pid == 0) {
-        /* only async-signal-safe calls between fork and exec */
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* only async-signal-safe calls between fork and exec; a stop of
+         * the unit reaches the successor too, which then makes the clean
+         * stop once it serves rather than die in the takeover */
+        sigprocmask(SIG_SETMASK, &held, NULL);
         execv(exe, args);
         _exit(127);
     }
@@ -97,21 +119,16 @@ respawn_hands_back(pid_t pred)
 void
 respawn_exec(void)
 {
-    static const int held[] = { SIGUSR2, SIGTERM, SIGINT, SIGUSR1, SIGHUP };
     struct timespec tick = { 0, 10000000 };
-    sigset_t mask;
+    sigset_t held;
     char n[24];
 
     snprintf(n, sizeof(n), "%lu", reloads + 1);
     setenv("MCPM_RELOADS", n, 1);
-    /* until the new image handles them (main.c unblocks them then), a
-     * reload, a stop or a HUP sent meanwhile waits: by default each
-     * would end the unit's main process in the middle of its start */
-    sigemptyset(&mask);
-    for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++) {
-        sigaddset(&mask, held[i]);
-    }
-    sigprocmask(SIG_SETMASK, &mask, NULL);
+    snprintf(n, sizeof(n), "%d", (int)child);
+    setenv("MCPM_TAKE_BACK", n, 1);
+    held_signals(&held);
+    sigprocmask(SIG_SETMASK, &held, NULL);
     /* an upgrade renames the new binary into place: the path is either
      * build, but for a moment it may be neither */
     for (int i = 0; i < 100; i++) {
@@ -122,6 +139,35 @@ respawn_exec(void)
         nanosleep(&tick, NULL);
     }
     log_error("cannot start %s again: %s", exe, strerror(errno));
+}
+
+int
+respawn_not_back(void)
+{
+    struct timespec tick = { 0, 1000000 };
+    int status = 0;
+    pid_t pid = 0;
+
+    if (back_from <= 0) {
+        return 0;
+    }
+    for (int i = 0; i < 60000 && pid == 0; i++) {
+        if ((pid = waitpid(back_from, &status, WNOHANG)) == 0) {
+            nanosleep(&tick, NULL);
+        }
+    }
+    if (pid == back_from && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        /* it stopped as told: the unit is being stopped (systemd sends
+         * its signal to every process of the unit), and it made the
+         * clean stop */
+        log_info("pid %d made the clean stop before it handed the node "
+                 "back: nothing to serve", (int)back_from);
+        return -1;
+    }
+    log_error("pid %d ended before it handed the node back: this start "
+              "fails, for the service manager to start the unit again",
+              (int)back_from);
+    return EX_TEMPFAIL;
 }
 
 unsigned long

@@ -372,13 +372,20 @@ succession_take_over(void)
     }
     rc = takeover_connect(settings.takeover, &sc.pred, why, sizeof(why));
     if (rc > 0) {
+        if ((rc = respawn_not_back()) != 0) {
+            return rc < 0 ? SUCCESSION_STOPPED : rc;
+        }
         log_info("takeover: no node serves on %s: starting afresh",
                  settings.takeover);
         take_from_foreign();
         return 0;
     }
     if (rc < 0 && sc.pred.fd >= 0 && sc.pred.pid > 0) {
-        return after_refusal(why);
+        if ((rc = after_refusal(why)) == 0 &&
+            (rc = respawn_not_back()) < 0) {
+            rc = SUCCESSION_STOPPED;
+        }
+        return rc;
     }
     if (rc < 0) {
         log_error("takeover: %s", why);

@@ -33,8 +33,11 @@
  * Take what this start is given, before the memory file opens: systemd's
  * sockets (to be called first, before a fork changes the pid), then a
  * takeover's (succession_take_over(), once the process is set up).  0,
- * or an exit status after its message.
+ * or an exit status after its message; or, from succession_take_over(),
+ * SUCCESSION_STOPPED: a reload's successor made the clean stop instead
+ * of handing the node back (respawn.h), exit 0 without serving.
  */
+#define SUCCESSION_STOPPED (-1)
 int succession_from_systemd(void);
 int succession_take_over(void);
 
