@@ -80,6 +80,9 @@ def pytest_configure(config):
     for name, what in DEPENDS_ON.items():
         config.addinivalue_line("markers", "%s: %s" % (name, what))
     config.addinivalue_line(
+        "markers", "scale: sized to show scale (a million items); the fast "
+                   "run (script/test) runs it on the optimised build only")
+    config.addinivalue_line(
         "markers", "serial: changes the whole machine for a moment (a "
                    "kernel setting): script/test runs it alone, after the "
                    "tests that run in parallel")

@@ -354,6 +354,7 @@ def mixed_items(n=MIXED, seed=4):
     return items
 
 
+@pytest.mark.scale
 def test_1m_items_survive_sigterm_and_sigkill(server_factory, memfile):
     flags = ("-e", memfile, "-m", "1024")
     items = mixed_items()
