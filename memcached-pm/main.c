@@ -468,7 +468,7 @@ stop_all(bool graceful)
     STEP("stopped logger thread");
     udp_close();
     STEP("asking background threads to stop");
-    cache_stop();
+    cache_stop(!handed);
     if (stored) {
         succession_store_index();
     }

@@ -99,7 +99,7 @@ stop_with_image(void)
 {
     int fd = memfd_create("test-image", MFD_CLOEXEC);
 
-    cache_stop();
+    cache_stop(false);
     if (cache_image_write(fd, NULL) != 0) {
         close(fd);
         fd = -1;
@@ -247,7 +247,7 @@ test_image_of_another_generation(void)
     /* The file is opened and written in between: the image is old. */
     r = start(CACHE_TIER_PMEM, -1);
     ok(r.image == 0 && put("between", "x", 1), "a start in between");
-    cache_stop();
+    cache_stop(false);
     cache_shutdown();
     r = start(CACHE_TIER_PMEM, fd);
     ok(r.image == 0, "an image of an older generation is not taken");
@@ -271,13 +271,13 @@ test_image_in_its_room(void)
         snprintf(k, sizeof(k), "grown%d", i);
         stored &= put(k, "g", 1);
     }
-    cache_stop();
+    cache_stop(false);
     ok(stored && cache_image_write(fd, NULL) == 0, "the image written in it");
     cache_shutdown();
     r = start(CACHE_TIER_PMEM, fd);
     ok(r.image == 1 && all_there() && strcmp(test_val("grown199"), "g") == 0,
        "and taken");
-    cache_stop();
+    cache_stop(false);
     cache_shutdown();
     grow = true;                            /* the table may grow now */
     start(CACHE_TIER_PMEM, -1);
@@ -288,7 +288,7 @@ test_image_in_its_room(void)
         put(k, "m", 1);
     }
     ok(grown_past(before + before / 16 + MB), "the table grew past it");
-    cache_stop();
+    cache_stop(false);
     ok(cache_image_write(fd, NULL) == 0, "an outgrown room: written all the same");
     cache_shutdown();
     r = start(CACHE_TIER_PMEM, fd);
@@ -419,7 +419,7 @@ test_image_precopied(void)
        "the table copied into the room while serving");
     snap = snapshot(room, (size_t)(at + len));
     ok(change_while_serving(), "stores, deletes and overwrites after it");
-    cache_stop();
+    cache_stop(false);
     ok(cache_image_write(room, &delta) == 0 && delta >= 0,
        "the image written, with the pages written since");
     dirty = marked(delta, &pages);
@@ -503,7 +503,7 @@ test_no_image_with_items_in_dram(void)
 {
     int fd;
 
-    cache_stop();
+    cache_stop(false);
     cache_shutdown();
     start(CACHE_TIER_CACHE, -1);
     fd = stop_with_image();

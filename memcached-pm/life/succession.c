@@ -768,7 +768,7 @@ hand_over(struct takeover_peer *p)
         return -1;
     }
     takeover_step("old", "sent");
-    cache_stop();               /* its memory is freed once it exits */
+    cache_stop(false);          /* its memory is freed once it exits */
     restart_meta_write(true);
     if ((room >= 0 && image_send(p->fd, room) != 0) ||
         takeover_send(p->fd, TAKEOVER_RELEASED) != 0) {

@@ -133,7 +133,7 @@ write_converted(const struct mcfile *f, const char *tmp, uint64_t items,
     if (rc == 0 && flush_at != 0) {
         cache_flush(clock_realtime(flush_at));  /* a delayed flush_all */
     }
-    cache_stop();
+    cache_stop(true);
     cache_shutdown();
     if (rc != 0) {
         fprintf(stderr, "[restart] converting memcached's cache: %s\n",

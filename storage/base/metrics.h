@@ -168,6 +168,10 @@
     X(discarded_stale,        GAUGE,   COUNT) /* 1: down longer than      \
                                                  memory_file_max_downtime, \
                                                  the file started empty */  \
+    X(discarded_unproven,     GAUGE,   COUNT) /* 1: written without     \
+                                                 flushes under another     \
+                                                 boot, the file started    \
+                                                 empty */                  \
     X(image,                  GAUGE,   COUNT) /* 1: the DRAM index came  \
                                                  from the node taken over  \
                                                  from, or saved at a clean \

@@ -41,11 +41,14 @@ void cache_shutdown(void);
 
 /* The first half of cache_shutdown(): a recovery still running and the
  * background threads stop, the memory file is left clean (unless that
- * recovery had items left to read: the next start scans again) and its lock let go, so that another server
- * may open it at once; the memory (gigabytes of mapping to take down) is
- * freed by cache_shutdown() later.  No call but cache_shutdown() may
- * follow. */
-void cache_stop(void);
+ * recovery had items left to read: the next start scans again) and its
+ * lock let go, so that another server may open it at once; the memory
+ * (gigabytes of mapping to take down) is freed by cache_shutdown()
+ * later.  last: no other process takes the file over now (a stop, not a
+ * handover): a file written without flushes goes to its disk whole
+ * first, so that a machine restart keeps it.  No call but
+ * cache_shutdown() may follow. */
+void cache_stop(bool last);
 
 /* Once a second from the daemon's clock: expansion check, automove, and
  * the memory file's note of when the server last ran. */

@@ -45,6 +45,8 @@ struct cache_priv {
     uint64_t              downtime; /* seconds since the file's last
                                        write, as start-up measured it */
     bool                  stale;    /* over memory_file_max_downtime */
+    bool                  unproven; /* written without flushes under
+                                       another boot: discarded */
     bool                  stopped;  /* cache_stop(): only the memory is
                                        left to free */
 };

@@ -159,6 +159,7 @@ cache_recovery_stats(struct cache_recovery *out)
         recover_progress(ca->recovering, out);
         out->downtime = ca->recovery.downtime;
         out->discarded_stale = ca->recovery.discarded_stale;
+        out->discarded_unproven = ca->recovery.discarded_unproven;
     }
     return ca->sb.tier != NULL;
 }

@@ -41,7 +41,7 @@ struct sblock_disk {
     int64_t     alive_time;     /* layout 3; zero in layout 2 */
     uint8_t     boot_id[16];    /* zero in files of earlier builds */
     uint64_t    flush_cas;      /* zero in files of earlier builds */
-    uint8_t     pad[4];
+    uint32_t    unsynced_boot;  /* zero in files of earlier builds */
     uint32_t    crc;            /* crc_32c of everything above */
 };
 
@@ -81,6 +81,7 @@ to_disk(const struct sblock *sb, uint64_t generation, struct sblock_disk *d)
     d->item_max = sb->item_max;
     d->alive_time = sb->alive_time;
     memcpy(d->boot_id, sb->boot_id, sizeof(d->boot_id));
+    d->unsynced_boot = sb->unsynced_boot;
     d->flags = (sb->use_cas ? SBLOCK_F_CAS : 0) |
                (sb->clean ? SBLOCK_F_CLEAN : 0);
     d->crc = disk_crc(d);
@@ -105,6 +106,7 @@ from_disk(const struct sblock_disk *d, struct sblock *sb)
     sb->clean = (d->flags & SBLOCK_F_CLEAN) != 0;
     sb->alive_time = d->alive_time;
     memcpy(sb->boot_id, d->boot_id, sizeof(sb->boot_id));
+    sb->unsynced_boot = d->unsynced_boot;
     sb->generation = d->generation;
 }
 
@@ -250,6 +252,12 @@ sblock_boot_now(uint8_t out[16])
         }
     }
     return n == 32;
+}
+
+uint32_t
+sblock_boot_tag(const uint8_t boot_id[16])
+{
+    return crc_32c(0, boot_id, 16) | 1;
 }
 
 /* How one copy looks: absent, from another version, torn, or good. */

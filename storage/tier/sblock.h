@@ -84,6 +84,12 @@ struct sblock {
                                        committed item of the file was
                                        last known whole (zero: not known,
                                        or a file of an earlier build) */
+    uint32_t        unsynced_boot;  /* sblock_boot_tag() of the boot under
+                                       which the file was written without
+                                       flushes (process durability) since
+                                       it last reached the disk whole; 0:
+                                       none (in layout 3's pad: 0 in files
+                                       of earlier builds) */
     /* Bookkeeping. */
     uint64_t        generation;     /* of the copy last loaded/committed */
     struct tier    *tier;           /* persist() goes through it */
@@ -165,6 +171,9 @@ void sblock_set_flush(struct sblock *sb, int64_t wall, uint64_t cas);
  * kernel crash, a power cut) can have torn them.
  */
 bool sblock_boot_now(uint8_t out[16]);
+
+/* A boot id as unsynced_boot notes it: never 0. */
+uint32_t sblock_boot_tag(const uint8_t boot_id[16]);
 
 /* Record the boot id and commit it before returning.  Thread-safe
  * against the other setters. */

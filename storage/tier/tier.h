@@ -96,12 +96,16 @@ struct tier *tier_memkind_create(const char *spec, size_t limit,
  *   PROCESS  a crash of the process.  Every store is in the page cache
  *            (or the PMEM's cache lines) the moment it is made, so
  *            persist() only keeps the compiler from moving stores across
- *            it: no flush, no system call.  The default on tmpfs, where a
- *            power cut loses the file anyway.
+ *            it: no flush, no system call.  After a power cut or a kernel
+ *            crash the file holds whatever pages the kernel had written
+ *            back, old beside new: the cache layer notes this
+ *            (sblock.h unsynced_boot) and does not serve such a file.
  *   POWER    a power cut too.  On real PMEM (DAX) persist() flushes the
  *            cache lines and drains; on any other file it is an msync,
  *            grouped (see tier_pmem_group_join()).
- *   AUTO     POWER unless the file is on tmpfs or ramfs.
+ *   AUTO     POWER on real PMEM, where it costs a cache-line flush;
+ *            PROCESS on any other file (a disk's msync is a device
+ *            flush: milliseconds a write).
  */
 enum tier_durability {
     TIER_DURABLE_AUTO, TIER_DURABLE_PROCESS, TIER_DURABLE_POWER
@@ -171,6 +175,12 @@ bool tier_pmem_created(const struct tier *t);
 /* The durability settled at open (never AUTO) and how it flushes. */
 enum tier_durability tier_pmem_durability(const struct tier *t);
 enum tier_flush tier_pmem_flush_kind(const struct tier *t);
+
+/* Make [addr, addr + len), or the whole file, durable now, whatever the
+ * durability (a stop, and the superblock's note of a PROCESS file).
+ * sync_all: 0, or -1 with errno from fdatasync. */
+void tier_pmem_sync(struct tier *t, const void *addr, size_t len);
+int tier_pmem_sync_all(struct tier *t);
 
 /* persist() calls so far, the bytes they covered and the system calls
  * made for them (a racy sum of per-thread counts, good for stats). */

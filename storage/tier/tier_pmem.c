@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libpmem.h>
-#include <linux/magic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +34,6 @@
 #include <sys/mman.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #define PMEM_LINE 64    /* the unit a cache-line flush makes durable */
@@ -247,6 +245,33 @@ reach(struct pmem_state *s, const char *addr, size_t len)
     } else {
         msync_range(s, addr, len);
     }
+}
+
+void
+tier_pmem_sync(struct tier *t, const void *addr, size_t len)
+{
+    struct pmem_state *s = state(t);
+
+    if (s->strict) {
+        strict_copy(s, addr, len);
+    } else if (s->is_pmem) {
+        pmem_persist(addr, len);
+    } else {
+        msync_range(s, addr, len);
+    }
+}
+
+int
+tier_pmem_sync_all(struct tier *t)
+{
+    struct pmem_state *s = state(t);
+
+    if (s->strict || s->is_pmem) {
+        tier_pmem_sync(t, s->base, s->len);
+        return 0;
+    }
+    count_sync(s);
+    return fdatasync(s->fd);
 }
 
 static void
@@ -668,18 +693,9 @@ layout(struct pmem_state *s, const struct tier_pmem_options *o, char *err,
     return true;
 }
 
-static bool
-on_tmpfs(const char *path)
-{
-    struct statfs fs;
-
-    return statfs(path, &fs) == 0 &&
-           (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
-}
-
-/* AUTO: a file on tmpfs cannot outlive the machine's power, so guarding
- * against a power cut buys nothing there.  The simulator models a power
- * cut whatever the file sits on. */
+/* AUTO: POWER where it is cheap, on PMEM (a cache-line flush); on any
+ * other file an msync costs a device flush, so PROCESS (tier.h).  The
+ * simulator models a power cut whatever the file sits on. */
 static void
 settle_durability(struct pmem_state *s, const struct tier_pmem_options *o)
 {
@@ -687,8 +703,8 @@ settle_durability(struct pmem_state *s, const struct tier_pmem_options *o)
     if (s->strict) {
         s->durability = TIER_DURABLE_POWER;
     } else if (s->durability == TIER_DURABLE_AUTO) {
-        s->durability = !s->is_pmem && on_tmpfs(o->path)
-                        ? TIER_DURABLE_PROCESS : TIER_DURABLE_POWER;
+        s->durability = s->is_pmem ? TIER_DURABLE_POWER
+                                   : TIER_DURABLE_PROCESS;
     }
     if (s->durability == TIER_DURABLE_PROCESS) {
         s->flush = TIER_FLUSH_NONE;
