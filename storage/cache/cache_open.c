@@ -33,7 +33,6 @@
 #include "storage/tier/sblock.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -356,30 +355,6 @@ too_long_down(const struct cache_options *opts)
     return true;
 }
 
-/* A file written without flushes (process durability) under another
- * boot, and not written to its disk whole since: the machine stopped (a
- * power cut, a kernel crash) with some of its pages written back and
- * others not, old beside new.  None of its items can be proven current,
- * so it serves none of them. */
-static bool
-unproven(const struct cache_options *opts)
-{
-    uint8_t boot[16];
-
-    if (ca->sb.unsynced_boot == 0 ||
-        (sblock_boot_now(boot) &&
-         sblock_boot_tag(boot) == ca->sb.unsynced_boot)) {
-        return false;
-    }
-    fprintf(stderr, "memory file %s: the machine restarted while it was "
-            "written without flushes (memory_file_durability=process) and "
-            "before a clean stop wrote it to the disk: its pages may be "
-            "old beside new, so its items are discarded\n",
-            opts->memory_file);
-    ca->unproven = true;
-    return true;
-}
-
 /*
  * Open the file's superblock: 1 when the file holds items to recover
  * (ca->sb loaded), 0 when it starts empty (new, or discarded as
@@ -399,7 +374,7 @@ pmem_superblock(const struct cache_options *opts, struct tier *t)
         st = sblock_load(t, tier_pmem_base(t), &p, &ca->sb, err, sizeof(err));
     }
     if (st == SBLOCK_OK) {
-        return too_long_down(opts) || unproven(opts)
+        return too_long_down(opts) || cache_reboot_unproven(opts)
                ? pmem_new_file(opts, t, &p) : 1;
     }
     if (st == SBLOCK_INCOMPATIBLE || st == SBLOCK_CORRUPT) {
@@ -612,31 +587,6 @@ pmem_recover(struct cache_options *opts)
     return 0;
 }
 
-/* Under process durability the file is written without flushes from
- * now on: the superblock says under which boot, in both its copies and
- * on the disk before anything is stored (a successor under the same
- * boot finds it said).  cache_stop() of a stop writes the file whole
- * and takes the note back. */
-static void
-note_unsynced(void)
-{
-    struct tier *t = ca->sb.tier;
-    uint8_t boot[16];
-    uint32_t tag;
-
-    if (t == NULL || tier_pmem_durability(t) != TIER_DURABLE_PROCESS) {
-        return;
-    }
-    tag = sblock_boot_now(boot) ? sblock_boot_tag(boot) : 1;
-    if (ca->sb.unsynced_boot == tag) {
-        return;
-    }
-    ca->sb.unsynced_boot = tag;
-    sblock_commit(&ca->sb);
-    sblock_commit(&ca->sb);
-    tier_pmem_sync(t, tier_pmem_base(t), SBLOCK_SIZE);
-}
-
 /* The file's items back (`old`: it holds some), or a new file noted
  * whole under this boot. */
 static int
@@ -650,7 +600,7 @@ pmem_items(struct cache_options *opts, int old)
                sblock_boot_now(ca->boot)) {
         sblock_set_boot(&ca->sb, ca->boot);
     }
-    note_unsynced();
+    cache_reboot_note();
     return 0;
 }
 
@@ -824,49 +774,6 @@ fail_locks:
     return -1;
 }
 
-/* fsync a file beside the memory file, if there is one: 0 or -1. */
-static int
-sync_beside(const char *suffix)
-{
-    size_t n = strlen(ca->opts->memory_file) + strlen(suffix) + 1;
-    char *path = malloc(n);
-    int fd, rc = -1;
-
-    if (path == NULL) {
-        return -1;
-    }
-    snprintf(path, n, "%s%s", ca->opts->memory_file, suffix);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = errno == ENOENT ? 0 : -1;
-    } else {
-        rc = fsync(fd);
-        close(fd);
-    }
-    free(path);
-    return rc;
-}
-
-/* The last stop of a file written without flushes: it goes to its disk
- * whole (the log of keys removed while recovering too), then its
- * superblock takes the note back (note_unsynced()), so that the machine
- * may go down and every item come back.  Logged if the device fails:
- * the note stays, and a start under another boot discards the file. */
-static void
-sync_whole(struct tier *t)
-{
-    if (ca->sb.unsynced_boot == 0) {
-        return;
-    }
-    if (sync_beside(".removed") != 0 || tier_pmem_sync_all(t) != 0) {
-        fprintf(stderr, "memory file %s: cannot write it to its disk: %s; "
-                "a machine restart now discards its items\n",
-                ca->opts->memory_file, strerror(errno));
-        return;
-    }
-    ca->sb.unsynced_boot = 0;
-}
-
 void
 cache_stop(bool last)
 {
@@ -884,7 +791,7 @@ cache_stop(bool last)
         persist_set_sblock(NULL);
         cas_use_sblock(NULL);
         if (last) {
-            sync_whole(t);
+            cache_reboot_sync(t);
         }
         ca->sb.clean = !ca->unrecovered;
         ca->sb.alive_time = wall_now();

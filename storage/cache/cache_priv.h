@@ -53,6 +53,20 @@ struct cache_priv {
 
 extern struct cache_priv cache_priv;
 
+/*
+ * A memory file written without flushes and a machine restart
+ * (cache_reboot.c).  unproven: at the start, is the file noted as
+ * written so under another boot (then it serves none of it: logged,
+ * counted)?  note: before anything is stored under process durability,
+ * note this boot in the superblock, on the disk.  sync: at a stop, write
+ * the file (and its .removed log) to the disk whole and take the note
+ * back, before the superblock's last commit; a failure is logged and
+ * leaves the note.
+ */
+bool cache_reboot_unproven(const struct cache_options *opts);
+void cache_reboot_note(void);
+void cache_reboot_sync(struct tier *t);
+
 /* One more item stored (total_items), counted in the thread's slot. */
 static inline void
 cache_count_stored(void)
