@@ -21,7 +21,7 @@
 
 #include "memcached-pm/base/stats.h"
 #include "storage/base/locks.h"
-#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_durable.h"
 
 #define MB (1024 * 1024)
 

@@ -29,7 +29,7 @@
 #include "proto/binary.h"
 #include "proto/text.h"
 #include "storage/cache/cache.h"
-#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_durable.h"
 
 #define OUT_HIGH_WATER (1024 * 1024)  /* queued bytes before a forced write */
 

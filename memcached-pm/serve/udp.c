@@ -34,7 +34,7 @@
 #include "proto/binary.h"
 #include "proto/udp.h"
 #include "storage/cache/cache.h"
-#include "storage/cache/cache_open.h"
+#include "storage/cache/cache_durable.h"
 
 #define UDP_READ_MAX   65536    /* a request datagram, frame included */
 #define UDP_RECV_BATCH 8        /* datagrams a recvmmsg takes */

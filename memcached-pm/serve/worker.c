@@ -31,6 +31,7 @@
 #include "storage/base/affinity.h"
 #include "storage/base/clock.h"
 #include "storage/cache/cache.h"
+#include "storage/cache/cache_durable.h"
 #include "storage/cache/cache_open.h"
 
 /* An accepted fd waiting for its worker, or one taken over with its

@@ -88,27 +88,6 @@ stop_threads(void)
 
 /* ---- tiers and the memory file --------------------------------------- */
 
-_Static_assert((int)TIER_DURABLE_PROCESS == (int)CACHE_DURABLE_PROCESS &&
-               (int)TIER_DURABLE_POWER == (int)CACHE_DURABLE_POWER,
-               "options.h and tier.h name the durabilities alike");
-
-static const char *
-flush_name(const struct tier *t)
-{
-    static const char *const names[] = {
-        [TIER_FLUSH_NONE] = "none",
-        [TIER_FLUSH_LINES] = "cache_lines",
-        [TIER_FLUSH_MSYNC] = "msync",
-    };
-
-    return names[tier_pmem_flush_kind(t)];
-}
-
-/* The PMEM tier over opts->memory_file: the superblock's reserve, then as
- * many pages as the file holds. */
-/* -e, memcached's restartable cache: a file to be made anew (no valid
- * metadata), or of another size (memcached logs it as maxbytes), is
- * removed first, as memcached truncates it. */
 static void
 restart_file(const struct cache_options *opts)
 {
@@ -175,59 +154,15 @@ pmem_tier_open(struct cache_options *opts)
                 tier_pmem_is_pmem(t) ? "persistent memory"
                                      : "not persistent memory",
                 tier_pmem_durability(t) == TIER_DURABLE_PROCESS
-                ? "process crash" : "power cut", flush_name(t));
+                ? "process crash" : "power cut", cache_flush_name(t));
     }
     return t;
-}
-
-const char *
-cache_durability(void)
-{
-    struct tier *t = slabs_tier(TIER_PMEM);
-
-    if (t == NULL) {
-        return NULL;
-    }
-    return tier_pmem_durability(t) == TIER_DURABLE_PROCESS ? "process"
-                                                            : "power";
-}
-
-const char *
-cache_flush_method(void)
-{
-    struct tier *t = slabs_tier(TIER_PMEM);
-
-    return t == NULL ? NULL : flush_name(t);
 }
 
 void
 cache_thread_cache(bool on)
 {
     slabs_thread_cache(on);
-}
-
-bool
-cache_group_join(void)
-{
-    return persist_group_join();
-}
-
-bool
-cache_group_pending(void)
-{
-    return persist_group_pending();
-}
-
-void
-cache_group_sync(void)
-{
-    persist_group_sync();
-}
-
-void
-cache_group_leave(void)
-{
-    persist_group_leave();
 }
 
 /* The page table and commit words of the memory file.  0 or -1. */

@@ -73,31 +73,11 @@ bool cache_file_is_ours(const char *path);
  * milliseconds after the process. */
 bool cache_file_busy(const char *path);
 
-/*
- * Durability of the memory file (tier.h enum tier_durability), as stats
- * settings names it: "process" or "power", and how it flushes: "none",
- * "cache_lines" or "msync".  NULL without a memory file.
- */
-const char *cache_durability(void);
-const char *cache_flush_method(void);
-
 /* A thread that stores often (a worker) keeps a few free chunks of each
  * class of its own, so that its stores and deletes rarely take the slab
  * allocator's lock (slabs.h): on before its first request, off before it
  * exits. */
 void cache_thread_cache(bool on);
-
-/*
- * Group commit, where the memory file flushes by msync (persist.h): an
- * event loop's thread joins (false: nothing to group, every store is
- * durable when its call returns), and then, before any reply that
- * acknowledges a change goes out, syncs what its calls left pending.
- * Every pass of the loop ends with a sync when something is pending.
- */
-bool cache_group_join(void);
-bool cache_group_pending(void);
-void cache_group_sync(void);
-void cache_group_leave(void);       /* before the thread exits */
 
 /* ---- administration ---------------------------------------------------- */
 

@@ -55,7 +55,7 @@ extern struct cache_priv cache_priv;
 
 /*
  * A memory file written without flushes and a machine restart
- * (cache_reboot.c).  unproven: at the start, is the file noted as
+ * (cache_durable.c).  unproven: at the start, is the file noted as
  * written so under another boot (then it serves none of it: logged,
  * counted)?  note: before anything is stored under process durability,
  * note this boot in the superblock, on the disk.  sync: at a stop, write
@@ -66,6 +66,10 @@ extern struct cache_priv cache_priv;
 bool cache_reboot_unproven(const struct cache_options *opts);
 void cache_reboot_note(void);
 void cache_reboot_sync(struct tier *t);
+
+/* How the tier flushes, as stats names it ("none", "cache_lines",
+ * "msync"). */
+const char *cache_flush_name(const struct tier *t);
 
 /* One more item stored (total_items), counted in the thread's slot. */
 static inline void

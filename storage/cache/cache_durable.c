@@ -1,6 +1,8 @@
 /*
- * cache_reboot.c: what a machine restart may have done to a memory file
- * written without flushes (process durability, tier.h).
+ * cache_durable.c: what a store in the memory file survives (tier.h's
+ * durabilities, as stats names them), the group commit of an event
+ * loop's thread (persist.h), and what a machine restart may have done to
+ * a file written without flushes (process durability).
  *
  * Such a file is whole in the page cache, so a crash of the process, a
  * restart and a takeover keep every item.  A power cut or a kernel crash
@@ -13,7 +15,10 @@
  */
 #include "config.h"
 
+#include "storage/cache/cache_durable.h"
 #include "storage/cache/cache_priv.h"
+#include "storage/slab/persist.h"
+#include "storage/slab/slabs.h"
 #include "storage/tier/sblock.h"
 
 #include <errno.h>
@@ -24,6 +29,72 @@
 #include <unistd.h>
 
 static struct cache_priv *const ca = &cache_priv;
+
+_Static_assert((int)TIER_DURABLE_PROCESS == (int)CACHE_DURABLE_PROCESS &&
+               (int)TIER_DURABLE_POWER == (int)CACHE_DURABLE_POWER,
+               "options.h and tier.h name the durabilities alike");
+
+/* The PMEM tier over opts->memory_file: the superblock's reserve, then as
+ * many pages as the file holds. */
+/* -e, memcached's restartable cache: a file to be made anew (no valid
+ * metadata), or of another size (memcached logs it as maxbytes), is
+ * removed first, as memcached truncates it. */
+const char *
+cache_flush_name(const struct tier *t)
+{
+    static const char *const names[] = {
+        [TIER_FLUSH_NONE] = "none",
+        [TIER_FLUSH_LINES] = "cache_lines",
+        [TIER_FLUSH_MSYNC] = "msync",
+    };
+
+    return names[tier_pmem_flush_kind(t)];
+}
+
+const char *
+cache_durability(void)
+{
+    struct tier *t = slabs_tier(TIER_PMEM);
+
+    if (t == NULL) {
+        return NULL;
+    }
+    return tier_pmem_durability(t) == TIER_DURABLE_PROCESS ? "process"
+                                                            : "power";
+}
+
+const char *
+cache_flush_method(void)
+{
+    struct tier *t = slabs_tier(TIER_PMEM);
+
+    return t == NULL ? NULL : cache_flush_name(t);
+}
+
+bool
+cache_group_join(void)
+{
+    return persist_group_join();
+}
+
+bool
+cache_group_pending(void)
+{
+    return persist_group_pending();
+}
+
+void
+cache_group_sync(void)
+{
+    persist_group_sync();
+}
+
+void
+cache_group_leave(void)
+{
+    persist_group_leave();
+}
+
 
 bool
 cache_reboot_unproven(const struct cache_options *opts)
