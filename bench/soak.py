@@ -7,8 +7,9 @@ against a model of what every client was told.
         [--preset issue53] [--disk-dir DIR] [--bin PATH]
 
 The node (-e <file>, or a memory file under -o tier_policy=cache or
-capacity) runs in a directory on tmpfs or on a disk, on io_uring or
-epoll; --config names them: tmpfs|disk - io_uring|epoll - pmem|cache|
+capacity) runs in a directory on tmpfs (durability process, the
+default) or on a disk (durability power: every change flushed before its
+reply, by the flusher thread), on io_uring or epoll; --config names them: tmpfs|disk - io_uring|epoll - pmem|cache|
 capacity (tmpfs-io_uring-pmem by default; `all`: each of the twelve in
 turn, the duration shared; `random`: the one the seed picks).  Clients:
 
@@ -211,6 +212,11 @@ class Node:
             args += ["-u", "root"]
         opt = ["takeover=" + os.path.join(self.dir, "t.sock"),
                "hashpower=13", "event_engine=" + self.run.engine]
+        if self.run.medium == "disk" and self.run.opts.preset is None:
+            # the default there is process; power runs the flusher thread
+            # that the workers hand their changes to (the preset keeps the
+            # defaults, as its user would)
+            opt.append("memory_file_durability=power")
         if self.run.policy == "pmem":
             args += ["-e", self.file, "-m", str(self.memory)]
         else:

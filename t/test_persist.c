@@ -340,7 +340,7 @@ test_group_reuse(void)
     bool reused = false;
 
     cache_thread_cache(true);
-    if (!ok(persist_group_join(), "the strict file on tmpfs groups "
+    if (!ok(persist_group_join(NULL, NULL), "the strict file on tmpfs groups "
             "(msync)")) {
         cache_thread_cache(false);
         return;

@@ -102,6 +102,11 @@ struct conn {
                                         NULL: plain */
     struct evsrc     ev;             /* on its worker's epoll loop */
     struct conn     *park_next;
+    uint64_t         last_note;      /* group commit: the worker's clock
+                                        of changes (cache_group_noted())
+                                        at its last change, and when it
+                                        was last driven */
+    uint64_t         drive_note;
     void            *sasl;           /* -S through Cyrus: its session
                                         (sasl_cyrus.h) */
     char            *peer_cn;        /* TLS: the client certificate's
@@ -119,8 +124,8 @@ struct conn {
     bool             is_udp;         /* a worker's UDP socket (udp.h) */
     bool             close_after_write;
     bool             yielded;        /* -R budget ran out in this event */
-    bool             parked;         /* replies wait for the pass's sync
-                                        (machine_end_pass()) */
+    bool             parked;         /* replies wait for changes to be
+                                        durable (machine_end_pass()) */
     bool             watching;       /* handed to the mc-log thread (or
                                         being): stats conns lists the
                                         watcher instead */

@@ -45,9 +45,10 @@
 static void conn_drive(struct conn *c);
 static void machine_close_now(struct conn **c);
 
-/* This worker's connections waiting for the pass's sync, last parked
- * first. */
+/* This worker's connections whose replies wait for their changes to be
+ * durable, last parked first; and whether it is in a group at all. */
 static __thread struct conn *parked;
+static __thread bool grouped;
 
 /* ---- events ----------------------------------------------------------- */
 
@@ -498,16 +499,41 @@ state_read(struct conn *c, bool *stop)
     }
 }
 
+/* Group commit: note when c last changed something (since it was
+ * driven last). */
+static void
+note_changes(struct conn *c)
+{
+    uint64_t now = cache_group_noted();
+
+    if (now != c->drive_note) {
+        c->last_note = now;
+        c->drive_note = now;
+    }
+}
+
 static enum conn_state
 state_write(struct conn *c, bool *stop)
 {
-    if (c->out_bytes > 0 && cache_group_pending()) {
-        /* The replies may acknowledge what is not durable yet. */
-        c->parked = true;
-        c->park_next = parked;
-        parked = c;
+    if (c->parked) {
+        /* an event it had asked for before: it waits on */
         *stop = true;
         return CONN_WRITE;
+    }
+    if (grouped && c->out_bytes > 0) {
+        note_changes(c);
+        if (c->last_note > cache_group_durable()) {
+            /* The replies may acknowledge what is not durable yet: no
+             * event for it until machine_end_pass() finds them durable
+             * (it reads nothing meanwhile, so its requests stay in
+             * order). */
+            c->parked = true;
+            c->park_next = parked;
+            parked = c;
+            conn_wait(c, 0);
+            *stop = true;
+            return CONN_WRITE;
+        }
     }
     switch (conn_flush(c)) {
     case -1:
@@ -579,6 +605,9 @@ conn_drive(struct conn *c)
     bool stop = false;
 
     logger_set_fd(c->fd);
+    if (grouped) {
+        c->drive_note = cache_group_noted();
+    }
     while (!stop) {
         enum conn_state next;
 
@@ -616,6 +645,9 @@ conn_drive(struct conn *c)
                       conn_state_label(c->state), conn_state_label(next));
         }
         conn_set_state(c, next);
+    }
+    if (grouped) {
+        note_changes(c);        /* a noreply change: what follows waits */
     }
 }
 
@@ -669,24 +701,45 @@ machine_leave(struct conn *c)
 }
 
 void
+machine_group_join(void (*wake)(void *), void *arg)
+{
+    grouped = cache_group_join(wake, arg);
+}
+
+bool
+machine_grouped(void)
+{
+    return grouped;
+}
+
+void
 machine_end_pass(void)
 {
     struct conn *list, *c;
 
-    while (parked != NULL) {
-        cache_group_sync();
+    for (;;) {
+        uint64_t durable = cache_group_durable();
+
+        /* those whose changes are durable now reply and go on */
         list = parked;
         parked = NULL;
         while ((c = list) != NULL) {
             list = c->park_next;
-            c->parked = false;
             c->park_next = NULL;
-            conn_drive(c);
+            if (c->last_note <= durable) {
+                c->parked = false;
+                conn_drive(c);
+            } else {
+                c->park_next = parked;
+                parked = c;
+            }
         }
-    }
-    if (cache_group_pending()) {
-        /* noreply changes, and the items they replaced */
-        cache_group_sync();
+        /* the pass's changes (and the items they replaced) to the
+         * flusher, which wakes this worker once they are durable; or,
+         * with no flusher, synced here and their replies sent now */
+        if (!cache_group_pending() || cache_group_submit()) {
+            return;
+        }
     }
 }
 

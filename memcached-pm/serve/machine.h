@@ -49,13 +49,18 @@ void machine_adopt(struct conn *c);
 void machine_leave(struct conn *c);
 
 /*
- * Group commit (storage/cache/cache.h cache_group_join()): a connection whose
- * replies acknowledge changes not yet durable waits, parked, in WRITE.
- * After each pass of its event loop the worker calls this: one sync makes
- * the pass's changes durable, then the parked connections send their
- * replies and go on (parking again, and syncing again, if they made more
- * changes).
+ * Group commit (storage/cache/cache_durable.h): a worker joins with a
+ * waker (false from grouped(): the medium needs none, replies go out at
+ * once).  A connection whose replies acknowledge changes not yet durable
+ * (its own, a noreply one included) waits, parked, in WRITE.  After each
+ * pass of its event loop the worker calls end_pass: the parked
+ * connections whose changes are durable by now send their replies and go
+ * on (parking again if they made more changes), and the pass's changes
+ * go to the flusher thread, whose waker wakes the loop once they are
+ * durable: the worker serves other connections meanwhile.
  */
+void machine_group_join(void (*wake)(void *), void *arg);
+bool machine_grouped(void);
 void machine_end_pass(void);
 
 /*

@@ -334,6 +334,14 @@ on_tick(int fd, short what, void *arg)
     }
 }
 
+/* The flusher made some of this worker's changes durable: its loop
+ * wakes, and the pass's end sends the replies that waited. */
+static void
+wake(void *arg)
+{
+    notify(arg);
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -347,15 +355,16 @@ worker_main(void *arg)
         log_error("worker %u: no ring for watch; it shares one", w->id);
     }
     cache_thread_cache(true);
+    /* group commit: the pass's changes go to the flusher after every
+     * pass, whose wake-up comes through the eventfd */
+    machine_group_join(wake, w);
     if (w->ring != NULL) {
-        /* with group commit, a sync after every pass, before its replies */
-        ring_run(w->ring, cache_group_join() ? machine_end_pass : NULL);
-    } else if (!cache_group_join()) {
+        ring_run(w->ring, machine_grouped() ? machine_end_pass : NULL);
+    } else if (!machine_grouped()) {
         if (evloop_run(w->loop, false) != 0) {
             log_error("worker %u: epoll_wait: %s", w->id, strerror(errno));
         }
     } else {
-        /* Group commit: a sync after every pass, before its replies. */
         for (;;) {
             int rc = evloop_run(w->loop, true);
 

@@ -72,9 +72,9 @@ cache_flush_method(void)
 }
 
 bool
-cache_group_join(void)
+cache_group_join(void (*wake)(void *), void *arg)
 {
-    return persist_group_join();
+    return persist_group_join(wake, arg);
 }
 
 bool
@@ -87,6 +87,24 @@ void
 cache_group_sync(void)
 {
     persist_group_sync();
+}
+
+bool
+cache_group_submit(void)
+{
+    return persist_group_submit();
+}
+
+uint64_t
+cache_group_noted(void)
+{
+    return persist_group_noted();
+}
+
+uint64_t
+cache_group_durable(void)
+{
+    return persist_group_durable();
 }
 
 void

@@ -231,9 +231,9 @@ persist_retire(struct item *it)
 }
 
 bool
-persist_group_join(void)
+persist_group_join(void (*wake)(void *), void *arg)
 {
-    return pe.tier != NULL && tier_pmem_group_join(pe.tier);
+    return pe.tier != NULL && tier_pmem_group_join(pe.tier, wake, arg);
 }
 
 bool
@@ -244,13 +244,132 @@ persist_group_pending(void)
             tier_pmem_group_pending(pe.tier));
 }
 
+/* What a thread submitted and holds until the ticket is done: the items
+ * it killed, and those whose deaths the flusher stores (tier.h). */
+struct waiting {
+    uint64_t    ticket;
+    struct held items;
+};
+
+static __thread struct {
+    struct waiting *v;
+    size_t          n;
+    size_t          cap;
+    uint64_t      **zero;       /* scratch: the retiring commit words */
+    size_t          zcap;
+} sent;
+
+/* Move h's items into the last waiting entry (one for ticket). */
+static bool
+send_held(uint64_t ticket, struct held *h)
+{
+    struct waiting *w = sent.n > 0 ? &sent.v[sent.n - 1] : NULL;
+
+    if (w == NULL || w->ticket != ticket) {
+        if (sent.n == sent.cap) {
+            size_t cap = sent.cap ? sent.cap * 2 : 8;
+            struct waiting *v = realloc(sent.v, cap * sizeof(*v));
+
+            if (v == NULL) {
+                return false;
+            }
+            sent.v = v;
+            sent.cap = cap;
+        }
+        w = &sent.v[sent.n++];
+        memset(w, 0, sizeof(*w));
+        w->ticket = ticket;
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        if (!hold(&w->items, h->v[i])) {
+            return false;
+        }
+    }
+    let_go(h);              /* the references moved */
+    return true;
+}
+
+/* Let go of what tickets done covered. */
+static void
+settle(void)
+{
+    uint64_t done = tier_pmem_group_done(pe.tier);
+    size_t i = 0;
+
+    while (i < sent.n && sent.v[i].ticket <= done) {
+        let_go(&sent.v[i].items);
+        forget(&sent.v[i].items);
+        i++;
+    }
+    if (i > 0) {
+        memmove(sent.v, sent.v + i, (sent.n - i) * sizeof(*sent.v));
+        sent.n -= i;
+    }
+}
+
+bool
+persist_group_submit(void)
+{
+    uint64_t ticket;
+
+    if (pe.tier == NULL) {
+        return false;
+    }
+    settle();
+    if (retiring.n > sent.zcap) {
+        uint64_t **v = realloc(sent.zero, retiring.n * sizeof(*v));
+
+        if (v == NULL) {
+            persist_group_sync();
+            return false;
+        }
+        sent.zero = v;
+        sent.zcap = retiring.n;
+    }
+    for (size_t i = 0; i < retiring.n; i++) {
+        sent.zero[i] = &persist_prefix_of(retiring.v[i])->commit;
+    }
+    ticket = tier_pmem_group_submit(pe.tier, sent.zero, retiring.n);
+    if (ticket == 0) {
+        /* synced by this thread: the zeros stored and durable too */
+        let_go(&retiring);
+        let_go(&dying);
+        return false;
+    }
+    if (!send_held(ticket, &retiring) || !send_held(ticket, &dying)) {
+        /* no memory to wait in: wait here */
+        tier_pmem_group_wait(pe.tier);
+        settle();
+        let_go(&retiring);
+        let_go(&dying);
+    }
+    return true;
+}
+
+uint64_t
+persist_group_noted(void)
+{
+    return tier_pmem_group_noted();
+}
+
+uint64_t
+persist_group_durable(void)
+{
+    if (pe.tier == NULL) {
+        return 0;
+    }
+    settle();
+    return tier_pmem_group_durable(pe.tier);
+}
+
 void
 persist_group_sync(void)
 {
     if (pe.tier == NULL) {
         return;
     }
-    tier_pmem_group_sync(pe.tier);
+    tier_pmem_group_sync(pe.tier);      /* after what was submitted */
+    settle();
     if (retiring.n > 0) {
         for (size_t i = 0; i < retiring.n; i++) {
             kill_noted(retiring.v[i]);
@@ -275,6 +394,12 @@ persist_group_leave(void)
     }
     persist_group_sync();
     tier_pmem_group_leave(pe.tier);
+    for (size_t i = 0; i < sent.n; i++) {
+        forget(&sent.v[i].items);
+    }
+    free(sent.v);
+    free(sent.zero);
+    memset(&sent, 0, sizeof(sent));
     forget(&retiring);
     forget(&dying);
 }

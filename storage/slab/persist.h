@@ -107,17 +107,31 @@ void persist_retire(struct item *it);
 /*
  * Group commit, for a thread that serves an event loop over a file
  * flushed by msync (tier_pmem_group_join()): its stores are noted, not
- * synced, and before any reply of the loop pass goes out,
- * persist_group_sync() makes them durable: one sync for the pass's
- * commits, kills and touches, and, if the pass replaced items, a second
- * one for the deaths of the items they replaced.  join is false (and
- * nothing is grouped) for any other medium; pending says whether the
- * thread has anything a reply must wait for.
+ * synced, and before a reply that acknowledges one goes out it must be
+ * durable.  join is false (and nothing is grouped) for any other medium;
+ * pending says whether the thread has noted anything since its last sync
+ * or submit.
+ *
+ * sync: one sync for the thread's commits, kills and touches, and, if
+ * it replaced items, a second one for the deaths of the items they
+ * replaced; after what it submitted (a barrier).
+ *
+ * With a waker (asynchronous): submit hands all of it to the flusher
+ * thread, the replaced items' deaths included (stored once their
+ * successors are durable), and returns at once: true, or false when it
+ * had to sync by itself (then all is durable now).  The killed and
+ * replaced items stay held until their ticket is done.  noted and
+ * durable (tier.h) tell a reply's writes from what has reached the
+ * medium.  leave syncs, waits for the flusher and frees the thread's
+ * lists.
  */
-bool persist_group_join(void);
+bool persist_group_join(void (*wake)(void *), void *arg);
 bool persist_group_pending(void);
 void persist_group_sync(void);
-void persist_group_leave(void);     /* sync, and free the thread's lists */
+bool persist_group_submit(void);
+uint64_t persist_group_noted(void);
+uint64_t persist_group_durable(void);
+void persist_group_leave(void);
 
 /* Whether this thread holds items it killed in its group: an allocation
  * that finds no free chunk syncs the group (persist_group_sync()) to get

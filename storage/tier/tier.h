@@ -188,25 +188,43 @@ void tier_pmem_flush_stats(const struct tier *t, uint64_t *flushes,
                            uint64_t *bytes, uint64_t *syncs);
 
 /*
- * Group commit (TIER_FLUSH_MSYNC).  An msync costs a system call and a
- * device cache flush however little it covers, so an event loop's thread
- * joins a group: its persist() calls then only note the range, and
- * tier_pmem_group_sync() makes everything noted durable with one msync
- * over the span they cover (in strict mode: copies exactly the noted
- * lines, each copy a flush point).  Ranges noted between two syncs reach
- * the medium in any order, as one msync writes pages; whoever needs one
- * store durable before another is made syncs in between.  Stores may
- * always become durable early (the kernel writes dirty pages back when it
- * likes).  Threads that never join sync at every persist().
+ * Group commit (TIER_FLUSH_MSYNC; tier_group.c).  An msync costs a
+ * system call and a device flush however little it covers, so an event
+ * loop's thread joins a group: its persist() calls then only note the
+ * range.  tier_pmem_group_sync() makes everything the thread noted
+ * durable with one msync over the span they cover (in strict mode:
+ * copies exactly the noted lines, each copy a flush point), after what
+ * it submitted.  Ranges noted between two syncs reach the medium in any
+ * order, as one msync writes pages; whoever needs one store durable
+ * before another is made syncs in between.  Stores may always become
+ * durable early (the kernel writes dirty pages back when it likes).
+ * Threads that never join sync at every persist().
  *
  * join returns false, and the thread keeps syncing at every persist(),
- * unless the tier flushes by msync.  pending says whether the thread has
- * noted ranges not yet synced.
+ * unless the tier flushes by msync.  With a waker it joins
+ * asynchronously too: tier_pmem_group_submit() then hands what it noted
+ * to the tier's flusher thread and returns a ticket at once, with the
+ * commit words `zero` to store 0 into (and make durable) only once the
+ * noted ranges are; wake(arg) is called from the flusher after a round
+ * that made one of its tickets done.  submit returns 0 when there was
+ * nothing to hand over, or when it had to sync by itself (the thread
+ * joined without a waker, or no memory): then all of it is durable.
+ *
+ * pending: the thread has noted ranges not yet synced or submitted.
+ * noted: how many ranges the thread has noted, ever (a clock of its
+ * stores); durable: how many of those are durable now (by tickets done
+ * or syncs).  wait: until every ticket of the thread is done.  leave:
+ * sync what is pending and leave (before the thread exits).
  */
-bool tier_pmem_group_join(struct tier *t);
+bool tier_pmem_group_join(struct tier *t, void (*wake)(void *), void *arg);
 bool tier_pmem_group_pending(const struct tier *t);
 void tier_pmem_group_sync(struct tier *t);
-/* Sync what is pending and leave (before the thread exits). */
+uint64_t tier_pmem_group_submit(struct tier *t, uint64_t *const *zero,
+                                size_t nzero);
+uint64_t tier_pmem_group_noted(void);
+uint64_t tier_pmem_group_durable(const struct tier *t);
+uint64_t tier_pmem_group_done(const struct tier *t);
+void tier_pmem_group_wait(struct tier *t);
 void tier_pmem_group_leave(struct tier *t);
 
 /* Number of pages, the address of page `index` (NULL when out of range),

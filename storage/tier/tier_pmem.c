@@ -22,6 +22,7 @@
  * for the pages written and reads the file's contents where untouched.
  */
 #include "storage/tier/tier.h"
+#include "storage/tier/tier_pmem_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,47 +37,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PMEM_LINE 64    /* the unit a cache-line flush makes durable */
-#define FLUSH_SLOTS 64  /* per-thread flush counters, see count_flush() */
-
-/* A flush is on every store's path: a counter shared by all workers
- * would bounce one cache line between them per request.  Each thread
- * counts in a slot of its own (threads beyond FLUSH_SLOTS share). */
-struct flush_slot {
-    uint64_t    flushes;
-    uint64_t    bytes;
-    uint64_t    syncs;
-} __attribute__((aligned(64)));
-
-struct pmem_state {
-    struct flush_slot slot[FLUSH_SLOTS];
-    char       *shared;     /* the pmem_map_file mapping */
-    char       *base;       /* == shared, or the private view (strict) */
-    size_t      len;        /* mapped bytes (the file size) */
-    size_t      reserve;    /* bytes before page 0 */
-    size_t      npages;
-    uint64_t   *bitmap;     /* bit set = page used; tail bits set */
-    size_t      nwords;
-    size_t      hint;       /* no free page below word `hint` */
-    int         is_pmem;
-    bool        created;
-    bool        strict;
-    enum tier_durability durability;
-    enum tier_flush flush;
-    uint64_t    crash_at;   /* strict: the flush count that kills us */
-    uint64_t    crash_count; /* flushes since crash_at was armed */
-    int         fd;         /* the file, locked (lock_file()); strict:
-                               re-read on a crash */
-    pthread_mutex_t copy_lock;  /* strict: one line copy at a time */
-    void       *resv;       /* strict: the whole reserved address range */
-    size_t      resv_len;
-};
-
-static struct pmem_state *
-state(const struct tier *t)
-{
-    return t->priv;
-}
 
 static void
 bitmap_reset(struct pmem_state *s)
@@ -172,21 +132,21 @@ my_slot(struct pmem_state *s)
     return &s->slot[mine];
 }
 
-static void
-count_sync(struct pmem_state *s)
+void
+pmem_count_sync(struct pmem_state *s)
 {
     __atomic_add_fetch(&my_slot(s)->syncs, 1, __ATOMIC_RELAXED);
 }
 
 /* msync works on whole pages: the range grows to the pages it touches. */
-static void
-msync_range(struct pmem_state *s, const char *addr, size_t len)
+void
+pmem_msync_range(struct pmem_state *s, const char *addr, size_t len)
 {
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)addr & ~(pg - 1);
     uintptr_t end = ((uintptr_t)addr + len + pg - 1) & ~(pg - 1);
 
-    count_sync(s);
+    pmem_count_sync(s);
     /* Its only failure on a mapped range is EIO from the device, which
      * no caller could act on. */
     (void)msync((void *)start, end - start, MS_SYNC);
@@ -201,8 +161,8 @@ msync_range(struct pmem_state *s, const char *addr, size_t len)
  * not either.  The copy is the simulated flush; the shared mapping needs
  * none of its own (a SIGKILL keeps the page cache).
  */
-static void
-strict_copy(struct pmem_state *s, const char *addr, size_t len)
+void
+pmem_strict_copy(struct pmem_state *s, const char *addr, size_t len)
 {
     size_t off, start, end;
 
@@ -223,8 +183,8 @@ strict_copy(struct pmem_state *s, const char *addr, size_t len)
 
 /* A power cut armed by tier_pmem_crash_after() lands before this flush
  * point: what it covers is lost. */
-static void
-flush_point(struct pmem_state *s)
+void
+pmem_flush_point(struct pmem_state *s)
 {
     if (s->crash_at != 0 &&
         __atomic_add_fetch(&s->crash_count, 1, __ATOMIC_RELAXED) >=
@@ -237,13 +197,13 @@ flush_point(struct pmem_state *s)
 static void
 reach(struct pmem_state *s, const char *addr, size_t len)
 {
-    flush_point(s);
+    pmem_flush_point(s);
     if (s->strict) {
-        strict_copy(s, addr, len);
+        pmem_strict_copy(s, addr, len);
     } else if (s->flush == TIER_FLUSH_LINES) {
         pmem_persist(addr, len);
     } else {
-        msync_range(s, addr, len);
+        pmem_msync_range(s, addr, len);
     }
 }
 
@@ -253,11 +213,11 @@ tier_pmem_sync(struct tier *t, const void *addr, size_t len)
     struct pmem_state *s = state(t);
 
     if (s->strict) {
-        strict_copy(s, addr, len);
+        pmem_strict_copy(s, addr, len);
     } else if (s->is_pmem) {
         pmem_persist(addr, len);
     } else {
-        msync_range(s, addr, len);
+        pmem_msync_range(s, addr, len);
     }
 }
 
@@ -270,7 +230,7 @@ tier_pmem_sync_all(struct tier *t)
         tier_pmem_sync(t, s->base, s->len);
         return 0;
     }
-    count_sync(s);
+    pmem_count_sync(s);
     return fdatasync(s->fd);
 }
 
@@ -297,104 +257,6 @@ tier_pmem_flush_stats(const struct tier *t, uint64_t *flushes,
     }
 }
 
-/* ---- group commit ------------------------------------------------------ */
-
-struct span {
-    const char *start;
-    const char *end;
-};
-
-/* The ranges this thread noted since its last sync.  One PMEM tier per
- * process: a thread joins at most one. */
-static __thread struct {
-    struct pmem_state *s;       /* the tier joined, NULL: none */
-    struct span       *v;
-    size_t             n;
-    size_t             cap;
-} grp;
-
-/* Note a range; one that touches the last noted grows it (an item's
- * prepare and publish, a chunk's pieces).  False when out of memory. */
-static bool
-note(const char *addr, size_t len)
-{
-    struct span *last = grp.n > 0 ? &grp.v[grp.n - 1] : NULL;
-
-    if (last != NULL && addr <= last->end && addr + len >= last->start) {
-        last->start = addr < last->start ? addr : last->start;
-        last->end = addr + len > last->end ? addr + len : last->end;
-        return true;
-    }
-    if (grp.n == grp.cap) {
-        size_t cap = grp.cap ? grp.cap * 2 : 256;
-        struct span *v = realloc(grp.v, cap * sizeof(*v));
-
-        if (v == NULL) {
-            return false;
-        }
-        grp.v = v;
-        grp.cap = cap;
-    }
-    grp.v[grp.n++] = (struct span){ addr, addr + len };
-    return true;
-}
-
-bool
-tier_pmem_group_join(struct tier *t)
-{
-    struct pmem_state *s = state(t);
-
-    if (s->flush != TIER_FLUSH_MSYNC) {
-        return false;
-    }
-    grp.s = s;
-    return true;
-}
-
-bool
-tier_pmem_group_pending(const struct tier *t)
-{
-    return grp.s == state(t) && grp.n > 0;
-}
-
-void
-tier_pmem_group_sync(struct tier *t)
-{
-    struct pmem_state *s = state(t);
-    const char *lo, *hi;
-
-    if (grp.s != s || grp.n == 0) {
-        return;
-    }
-    if (s->strict) {
-        /* Each range its own flush point, so that a cut can land inside
-         * a sync, as inside one msync's writes. */
-        for (size_t i = 0; i < grp.n; i++) {
-            flush_point(s);
-            strict_copy(s, grp.v[i].start,
-                        (size_t)(grp.v[i].end - grp.v[i].start));
-        }
-        count_sync(s);
-    } else {
-        lo = grp.v[0].start;
-        hi = grp.v[0].end;
-        for (size_t i = 1; i < grp.n; i++) {
-            lo = grp.v[i].start < lo ? grp.v[i].start : lo;
-            hi = grp.v[i].end > hi ? grp.v[i].end : hi;
-        }
-        msync_range(s, lo, (size_t)(hi - lo));
-    }
-    grp.n = 0;
-}
-
-void
-tier_pmem_group_leave(struct tier *t)
-{
-    tier_pmem_group_sync(t);
-    free(grp.v);
-    memset(&grp, 0, sizeof(grp));
-}
-
 static void
 pmem_tier_persist(struct tier *t, const void *addr, size_t len)
 {
@@ -410,7 +272,7 @@ pmem_tier_persist(struct tier *t, const void *addr, size_t len)
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         return;
     }
-    if (grp.s == s && s->flush == TIER_FLUSH_MSYNC && note(addr, len)) {
+    if (s->flush == TIER_FLUSH_MSYNC && pmem_group_note(s, addr, len)) {
         return;
     }
     reach(s, addr, len);
@@ -430,6 +292,7 @@ pmem_set_limit(struct tier *t, size_t limit)
 static void
 state_free(struct pmem_state *s)
 {
+    pmem_group_stop(s);
     if (s->resv != NULL) {
         munmap(s->resv, s->resv_len);
     }

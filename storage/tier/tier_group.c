@@ -1,0 +1,526 @@
+/*
+ * tier_group.c: group commit for a memory file flushed by msync (tier.h).
+ *
+ * A thread in a group notes the ranges its persist() calls cover instead
+ * of syncing each.  Synchronously (tier_pmem_group_sync()) it makes them
+ * durable itself, with one msync over their span.  Asynchronously it
+ * hands them to the tier's flusher thread (tier_pmem_group_submit()) and
+ * goes on: the flusher takes every thread's submits at once, makes them
+ * durable with one msync, stores the commit words' zeros the submits
+ * asked for once that has returned (the deaths of items the noted
+ * commits replace), syncs those, and only then calls the round's
+ * tickets done and wakes their threads.  While it syncs, the next submits
+ * gather: the slower the device, the more each round covers.
+ *
+ *   worker:  note note note | submit -> ticket 7 | note note | submit -> 8
+ *   flusher:         [ round: 5, 6 ]  [ round: 7, 8: msync, zeros, msync ]
+ *                                                  done = 8, wake
+ *
+ * A thread's submit joins its own earlier submit while that still waits
+ * in the queue, so that a thread has at most one ticket queued and one
+ * in the round.  In strict mode (the power-loss simulator) a round copies
+ * exactly the noted lines, each copy a flush point, as a synchronous sync
+ * does.
+ */
+#include "config.h"
+
+#include "storage/tier/tier.h"
+#include "storage/tier/tier_pmem_priv.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct span {
+    const char *start;
+    const char *end;
+};
+
+/* Ranges as a list, or (not strict) only the span they cover. */
+struct spans {
+    struct span *v;
+    size_t       n;
+    size_t       cap;
+};
+
+struct batch {
+    struct batch *next;
+    uint64_t      ticket;
+    struct spans  noted;        /* durable first */
+    uint64_t    **zero;         /* then these commit words zeroed */
+    size_t        nzero;
+    size_t        zcap;
+    void        (*wake)(void *);
+    void         *wake_arg;
+    struct batch **owner;       /* its thread's `queued` while it waits
+                                   in the queue (under the lock) */
+};
+
+struct flusher {
+    struct pmem_state *s;
+    pthread_t       thread;
+    pthread_mutex_t lock;
+    pthread_cond_t  more;       /* a submit, or stop */
+    pthread_cond_t  round;      /* a round ended */
+    struct batch   *head;
+    struct batch  **tail;
+    uint64_t        submitted;  /* the last ticket handed out */
+    uint64_t        done;       /* the last ticket whose round ended */
+    uint64_t        woken;      /* ... and whose threads were woken */
+    bool            stop;
+};
+
+#define INFLIGHT 4              /* a thread's tickets not done yet: at most
+                                   one queued and one in the round */
+
+/* The calling thread's group.  One PMEM tier per process: a thread joins
+ * at most one. */
+static __thread struct {
+    struct pmem_state *s;       /* the tier joined, NULL: none */
+    struct spans       noted;   /* since the last sync or submit */
+    uint64_t           notes;   /* ever: the clock of its stores */
+    uint64_t           durable; /* notes known durable */
+    void             (*wake)(void *);   /* asynchronous: its waker */
+    void              *wake_arg;
+    struct batch      *queued;  /* its submit still in the queue: the
+                                   flusher clears it as it takes it
+                                   (both under the flusher's lock) */
+    struct {
+        uint64_t ticket;
+        uint64_t notes;         /* what the ticket covers */
+    } inflight[INFLIGHT];
+    unsigned           ninflight;
+} grp;
+
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- ranges ----------------------------------------------------------- */
+
+/* Add a range; one that touches the last grows it (an item's prepare and
+ * publish, a chunk's pieces).  False when out of memory. */
+static bool
+spans_add(struct spans *l, const char *start, const char *end)
+{
+    struct span *last = l->n > 0 ? &l->v[l->n - 1] : NULL;
+
+    if (last != NULL && start <= last->end && end >= last->start) {
+        last->start = start < last->start ? start : last->start;
+        last->end = end > last->end ? end : last->end;
+        return true;
+    }
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        struct span *v = realloc(l->v, cap * sizeof(*v));
+
+        if (v == NULL) {
+            return false;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (struct span){ start, end };
+    return true;
+}
+
+/* The one span that covers them all (n becomes 1, or stays 0). */
+static void
+spans_cover(struct spans *l)
+{
+    for (size_t i = 1; i < l->n; i++) {
+        l->v[0].start = l->v[i].start < l->v[0].start ? l->v[i].start
+                                                       : l->v[0].start;
+        l->v[0].end = l->v[i].end > l->v[0].end ? l->v[i].end : l->v[0].end;
+    }
+    l->n = l->n > 0 ? 1 : 0;
+}
+
+/* Make the ranges durable: one msync over their span, or in strict mode
+ * a copy of each, each a flush point. */
+static void
+spans_sync(struct pmem_state *s, struct spans *l)
+{
+    if (l->n == 0) {
+        return;
+    }
+    if (s->strict) {
+        for (size_t i = 0; i < l->n; i++) {
+            pmem_flush_point(s);
+            pmem_strict_copy(s, l->v[i].start,
+                             (size_t)(l->v[i].end - l->v[i].start));
+        }
+        pmem_count_sync(s);
+        return;
+    }
+    spans_cover(l);
+    pmem_msync_range(s, l->v[0].start, (size_t)(l->v[0].end - l->v[0].start));
+}
+
+bool
+pmem_group_note(struct pmem_state *s, const char *addr, size_t len)
+{
+    if (grp.s != s || !spans_add(&grp.noted, addr, addr + len)) {
+        return false;
+    }
+    grp.notes++;
+    return true;
+}
+
+/* ---- the flusher ------------------------------------------------------ */
+
+static void
+batch_free(struct batch *b)
+{
+    free(b->noted.v);
+    free(b->zero);
+    free(b);
+}
+
+/* One round over the batches taken: their ranges durable, then their
+ * zeros stored and durable. */
+static void
+flush_round(struct pmem_state *s, struct batch *list)
+{
+    struct spans all = { 0 }, zeros = { 0 };
+    bool whole = !s->strict;
+
+    for (struct batch *b = list; b != NULL; b = b->next) {
+        for (size_t i = 0; i < b->noted.n; i++) {
+            if (!spans_add(&all, b->noted.v[i].start, b->noted.v[i].end)) {
+                whole = false;
+            }
+        }
+    }
+    if (whole) {
+        spans_sync(s, &all);
+    } else {
+        for (struct batch *b = list; b != NULL; b = b->next) {
+            spans_sync(s, &b->noted);   /* strict, or out of memory */
+        }
+    }
+    for (struct batch *b = list; b != NULL; b = b->next) {
+        for (size_t i = 0; i < b->nzero; i++) {
+            uint64_t *w = b->zero[i];
+
+            __atomic_store_n(w, 0, __ATOMIC_RELEASE);
+            if (s->strict || !spans_add(&zeros, (const char *)w,
+                                        (const char *)(w + 1))) {
+                struct spans one = {
+                    .v = &(struct span){ (const char *)w,
+                                         (const char *)(w + 1) },
+                    .n = 1,
+                };
+
+                spans_sync(s, &one);
+            }
+        }
+    }
+    spans_sync(s, &zeros);
+    free(all.v);
+    free(zeros.v);
+}
+
+static void *
+flusher_main(void *arg)
+{
+    struct flusher *f = arg;
+
+    pthread_mutex_lock(&f->lock);
+    for (;;) {
+        struct batch *list, *b;
+        uint64_t last;
+
+        while (f->head == NULL && !f->stop) {
+            pthread_cond_wait(&f->more, &f->lock);
+        }
+        if (f->head == NULL) {
+            break;
+        }
+        list = f->head;
+        f->head = NULL;
+        f->tail = &f->head;
+        last = f->submitted;
+        for (b = list; b != NULL; b = b->next) {
+            if (*b->owner == b) {
+                *b->owner = NULL;   /* no more joins this round */
+            }
+        }
+        pthread_mutex_unlock(&f->lock);
+
+        flush_round(f->s, list);
+
+        /* done first, so that a woken thread finds it; woken after, so
+         * that a thread waiting to leave outlives its wake-up */
+        __atomic_store_n(&f->done, last, __ATOMIC_RELEASE);
+        while ((b = list) != NULL) {
+            list = b->next;
+            if (b->wake != NULL) {
+                b->wake(b->wake_arg);
+            }
+            batch_free(b);
+        }
+        pthread_mutex_lock(&f->lock);
+        f->woken = last;
+        pthread_cond_broadcast(&f->round);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return NULL;
+}
+
+/* The tier's flusher, started by the first thread that joins
+ * asynchronously.  NULL when it cannot start. */
+static struct flusher *
+flusher_of(struct pmem_state *s)
+{
+    struct flusher *f;
+
+    pthread_mutex_lock(&start_lock);
+    f = s->flusher;
+    if (f == NULL && (f = calloc(1, sizeof(*f))) != NULL) {
+        f->s = s;
+        f->tail = &f->head;
+        pthread_mutex_init(&f->lock, NULL);
+        pthread_cond_init(&f->more, NULL);
+        pthread_cond_init(&f->round, NULL);
+        if (pthread_create(&f->thread, NULL, flusher_main, f) != 0) {
+            fprintf(stderr, "memory file: no flusher thread: each worker "
+                    "syncs its own passes\n");
+            free(f);
+            f = NULL;
+        }
+        s->flusher = f;
+    }
+    pthread_mutex_unlock(&start_lock);
+    return f;
+}
+
+void
+pmem_group_stop(struct pmem_state *s)
+{
+    struct flusher *f = s->flusher;
+
+    if (f == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&f->lock);
+    f->stop = true;
+    pthread_cond_signal(&f->more);
+    pthread_mutex_unlock(&f->lock);
+    pthread_join(f->thread, NULL);
+    pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->more);
+    pthread_cond_destroy(&f->round);
+    free(f);
+    s->flusher = NULL;
+}
+
+/* ---- a thread's group ------------------------------------------------- */
+
+bool
+tier_pmem_group_join(struct tier *t, void (*wake)(void *), void *arg)
+{
+    struct pmem_state *s = state(t);
+
+    if (s->flush != TIER_FLUSH_MSYNC) {
+        return false;
+    }
+    grp.s = s;
+    if (wake != NULL && flusher_of(s) != NULL) {
+        grp.wake = wake;
+        grp.wake_arg = arg;
+    }
+    return true;
+}
+
+bool
+tier_pmem_group_pending(const struct tier *t)
+{
+    return grp.s == state(t) && grp.noted.n > 0;
+}
+
+uint64_t
+tier_pmem_group_noted(void)
+{
+    return grp.notes;
+}
+
+/* Forget the tickets done; what they covered is durable. */
+static void
+settle(struct flusher *f)
+{
+    uint64_t done = __atomic_load_n(&f->done, __ATOMIC_ACQUIRE);
+    unsigned i = 0;
+
+    while (i < grp.ninflight && grp.inflight[i].ticket <= done) {
+        grp.durable = grp.inflight[i].notes;
+        i++;
+    }
+    if (i > 0) {
+        memmove(grp.inflight, grp.inflight + i,
+                (grp.ninflight - i) * sizeof(grp.inflight[0]));
+        grp.ninflight -= i;
+    }
+}
+
+uint64_t
+tier_pmem_group_durable(const struct tier *t)
+{
+    struct pmem_state *s = state(t);
+
+    if (grp.s != s || s->flusher == NULL) {
+        return grp.durable;
+    }
+    settle(s->flusher);
+    return grp.durable;
+}
+
+/* Wait until the thread's tickets up to `ticket` are done. */
+static void
+wait_done(struct flusher *f, uint64_t ticket)
+{
+    pthread_mutex_lock(&f->lock);
+    while (f->woken < ticket) {
+        pthread_cond_wait(&f->round, &f->lock);
+    }
+    pthread_mutex_unlock(&f->lock);
+    settle(f);
+}
+
+void
+tier_pmem_group_sync(struct tier *t)
+{
+    struct pmem_state *s = state(t);
+
+    if (grp.s != s) {
+        return;
+    }
+    /* after what the thread submitted: a barrier, not a race with it */
+    if (s->flusher != NULL && grp.ninflight > 0) {
+        wait_done(s->flusher, grp.inflight[grp.ninflight - 1].ticket);
+    }
+    spans_sync(s, &grp.noted);
+    grp.noted.n = 0;
+    if (grp.ninflight == 0) {
+        grp.durable = grp.notes;
+    }
+}
+
+/* Move the thread's noted ranges (or their span) and the zeros into b. */
+static bool
+batch_add(struct batch *b, struct pmem_state *s, uint64_t *const *zero,
+          size_t nzero)
+{
+    if (!s->strict) {
+        spans_cover(&grp.noted);
+    }
+    for (size_t i = 0; i < grp.noted.n; i++) {
+        if (!spans_add(&b->noted, grp.noted.v[i].start,
+                       grp.noted.v[i].end)) {
+            return false;
+        }
+    }
+    if (!s->strict) {
+        spans_cover(&b->noted);
+    }
+    if (b->nzero + nzero > b->zcap) {
+        size_t cap = b->zcap ? b->zcap * 2 : 64;
+        uint64_t **v;
+
+        while (cap < b->nzero + nzero) {
+            cap *= 2;
+        }
+        if ((v = realloc(b->zero, cap * sizeof(*v))) == NULL) {
+            return false;
+        }
+        b->zero = v;
+        b->zcap = cap;
+    }
+    memcpy(b->zero + b->nzero, zero, nzero * sizeof(*zero));
+    b->nzero += nzero;
+    return true;
+}
+
+uint64_t
+tier_pmem_group_submit(struct tier *t, uint64_t *const *zero, size_t nzero)
+{
+    struct pmem_state *s = state(t);
+    struct flusher *f = s->flusher;
+    struct batch *b;
+    uint64_t ticket;
+
+    if (grp.s != s || f == NULL || grp.wake == NULL ||
+        (grp.noted.n == 0 && nzero == 0)) {
+        return 0;
+    }
+    settle(f);
+    if (grp.ninflight == INFLIGHT) {
+        wait_done(f, grp.inflight[0].ticket);
+    }
+    pthread_mutex_lock(&f->lock);
+    b = grp.queued;
+    if (b == NULL) {
+        /* none of its own still queued: a new batch */
+        if ((b = calloc(1, sizeof(*b))) == NULL) {
+            pthread_mutex_unlock(&f->lock);
+            goto alone;
+        }
+        b->ticket = ++f->submitted;
+        b->wake = grp.wake;
+        b->wake_arg = grp.wake_arg;
+        b->owner = &grp.queued;
+        *f->tail = b;
+        f->tail = &b->next;
+        grp.queued = b;
+        grp.inflight[grp.ninflight].ticket = b->ticket;
+        grp.inflight[grp.ninflight].notes =
+            grp.ninflight > 0 ? grp.inflight[grp.ninflight - 1].notes
+                              : grp.durable;
+        grp.ninflight++;
+    }
+    if (!batch_add(b, s, zero, nzero)) {
+        pthread_cond_signal(&f->more);  /* what it holds goes anyway */
+        pthread_mutex_unlock(&f->lock);
+        goto alone;
+    }
+    ticket = b->ticket;
+    grp.inflight[grp.ninflight - 1].notes = grp.notes;
+    pthread_cond_signal(&f->more);
+    pthread_mutex_unlock(&f->lock);
+    grp.noted.n = 0;
+    return ticket;
+alone:
+    /* no memory for the batch: this thread syncs, then stores the zeros
+     * and syncs them, itself */
+    tier_pmem_group_sync(t);
+    for (size_t i = 0; i < nzero; i++) {
+        __atomic_store_n(zero[i], 0, __ATOMIC_RELEASE);
+        tier_pmem_sync(t, zero[i], sizeof(*zero[i]));
+    }
+    return 0;
+}
+
+void
+tier_pmem_group_wait(struct tier *t)
+{
+    struct pmem_state *s = state(t);
+
+    if (grp.s == s && s->flusher != NULL && grp.ninflight > 0) {
+        wait_done(s->flusher, grp.inflight[grp.ninflight - 1].ticket);
+    }
+}
+
+void
+tier_pmem_group_leave(struct tier *t)
+{
+    tier_pmem_group_sync(t);
+    free(grp.noted.v);
+    memset(&grp, 0, sizeof(grp));
+}
+
+uint64_t
+tier_pmem_group_done(const struct tier *t)
+{
+    const struct flusher *f = state(t)->flusher;
+
+    return f == NULL ? 0 : __atomic_load_n(&f->done, __ATOMIC_ACQUIRE);
+}
