@@ -55,6 +55,10 @@ TLS=${TLS:-0}
 #   MC_BIN=$MCPM_BIN A_ARGS="-o prefetch_batch=16" B_ARGS="-o prefetch_batch=0"
 A_ARGS=${A_ARGS:-}
 B_ARGS=${B_ARGS:-}
+# DIR: memcached-pm keeps its items in a memory file in this directory
+# (-e DIR/<a new file>, removed after), with the durability its default
+# settles on there (a disk: process); memcached runs as it is.
+DIR=${DIR:-}
 A_NAME=${A_NAME:-memcached-pm}
 B_NAME=${B_NAME:-memcached}
 # When set, each throughput summary is also appended to this file as one
@@ -80,6 +84,7 @@ environment (defaults in brackets):
   TLS [0] 1: both servers with -Z and one certificate, mcload --tls
   A_ARGS [] B_ARGS [] extra server options of side A (MCPM_BIN) and B
   A_NAME [memcached-pm] B_NAME [memcached] the sides' names in the output
+  DIR [] side A's items in a memory file in this directory (-e)
   RESULT_FILE [] append the medians here, tab-separated, as LABEL [throughput]
 EOF
 }
@@ -100,7 +105,16 @@ cleanup() {
         wait "$pid" 2>/dev/null || true
     done
     rm -rf "$TMP"
+    if [ -n "$MEMFILE" ]; then
+        rm -f "$MEMFILE" "$MEMFILE".meta "$MEMFILE".index "$MEMFILE".removed
+    fi
 }
+MEMFILE=
+if [ -n "$DIR" ]; then
+    mkdir -p "$DIR"
+    MEMFILE=$DIR/mcpm-compare-$$.pm
+    A_ARGS="$A_ARGS -e $MEMFILE"
+fi
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM  # so that EXIT runs: the servers go too

@@ -8,9 +8,11 @@
 #                        no flushes (memory_file_durability auto)
 #   mcpm/tmpfs-power     the same file guarding against a power cut: msync
 #                        by group commit (durability=power)
-#   mcpm/disk            memcached-pm -e on DISK_DIR (a block device):
-#                        power-safe by default, msync by group commit
-#   mcpm/disk-process    the same, durability=process: no flushes
+#   mcpm/disk            memcached-pm -e on DISK_DIR (a block device),
+#                        the default there, durability process: no
+#                        flushes while serving, the file synced at a stop
+#   mcpm/disk-power      the same guarding against a power cut: msync by
+#                        the flusher thread, beside the workers
 #   memcached/-e-tmpfs   Debian's memcached -e on tmpfs
 #   memcached/-e-disk    memcached -e on DISK_DIR (memcached never flushes:
 #                        its file survives only a clean restart)
@@ -41,7 +43,7 @@ SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 SHM_DIR=${SHM_DIR:-/dev/shm}
 DISK_DIR=${DISK_DIR:-/var/tmp}
-SERVERS=${SERVERS:-mcpm/dram,mcpm/tmpfs,mcpm/tmpfs-power,mcpm/disk,mcpm/disk-process,memcached/-e-tmpfs,memcached/-e-disk}
+SERVERS=${SERVERS:-mcpm/dram,mcpm/tmpfs,mcpm/tmpfs-power,mcpm/disk,mcpm/disk-power,memcached/-e-tmpfs,memcached/-e-disk}
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
@@ -93,8 +95,8 @@ start() {
     mcpm/tmpfs-power) bin=$MCPM_BIN
         args=(-e "$SHM/b.pm" -o memory_file_durability=power) ;;
     mcpm/disk) bin=$MCPM_BIN; args=(-e "$DISK/a.pm") ;;
-    mcpm/disk-process) bin=$MCPM_BIN
-        args=(-e "$DISK/b.pm" -o memory_file_durability=process) ;;
+    mcpm/disk-power) bin=$MCPM_BIN
+        args=(-e "$DISK/b.pm" -o memory_file_durability=power) ;;
     memcached/-e-tmpfs) bin=$MC_BIN; args=(-e "$SHM/c.mc") ;;
     memcached/-e-disk) bin=$MC_BIN; args=(-e "$DISK/c.mc") ;;
     *) die "unknown server $name" ;;

@@ -28,7 +28,7 @@ import uuid
 
 import pytest
 
-from conftest import free_port, new_memory_file, remove_memory_file
+from conftest import free_port, new_memory_file, remove_memory_file, wait_for
 
 # Each engine ends a pass of its loop with the group commit's sync.
 pytestmark = [pytest.mark.mcpm, pytest.mark.engine]
@@ -428,3 +428,30 @@ def test_a_simulated_machine_crash_never_serves_a_stale_value(
             assert c.stats()["recovery_discarded_unproven"] == "1", r.stderr()
         r.assert_clean_stop()
         remove_memory_file(path)
+
+
+def test_a_worker_serves_others_while_a_flush_runs(server_factory, diskfile,
+                                                   tmp_path):
+    """Under power a worker hands its changes to the flusher thread and
+    goes on: while the flush of one connection's set is held back (the
+    MCPM_FLUSH_HOLD hook: a device that takes its time), another
+    connection on the same worker is answered, and the set's reply waits
+    until its change is durable."""
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    s = server_factory("-e", diskfile, "-t", "1", *POWER,
+                       env={"MCPM_FLUSH_HOLD": str(hold)})
+    with s.conn() as a, s.conn() as b:
+        a.send(set_req(b"k", b"v"))
+        # b sees the set done (not durable yet: a reader may, as under
+        # any group commit), answered while a waits
+        wait_for(lambda: b.get_block(b"get k\r\n") ==
+                 b"VALUE k 0 1\r\nv\r\nEND\r\n", 10, "the set to be made")
+        b.call(b"version\r\n", b"VERSION " + s.stats()["version"].encode() +
+               b"\r\n")
+        a.sock.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            a.sock.recv(16)
+        a.sock.setblocking(True)
+        hold.unlink()
+        assert a.readline() == b"STORED\r\n"

@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 struct span {
     const char *start;
@@ -220,10 +222,24 @@ flush_round(struct pmem_state *s, struct batch *list)
     free(zeros.v);
 }
 
+/* Test hook: while the file MCPM_FLUSH_HOLD names exists, no round
+ * starts (a device that takes its time), so that a test can see the
+ * workers serve on meanwhile. */
+static void
+held(const char *path)
+{
+    struct timespec tick = { 0, 1000000 };
+
+    while (path != NULL && access(path, F_OK) == 0) {
+        nanosleep(&tick, NULL);
+    }
+}
+
 static void *
 flusher_main(void *arg)
 {
     struct flusher *f = arg;
+    const char *hold = getenv("MCPM_FLUSH_HOLD");
 
     pthread_mutex_lock(&f->lock);
     for (;;) {
@@ -247,6 +263,7 @@ flusher_main(void *arg)
         }
         pthread_mutex_unlock(&f->lock);
 
+        held(hold);
         flush_round(f->s, list);
 
         /* done first, so that a woken thread finds it; woken after, so
