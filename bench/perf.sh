@@ -22,6 +22,11 @@
 #                set-512     SET only, 512-byte values, 50 connections
 #                prefetch    memcached-pm against itself, prefetch_batch 16
 #                            against 0: GETs over 20M keys, 16 in flight
+#   files      the same with memcached-pm's items in a memory file (-e)
+#              on a disk (DISK_DIR, /var/tmp: the default a user gets,
+#              durability process) and on tmpfs, and on the disk under
+#              durability power; SET only and GET/SET 90/10; and the
+#              disk's flush latency (bench/flushlat.py)
 #   callgrind  bench/callgrind.sh: instructions per request
 #   scale      bench/scale.py at SCALE_ITEMS: load rate, GET p99.9 while
 #              the table grows, DRAM per item, clean and SIGKILL restarts
@@ -42,7 +47,8 @@ OUT=${OUT:-$ROOT/doc/perf}
 DOC=${DOC:-$ROOT/doc/PERFORMANCE.md}
 BUILD_DIR=${BUILD_DIR:-/tmp/mcpm-perf-build}
 PYTHON=${PYTHON:-}
-PARTS=${PARTS:-wires,callgrind,scale,durable,large}
+PARTS=${PARTS:-wires,files,callgrind,scale,durable,large}
+DISK_DIR=${DISK_DIR:-/var/tmp}
 PREFETCH_KEYS=${PREFETCH_KEYS:-20000000}
 PREFETCH_MEM=${PREFETCH_MEM:-4096}
 PREFETCH_ROUNDS=${PREFETCH_ROUNDS:-5}
@@ -55,7 +61,7 @@ usage: bench/perf.sh
 environment (defaults in brackets):
   MCPM_BIN [built in BUILD_DIR]   BUILD_DIR [/tmp/mcpm-perf-build]
   OUT [doc/perf]  DOC [doc/PERFORMANCE.md]  PYTHON [.venv/bin/python, else python3]
-  PARTS [wires,callgrind,scale,durable,large]
+  PARTS [wires,files,callgrind,scale,durable,large]  DISK_DIR [/var/tmp]
   PREFETCH_KEYS [20000000] PREFETCH_MEM [4096] PREFETCH_ROUNDS [5]
   SCALE_ITEMS [2000000,10000000,100000000]  SCALE_STEPS [10]
   and the parts' own knobs (compare.sh: THREADS, ROUNDS, DURATION,
@@ -109,13 +115,17 @@ ran() {
     mv "$OUT/parts.tsv.new" "$OUT/parts.tsv"
 }
 
-# workload LABEL DESCRIPTION VAR=VALUE...: one compare.sh throughput run.
+# workload LABEL DESCRIPTION VAR=VALUE...: one compare.sh throughput run
+# (its results in OUT/${PREFIX}results.tsv, its output in OUT/$LOG).
+PREFIX=
+LOG=wires.txt
 workload() {
     local label=$1 what=$2
     shift 2
-    printf '%s\t%s\n' "$label" "$what" >>"$OUT/workloads.tsv"
-    env "$@" LABEL="$label" RESULT_FILE="$OUT/results.tsv" PARTS=throughput \
-        bash "$ROOT/bench/compare.sh" | tee -a "$OUT/wires.txt"
+    printf '%s\t%s\n' "$label" "$what" >>"$OUT/${PREFIX}workloads.tsv"
+    env "$@" LABEL="$label" RESULT_FILE="$OUT/${PREFIX}results.tsv" \
+        PARTS=throughput bash "$ROOT/bench/compare.sh" |
+        tee -a "$OUT/$LOG"
 }
 
 if has_part wires; then
@@ -150,6 +160,30 @@ if has_part wires; then
         A_ARGS="-o prefetch_batch=16,hashpower=25" \
         B_ARGS="-o prefetch_batch=0,hashpower=25"
     ran wires "-t ${THREADS:-4}, ${KEYS:-100000} keys (prefetch: $PREFETCH_KEYS), ${DURATION:-10} s a run, runs a side: ${ROUNDS:-3} (prefetch: $PREFETCH_ROUNDS), $(/usr/bin/memcached -V 2>/dev/null || echo memcached)"
+fi
+if has_part files; then
+    PREFIX=files- LOG=files.txt
+    : >"$OUT/files-results.tsv"
+    : >"$OUT/files-workloads.tsv"
+    : >"$OUT/files.txt"
+    workload disk-set "SET only, 100 B, 50 conns x 1, file on $DISK_DIR (default: process)" \
+        DIR="$DISK_DIR" CONNS=50 GET_RATIO=0 VALUE_SIZE=100
+    workload disk-mix "GET/SET 90/10, 32 B, 50 conns x 1, file on $DISK_DIR (default: process)" \
+        DIR="$DISK_DIR" CONNS=50 GET_RATIO=0.9 VALUE_SIZE=32
+    workload tmpfs-set "SET only, 100 B, 50 conns x 1, file on /dev/shm" \
+        DIR=/dev/shm CONNS=50 GET_RATIO=0 VALUE_SIZE=100
+    workload tmpfs-mix "GET/SET 90/10, 32 B, 50 conns x 1, file on /dev/shm" \
+        DIR=/dev/shm CONNS=50 GET_RATIO=0.9 VALUE_SIZE=32
+    workload power-set "SET only, 100 B, 50 conns x 1, file on $DISK_DIR, durability power" \
+        DIR="$DISK_DIR" CONNS=50 GET_RATIO=0 VALUE_SIZE=100 \
+        A_ARGS="-o memory_file_durability=power"
+    workload power-set-1 "SET only, 100 B, 1 conn, file on $DISK_DIR, durability power" \
+        DIR="$DISK_DIR" CONNS=1 GET_RATIO=0 VALUE_SIZE=100 \
+        A_ARGS="-o memory_file_durability=power"
+    PREFIX= LOG=wires.txt
+    "$PYTHON" "$ROOT/bench/flushlat.py" --dir "$DISK_DIR" |
+        tee "$OUT/flushlat.txt"
+    ran files "-t ${THREADS:-4}, ${KEYS:-100000} keys, ${DURATION:-10} s a run, runs a side: ${ROUNDS:-3}, $DISK_DIR on $(df --output=source,fstype "$DISK_DIR" | tail -1 | tr -s ' ' ' ')"
 fi
 if has_part callgrind; then
     bash "$ROOT/bench/callgrind.sh" | tee "$OUT/callgrind.txt"

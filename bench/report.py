@@ -2,7 +2,8 @@
 """report.py OUT DOC: bench/perf.sh's results, written into DOC.
 
 Reads what bench/perf.sh left in OUT (parts.tsv, workloads.tsv,
-results.tsv, callgrind.txt, scale.json, durable.txt, large.txt) and
+results.tsv, files-*.tsv, flushlat.txt, callgrind.txt, scale.json,
+durable.txt, large.txt) and
 replaces the lines of DOC between BEGIN and END (both kept) with the
 tables.  A part that has never run says so; the text around the markers
 (how to read the figures, their history) is left alone.
@@ -42,20 +43,23 @@ def k(x):
     return "{:,.0f}".format(x)
 
 
-def wires(out, parts):
-    lines = ["### Every wire, memcached-pm (A) against memcached (B)", ""]
-    when = ran(parts, "wires")
-    results = [r for r in tsv(os.path.join(out, "results.tsv"))
+def compared(out, parts, part, prefix, title, intro):
+    """The table of a part of compare.sh runs (results and workloads in
+    OUT/<prefix>results.tsv and <prefix>workloads.tsv)."""
+    lines = ["### " + title, ""]
+    when = ran(parts, part)
+    results = [r for r in tsv(os.path.join(out, prefix + "results.tsv"))
                if len(r) == 11]
     if not when or not results:
         return lines + ["Not run yet.", ""]
-    what = dict((r[0], r[1]) for r in tsv(os.path.join(out, "workloads.tsv")))
+    what = dict((r[0], r[1]) for r in
+                tsv(os.path.join(out, prefix + "workloads.tsv")))
     lines += [
-        "`bench/compare.sh` per workload (%s).  Medians of the runs; both"
-        " servers preloaded with the same keys and pinned to one CPU,"
+        "`bench/compare.sh` per workload (%s).  %s  Medians of the runs;"
+        " both servers preloaded with the same keys and pinned to one CPU,"
         " mcload to the other.  CPU/req is the server's user + system"
         " time over the requests it served: where the load generator is the"
-        " limit, it still shows the difference." % when, "",
+        " limit, it still shows the difference." % (when, intro), "",
         "| workload | ops/s A | ops/s B | A/B | CPU/req A / B (ns) | A/B "
         "| p99 A / B (us) | p99.9 A / B (us) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -66,9 +70,30 @@ def wires(out, parts):
                      "| %.0f / %.0f | %.0f / %.0f |" % (
                          r[0], what.get(r[0], ""), k(oa), k(ob), oa / ob,
                          k(ca), k(cb), ca / cb, qa, qb, za, zb))
-    lines += ["", "![throughput](perf/throughput.png)"
-              " ![CPU per request](perf/cpu.png)",
-              "![p99](perf/p99.png) ![p99.9](perf/p999.png)", ""]
+    return lines + [""]
+
+
+def wires(out, parts):
+    lines = compared(out, parts, "wires", "",
+                     "Every wire, memcached-pm (A) against memcached (B)",
+                     "Items in DRAM.")
+    if lines[-2:] == ["Not run yet.", ""]:
+        return lines
+    return lines + ["![throughput](perf/throughput.png)"
+                    " ![CPU per request](perf/cpu.png)",
+                    "![p99](perf/p99.png) ![p99.9](perf/p999.png)", ""]
+
+
+def files(out, parts):
+    lines = compared(out, parts, "files", "files-",
+                     "The memory file on a disk and on tmpfs, memcached-pm"
+                     " (A) against memcached (B)",
+                     "memcached-pm with its items in a memory file (-e) in"
+                     " the directory named, memcached as it runs by"
+                     " default; the disk's own flush latency below.")
+    flush = text(os.path.join(out, "flushlat.txt"))
+    if flush:
+        lines += ["```", flush, "```", ""]
     return lines
 
 
@@ -133,6 +158,7 @@ def durable_body(out):
 def report(out):
     parts = tsv(os.path.join(out, "parts.tsv"))
     lines = wires(out, parts)
+    lines += files(out, parts)
     lines += fenced("Instructions per request (callgrind)",
                     text(os.path.join(out, "callgrind.txt")),
                     ran(parts, "callgrind"), "`bench/callgrind.sh`")
