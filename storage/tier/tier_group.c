@@ -465,9 +465,11 @@ tier_pmem_group_submit(struct tier *t, uint64_t *const *zero, size_t nzero)
     struct batch *b;
     uint64_t ticket;
 
-    if (grp.s != s || f == NULL || grp.wake == NULL ||
-        (grp.noted.n == 0 && nzero == 0)) {
+    if (grp.s != s || (grp.noted.n == 0 && nzero == 0)) {
         return 0;
+    }
+    if (f == NULL || grp.wake == NULL) {
+        goto alone;             /* joined without a flusher */
     }
     settle(f);
     if (grp.ninflight == INFLIGHT) {
