@@ -24,6 +24,7 @@ import subprocess
 import pytest
 
 import crashlib
+from test_durability import diskfile  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.mcpm
 
@@ -87,6 +88,17 @@ def test_sigkill_loses_nothing_acknowledged(server_factory, memfile, policy):
     assert tally["points"] == points
     assert tally["lost_writes"] == 0 and tally["torn_values"] == 0
     assert tally["torn_dropped"] == 0
+
+
+def test_sigkill_on_a_disk_file_loses_nothing_acknowledged(server_factory,
+                                                          diskfile):
+    """The memory file in a directory on a disk, its default durability
+    there (process, no flushes): a SIGKILL keeps every acknowledged write,
+    the page cache holding what was not written back.  (Every other point
+    runs the power-loss simulator, which models power whatever the
+    file.)"""
+    flags = ("-m", "64", "-o", "memory_file=%s,tier_policy=pmem" % diskfile)
+    crash_points(starter(server_factory, flags), max(2, POINTS // 4))
 
 
 def test_sigkill_during_recovery_under_writes(server_factory, memfile):
