@@ -452,8 +452,10 @@ batch_add(struct batch *b, struct pmem_state *s, uint64_t *const *zero,
         b->zero = v;
         b->zcap = cap;
     }
-    memcpy(b->zero + b->nzero, zero, nzero * sizeof(*zero));
-    b->nzero += nzero;
+    if (nzero > 0) {
+        memcpy(b->zero + b->nzero, zero, nzero * sizeof(*zero));
+        b->nzero += nzero;
+    }
     return true;
 }
 
