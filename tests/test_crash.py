@@ -98,7 +98,7 @@ def test_sigkill_on_a_disk_file_loses_nothing_acknowledged(server_factory,
     runs the power-loss simulator, which models power whatever the
     file.)"""
     flags = ("-m", "64", "-o", "memory_file=%s,tier_policy=pmem" % diskfile)
-    crash_points(starter(server_factory, flags), max(2, POINTS // 4))
+    crash_points(starter(server_factory, flags), max(2, POINTS // 10))
 
 
 def test_sigkill_during_recovery_under_writes(server_factory, memfile):
@@ -125,7 +125,7 @@ def test_sigkill_during_growth(server_factory, memfile):
     lands; then the checks of every other crash point."""
     flags = ("-m", "256", "-o", "memory_file=%s,tier_policy=pmem,hashpower=13"
              % memfile)
-    points = max(2, POINTS // 4)
+    points = max(2, POINTS // 6)
     _, _, tally = crash_points(starter(server_factory, flags), points,
                                grow=True)
     assert tally["epochs_growing"] >= points // 2, tally
