@@ -144,17 +144,15 @@ respawn_exec(void)
 int
 respawn_not_back(void)
 {
-    struct timespec tick = { 0, 1000000 };
     int status = 0;
-    pid_t pid = 0;
+    pid_t pid;
 
     if (back_from <= 0) {
         return 0;
     }
-    for (int i = 0; i < 60000 && pid == 0; i++) {
-        if ((pid = waitpid(back_from, &status, WNOHANG)) == 0) {
-            nanosleep(&tick, NULL);
-        }
+    /* it is going: no node listens on the socket any more, or it refused
+     * and has gone (the unit's stop timeout bounds a hang) */
+    while ((pid = waitpid(back_from, &status, 0)) < 0 && errno == EINTR) {
     }
     if (pid == back_from && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         /* it stopped as told: the unit is being stopped (systemd sends
@@ -162,7 +160,7 @@ respawn_not_back(void)
          * clean stop */
         log_info("pid %d made the clean stop before it handed the node "
                  "back: nothing to serve", (int)back_from);
-        return -1;
+        return RESPAWN_STOPPED;
     }
     log_error("pid %d ended before it handed the node back: this start "
               "fails, for the service manager to start the unit again",

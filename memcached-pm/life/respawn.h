@@ -40,11 +40,12 @@ bool respawn_hands_back(pid_t pred);
 void respawn_exec(void);
 
 /* In the image respawn_exec() started, when its successor did not hand
- * the node back: 0 if this is no such image; -1 if the successor made a
- * clean stop meanwhile (a stop of the unit reaches every process in it:
- * exit 0 without serving); else EX_TEMPFAIL, after a message (the
- * successor crashed: the unit's Restart= starts it afresh, with its
- * sockets). */
+ * the node back: 0 if this is no such image; RESPAWN_STOPPED if the
+ * successor made a clean stop meanwhile (a stop of the unit reaches every
+ * process in it: exit 0 without serving); else EX_TEMPFAIL, after a
+ * message (the successor crashed: the unit's Restart= starts it afresh,
+ * with its sockets). */
+#define RESPAWN_STOPPED (-1)
 int respawn_not_back(void);
 
 /* How many reloads this pid has taken the node back in (its images

@@ -229,7 +229,7 @@ after_refusal(const char *why)
     }
     close(sc.pred.fd);
     sc.pred.fd = -1;
-    return 0;
+    return respawn_not_back();  /* a reload's next image may end here */
 }
 
 /* Share the listeners of pid (memcached): they go on queueing
@@ -373,7 +373,7 @@ succession_take_over(void)
     rc = takeover_connect(settings.takeover, &sc.pred, why, sizeof(why));
     if (rc > 0) {
         if ((rc = respawn_not_back()) != 0) {
-            return rc < 0 ? SUCCESSION_STOPPED : rc;
+            return rc;
         }
         log_info("takeover: no node serves on %s: starting afresh",
                  settings.takeover);
@@ -381,11 +381,7 @@ succession_take_over(void)
         return 0;
     }
     if (rc < 0 && sc.pred.fd >= 0 && sc.pred.pid > 0) {
-        if ((rc = after_refusal(why)) == 0 &&
-            (rc = respawn_not_back()) < 0) {
-            rc = SUCCESSION_STOPPED;
-        }
-        return rc;
+        return after_refusal(why);
     }
     if (rc < 0) {
         log_error("takeover: %s", why);

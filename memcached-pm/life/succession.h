@@ -27,6 +27,7 @@
 
 #include <event2/event.h>
 
+#include "memcached-pm/life/respawn.h"
 #include "memcached-pm/serve/listen.h"
 
 /*
@@ -37,7 +38,7 @@
  * SUCCESSION_STOPPED: a reload's successor made the clean stop instead
  * of handing the node back (respawn.h), exit 0 without serving.
  */
-#define SUCCESSION_STOPPED (-1)
+#define SUCCESSION_STOPPED RESPAWN_STOPPED
 int succession_from_systemd(void);
 int succession_take_over(void);
 

@@ -49,6 +49,8 @@ static void machine_close_now(struct conn **c);
  * durable, last parked first; and whether it is in a group at all. */
 static __thread struct conn *parked;
 static __thread bool grouped;
+static __thread uint64_t durable;   /* cache_group_durable(), as the last
+                                       pass's end found it: it only grows */
 
 /* ---- events ----------------------------------------------------------- */
 
@@ -522,7 +524,7 @@ state_write(struct conn *c, bool *stop)
     }
     if (grouped && c->out_bytes > 0) {
         note_changes(c);
-        if (c->last_note > cache_group_durable()) {
+        if (c->last_note > durable) {
             /* The replies may acknowledge what is not durable yet: no
              * event for it until machine_end_pass() finds them durable
              * (it reads nothing meanwhile, so its requests stay in
@@ -718,8 +720,7 @@ machine_end_pass(void)
     struct conn *list, *c;
 
     for (;;) {
-        uint64_t durable = cache_group_durable();
-
+        durable = cache_group_durable();
         /* those whose changes are durable now reply and go on */
         list = parked;
         parked = NULL;

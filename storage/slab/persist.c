@@ -259,6 +259,37 @@ static __thread struct {
     size_t          zcap;
 } sent;
 
+/* Move h's items, with their references, to the end of dst (h is left
+ * empty, with dst's buffer when dst had none in use). */
+static bool
+held_move(struct held *dst, struct held *h)
+{
+    if (h->n == 0) {
+        return true;
+    }
+    if (dst->n == 0) {
+        struct held t = *dst;
+
+        *dst = *h;
+        *h = t;
+        return true;
+    }
+    if (dst->n + h->n > dst->cap) {
+        size_t cap = dst->n + h->n;
+        struct item **v = realloc(dst->v, cap * sizeof(*v));
+
+        if (v == NULL) {
+            return false;
+        }
+        dst->v = v;
+        dst->cap = cap;
+    }
+    memcpy(dst->v + dst->n, h->v, h->n * sizeof(*h->v));
+    dst->n += h->n;
+    h->n = 0;
+    return true;
+}
+
 /* Move h's items into the last waiting entry (one for ticket). */
 static bool
 send_held(uint64_t ticket, struct held *h)
@@ -280,13 +311,7 @@ send_held(uint64_t ticket, struct held *h)
         memset(w, 0, sizeof(*w));
         w->ticket = ticket;
     }
-    for (size_t i = 0; i < h->n; i++) {
-        if (!hold(&w->items, h->v[i])) {
-            return false;
-        }
-    }
-    let_go(h);              /* the references moved */
-    return true;
+    return held_move(&w->items, h);
 }
 
 /* Let go of what tickets done covered. */

@@ -178,48 +178,54 @@ batch_free(struct batch *b)
     free(b);
 }
 
-/* One round over the batches taken: their ranges durable, then their
- * zeros stored and durable. */
+/* Widen the span c to cover [start, end) (c->start NULL: empty). */
+static void
+widen(struct span *c, const char *start, const char *end)
+{
+    c->start = c->start == NULL || start < c->start ? start : c->start;
+    c->end = end > c->end ? end : c->end;
+}
+
+static void
+sync_span(struct pmem_state *s, const struct span *c)
+{
+    if (c->start != NULL) {
+        pmem_msync_range(s, c->start, (size_t)(c->end - c->start));
+    }
+}
+
+/* One round over the batches taken: their ranges durable (one msync over
+ * their span; strict: a copy of each), then their zeros stored and
+ * durable the same way. */
 static void
 flush_round(struct pmem_state *s, struct batch *list)
 {
-    struct spans all = { 0 }, zeros = { 0 };
-    bool whole = !s->strict;
+    struct span all = { NULL, NULL }, zeros = { NULL, NULL };
 
     for (struct batch *b = list; b != NULL; b = b->next) {
+        if (s->strict) {
+            spans_sync(s, &b->noted);
+            continue;
+        }
         for (size_t i = 0; i < b->noted.n; i++) {
-            if (!spans_add(&all, b->noted.v[i].start, b->noted.v[i].end)) {
-                whole = false;
-            }
+            widen(&all, b->noted.v[i].start, b->noted.v[i].end);
         }
     }
-    if (whole) {
-        spans_sync(s, &all);
-    } else {
-        for (struct batch *b = list; b != NULL; b = b->next) {
-            spans_sync(s, &b->noted);   /* strict, or out of memory */
-        }
-    }
+    sync_span(s, &all);
     for (struct batch *b = list; b != NULL; b = b->next) {
         for (size_t i = 0; i < b->nzero; i++) {
             uint64_t *w = b->zero[i];
 
             __atomic_store_n(w, 0, __ATOMIC_RELEASE);
-            if (s->strict || !spans_add(&zeros, (const char *)w,
-                                        (const char *)(w + 1))) {
-                struct spans one = {
-                    .v = &(struct span){ (const char *)w,
-                                         (const char *)(w + 1) },
-                    .n = 1,
-                };
-
-                spans_sync(s, &one);
+            if (s->strict) {
+                pmem_flush_point(s);
+                pmem_strict_copy(s, (const char *)w, sizeof(*w));
+            } else {
+                widen(&zeros, (const char *)w, (const char *)(w + 1));
             }
         }
     }
-    spans_sync(s, &zeros);
-    free(all.v);
-    free(zeros.v);
+    sync_span(s, &zeros);
 }
 
 /* Test hook: while the file MCPM_FLUSH_HOLD names exists, no round
