@@ -419,7 +419,11 @@ conn_release(struct conn *c)
     free(c->msgs);
     free(c->udp);
     free(c->refs);
-    free(c);
+    if (c->loop != NULL) {
+        evloop_bury(c->loop, c);    /* its event may still come */
+    } else {
+        free(c);
+    }
 }
 
 void

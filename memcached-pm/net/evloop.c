@@ -27,6 +27,9 @@ struct evloop {
     int                 epfd;
     bool                broken;
     bool                closing;        /* evloop_close_soon() */
+    void              **graves;         /* what evloop_bury() keeps */
+    size_t              ngraves;
+    size_t              cgraves;
     struct evsrc       *ready;          /* runs this pass */
     struct evsrc      **ready_tail;
     struct evsrc       *later;          /* activated: runs next pass */
@@ -95,8 +98,32 @@ evloop_free(struct evloop *l)
 {
     if (l != NULL) {
         close(l->epfd);
+        for (size_t i = 0; i < l->ngraves; i++) {
+            free(l->graves[i]);
+        }
+        free(l->graves);
         free(l);
     }
+}
+
+void
+evloop_bury(struct evloop *l, void *mem)
+{
+    if (!l->closing) {
+        free(mem);
+        return;
+    }
+    if (l->ngraves == l->cgraves) {
+        size_t cap = l->cgraves ? l->cgraves * 2 : 64;
+        void **v = realloc(l->graves, cap * sizeof(*v));
+
+        if (v == NULL) {
+            return;     /* kept for good: freed, it could be read */
+        }
+        l->graves = v;
+        l->cgraves = cap;
+    }
+    l->graves[l->ngraves++] = mem;
 }
 
 void

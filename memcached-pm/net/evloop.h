@@ -67,6 +67,11 @@ void evloop_forget(struct evloop *l, struct evsrc *s);
  * (evloop_free()), not by a system call of its own. */
 void evloop_close_soon(struct evloop *l);
 
+/* free() for memory holding a forgotten source: while the loop closes,
+ * the kernel may still report the source (the loop ignores it, having
+ * forgotten it), so the memory is kept until evloop_free(). */
+void evloop_bury(struct evloop *l, void *mem);
+
 /* fn(-1, 0, arg) about once a second, between passes (NULL: never). */
 void evloop_tick(struct evloop *l, evloop_cb fn, void *arg);
 
