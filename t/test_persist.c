@@ -19,6 +19,7 @@
 #include "t/tap.h"
 
 #include <fcntl.h>
+#include <time.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,6 +376,81 @@ test_group_reuse(void)
     cache_thread_cache(false);
 }
 
+static unsigned wakes;
+
+static void
+count_wake(void *arg)
+{
+    (void)arg;
+    __atomic_add_fetch(&wakes, 1, __ATOMIC_RELAXED);
+}
+
+/* Wait (5 s at most) for the thread's group to reach `notes`: durable,
+ * or settled (the zeros its tickets asked for durable too). */
+static bool
+reaches(uint64_t notes, bool settled)
+{
+    struct timespec tick = { 0, 100000 };
+
+    for (int i = 0; i < 50000; i++) {
+        if ((settled ? persist_group_settled() : persist_group_durable()) >=
+            notes) {
+            return true;
+        }
+        nanosleep(&tick, NULL);
+    }
+    return false;
+}
+
+/* With the flusher thread: a replace is durable (its reply may go) once
+ * its round's msync returns; the replaced item's death is stored after
+ * that and durable by the next round, which a removal waits for.  A
+ * removal's submit does not wait for more submits to be settled. */
+static void
+test_group_flusher(void)
+{
+    struct item *v1, *v2, *w1;
+    uint64_t a, killed;
+
+    if (!ok(persist_group_join(count_wake, NULL), "join with a waker")) {
+        return;
+    }
+    put("fl", "one", CACHE_SET);
+    put("fm", "one", CACHE_SET);
+    persist_group_sync();
+    v1 = test_get("fl");
+    w1 = test_get("fm");
+    killed = persist_group_killed();
+    put("fl", "two", CACHE_SET);
+    a = persist_group_noted();
+    v2 = test_get("fl");
+    is_int(persist_group_killed(), killed, "a replace is no removal");
+    ok(persist_group_submit(), "the replace goes to the flusher");
+    ok(reaches(a, false), "the replace becomes durable");
+    ok((file_commit(v2) & 1) == 1, "then its item is in the file");
+    put("fm", "two", CACHE_SET);
+    ok(persist_group_submit(), "a second replace, in a round of its own");
+    ok(reaches(persist_group_noted(), false), "which becomes durable");
+    ok(persist_group_settled() >= a,
+       "and by then the first is settled: its zeros went with the second");
+    is_int(file_commit(v1), 0, "the first replaced item's death is in the "
+           "file");
+    is_int(cache_delete("fl", 2, test_hv("fl"), 0, NULL), CACHE_DELETED,
+           "delete fl");
+    ok(persist_group_killed() > killed, "a delete is a removal");
+    a = persist_group_noted();
+    ok(persist_group_submit(), "the delete goes to the flusher");
+    ok(reaches(a, true), "and is settled with nothing submitted after it");
+    is_int(file_commit(v2), 0, "its death is in the file");
+    is_int(file_commit(w1), 0, "so is the second replaced item's");
+    ok(__atomic_load_n(&wakes, __ATOMIC_RELAXED) > 0,
+       "the flusher woke the thread");
+    cache_release(v1);
+    cache_release(v2);
+    cache_release(w1);
+    persist_group_leave();
+}
+
 /* Order: the body is persisted first, the commit word last; a cut before
  * the commit word is persisted leaves the chunk free. */
 static void
@@ -435,6 +511,7 @@ main(void)
     test_chunked();
     test_mover();
     test_group_reuse();
+    test_group_flusher();
     test_crash();
     cache_shutdown();
     close(fd);

@@ -104,8 +104,10 @@ struct conn {
     struct conn     *park_next;
     uint64_t         last_note;      /* group commit: the worker's clock
                                         of changes (cache_group_noted())
-                                        at its last change, and when it
-                                        was last driven */
+                                        at its last change, its last
+                                        removal, and when it was last
+                                        driven */
+    uint64_t         last_kill;
     uint64_t         drive_note;
     void            *sasl;           /* -S through Cyrus: its session
                                         (sasl_cyrus.h) */

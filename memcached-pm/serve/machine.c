@@ -49,8 +49,10 @@ static void machine_close_now(struct conn **c);
  * durable, last parked first; and whether it is in a group at all. */
 static __thread struct conn *parked;
 static __thread bool grouped;
-static __thread uint64_t durable;   /* cache_group_durable(), as the last
-                                       pass's end found it: it only grows */
+static __thread uint64_t durable;   /* cache_group_durable() and settled(),
+                                       as the last pass's end found them:
+                                       they only grow */
+static __thread uint64_t settled;
 
 /* ---- events ----------------------------------------------------------- */
 
@@ -509,9 +511,22 @@ note_changes(struct conn *c)
     uint64_t now = cache_group_noted();
 
     if (now != c->drive_note) {
+        uint64_t killed = cache_group_killed();
+
+        if (killed > c->drive_note) {
+            c->last_kill = killed;
+        }
         c->last_note = now;
         c->drive_note = now;
     }
+}
+
+/* Whether all c's replies acknowledge is durable (as the last pass's end
+ * found it). */
+static bool
+changes_durable(const struct conn *c)
+{
+    return c->last_note <= durable && c->last_kill <= settled;
 }
 
 static enum conn_state
@@ -524,7 +539,7 @@ state_write(struct conn *c, bool *stop)
     }
     if (grouped && c->out_bytes > 0) {
         note_changes(c);
-        if (c->last_note > durable) {
+        if (!changes_durable(c)) {
             /* The replies may acknowledge what is not durable yet: no
              * event for it until machine_end_pass() finds them durable
              * (it reads nothing meanwhile, so its requests stay in
@@ -721,13 +736,14 @@ machine_end_pass(void)
 
     for (;;) {
         durable = cache_group_durable();
+        settled = cache_group_settled();
         /* those whose changes are durable now reply and go on */
         list = parked;
         parked = NULL;
         while ((c = list) != NULL) {
             list = c->park_next;
             c->park_next = NULL;
-            if (c->last_note <= durable) {
+            if (changes_durable(c)) {
                 c->parked = false;
                 conn_drive(c);
             } else {

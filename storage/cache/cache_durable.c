@@ -107,6 +107,18 @@ cache_group_durable(void)
     return persist_group_durable();
 }
 
+uint64_t
+cache_group_settled(void)
+{
+    return persist_group_settled();
+}
+
+uint64_t
+cache_group_killed(void)
+{
+    return persist_group_killed();
+}
+
 void
 cache_group_leave(void)
 {

@@ -154,6 +154,9 @@ struct held {
  * the old commit word's zero, in the same sync, in any order. */
 static __thread struct held retiring, dying;
 
+/* The thread's group clock (tier_pmem_group_noted()) at its last kill. */
+static __thread uint64_t killed;
+
 static bool
 hold(struct held *h, struct item *it)
 {
@@ -207,7 +210,11 @@ kill_noted(struct item *it)
 void
 persist_kill(struct item *it)
 {
-    if (kill_noted(it) && !hold(&dying, it)) {
+    if (!kill_noted(it)) {
+        return;
+    }
+    killed = tier_pmem_group_noted();
+    if (!hold(&dying, it)) {
         /* no memory to wait in: the death is durable before the chunk
          * can go back */
         tier_pmem_group_sync(pe.tier);
@@ -354,7 +361,8 @@ persist_group_submit(void)
     for (size_t i = 0; i < retiring.n; i++) {
         sent.zero[i] = &persist_prefix_of(retiring.v[i])->commit;
     }
-    ticket = tier_pmem_group_submit(pe.tier, sent.zero, retiring.n);
+    ticket = tier_pmem_group_submit(pe.tier, sent.zero, retiring.n,
+                                    dying.n > 0);
     if (ticket == 0) {
         /* synced by this thread: the zeros stored and durable too */
         let_go(&retiring);
@@ -378,6 +386,12 @@ persist_group_noted(void)
 }
 
 uint64_t
+persist_group_killed(void)
+{
+    return killed;
+}
+
+uint64_t
 persist_group_durable(void)
 {
     if (pe.tier == NULL) {
@@ -385,6 +399,12 @@ persist_group_durable(void)
     }
     settle();
     return tier_pmem_group_durable(pe.tier);
+}
+
+uint64_t
+persist_group_settled(void)
+{
+    return pe.tier == NULL ? 0 : tier_pmem_group_settled(pe.tier);
 }
 
 void
@@ -427,6 +447,7 @@ persist_group_leave(void)
     memset(&sent, 0, sizeof(sent));
     forget(&retiring);
     forget(&dying);
+    killed = 0;
 }
 
 void

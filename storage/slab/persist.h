@@ -120,10 +120,13 @@ void persist_retire(struct item *it);
  * thread, the replaced items' deaths included (stored once their
  * successors are durable), and returns at once: true, or false when it
  * had to sync by itself (then all is durable now).  The killed and
- * replaced items stay held until their ticket is done.  noted and
- * durable (tier.h) tell a reply's writes from what has reached the
- * medium.  leave syncs, waits for the flusher and frees the thread's
- * lists.
+ * replaced items stay held until their ticket is done.  noted,
+ * durable and settled (tier.h) tell a reply's writes from what has
+ * reached the medium: a reply that acknowledges a store needs durable,
+ * one that acknowledges a removal settled (until then an item that the
+ * removed one replaced could come back).  killed: the thread's noted()
+ * at its last kill.  leave syncs, waits for the flusher and frees the
+ * thread's lists.
  */
 bool persist_group_join(void (*wake)(void *), void *arg);
 bool persist_group_pending(void);
@@ -131,6 +134,8 @@ void persist_group_sync(void);
 bool persist_group_submit(void);
 uint64_t persist_group_noted(void);
 uint64_t persist_group_durable(void);
+uint64_t persist_group_settled(void);
+uint64_t persist_group_killed(void);
 void persist_group_leave(void);
 
 /* Whether this thread holds items it killed in its group: an allocation

@@ -205,24 +205,29 @@ void tier_pmem_flush_stats(const struct tier *t, uint64_t *flushes,
  * asynchronously too: tier_pmem_group_submit() then hands what it noted
  * to the tier's flusher thread and returns a ticket at once, with the
  * commit words `zero` to store 0 into (and make durable) only once the
- * noted ranges are; wake(arg) is called from the flusher after a round
- * that made one of its tickets done.  submit returns 0 when there was
+ * noted ranges are; urgent asks for those zeros to be made durable
+ * without waiting for more submits.  wake(arg) is called from the
+ * flusher after a round that made one of its tickets firm (its ranges
+ * durable) or done (its zeros too).  submit returns 0 when there was
  * nothing to hand over, or when it had to sync by itself (the thread
  * joined without a waker, or no memory): then all of it is durable.
  *
  * pending: the thread has noted ranges not yet synced or submitted.
  * noted: how many ranges the thread has noted, ever (a clock of its
- * stores); durable: how many of those are durable now (by tickets done
- * or syncs).  wait: until every ticket of the thread is done.  leave:
+ * stores); durable: how many of those are durable now (by tickets firm
+ * or syncs); settled: how many are durable with the zeros their tickets
+ * asked for (by tickets done or syncs).  done: the last ticket done, of
+ * any thread.  wait: until every ticket of the thread is done.  leave:
  * sync what is pending and leave (before the thread exits).
  */
 bool tier_pmem_group_join(struct tier *t, void (*wake)(void *), void *arg);
 bool tier_pmem_group_pending(const struct tier *t);
 void tier_pmem_group_sync(struct tier *t);
 uint64_t tier_pmem_group_submit(struct tier *t, uint64_t *const *zero,
-                                size_t nzero);
+                                size_t nzero, bool urgent);
 uint64_t tier_pmem_group_noted(void);
 uint64_t tier_pmem_group_durable(const struct tier *t);
+uint64_t tier_pmem_group_settled(const struct tier *t);
 uint64_t tier_pmem_group_done(const struct tier *t);
 void tier_pmem_group_wait(struct tier *t);
 void tier_pmem_group_leave(struct tier *t);

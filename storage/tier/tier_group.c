@@ -5,22 +5,31 @@
  * of syncing each.  Synchronously (tier_pmem_group_sync()) it makes them
  * durable itself, with one msync over their span.  Asynchronously it
  * hands them to the tier's flusher thread (tier_pmem_group_submit()) and
- * goes on: the flusher takes every thread's submits at once, makes them
- * durable with one msync, stores the commit words' zeros the submits
- * asked for once that has returned (the deaths of items the noted
- * commits replace), syncs those, and only then calls the round's
- * tickets done and wakes their threads.  While it syncs, the next submits
- * gather: the slower the device, the more each round covers.
+ * goes on: the flusher takes every thread's submits at once and makes
+ * them durable with one msync (the round's tickets are then firm, and
+ * their threads woken), and then stores the commit words' zeros the
+ * submits asked for (the deaths of items the noted commits replace).
+ * Those become durable with the next round's msync, which also makes
+ * the round's tickets done and wakes their threads again.  While a round
+ * syncs, the next submits gather: the slower the device, the more each
+ * round covers.
  *
- *   worker:  note note note | submit -> ticket 7 | note note | submit -> 8
- *   flusher:         [ round: 5, 6 ]  [ round: 7, 8: msync, zeros, msync ]
- *                                                  done = 8, wake
+ *   worker:  note note | submit -> 7 | note note | submit -> 8 | ...
+ *   flusher:   [ 5, 6: msync, zeros ]  [ 7, 8: msync, zeros ]  [ 9: ...
+ *                                        firm = 8, done = 6
+ *
+ * So a reply that acknowledges a store waits for one msync, and one that
+ * acknowledges a removal for two: before that the item a removed one
+ * replaced could still come back.  With nothing more submitted, the
+ * zeros' own round runs at once for a removal or a thread that waits,
+ * else within ZEROS_WAIT.
  *
  * A thread's submit joins its own earlier submit while that still waits
- * in the queue, so that a thread has at most one ticket queued and one
- * in the round.  In strict mode (the power-loss simulator) a round copies
- * exactly the noted lines, each copy a flush point, as a synchronous sync
- * does.
+ * in the queue, so that a thread has at most one ticket queued, one in
+ * the round and one waiting for its zeros.  In strict mode (the
+ * power-loss simulator) a round copies exactly the noted lines, each
+ * copy a flush point, as a synchronous sync does, and each zero as it
+ * stores it.
  */
 #include "config.h"
 
@@ -53,6 +62,8 @@ struct batch {
     uint64_t    **zero;         /* then these commit words zeroed */
     size_t        nzero;
     size_t        zcap;
+    bool          urgent;       /* it removed items: its zeros' round
+                                   runs at once */
     void        (*wake)(void *);
     void         *wake_arg;
     struct batch **owner;       /* its thread's `queued` while it waits
@@ -68,13 +79,23 @@ struct flusher {
     struct batch   *head;
     struct batch  **tail;
     uint64_t        submitted;  /* the last ticket handed out */
-    uint64_t        done;       /* the last ticket whose round ended */
+    uint64_t        firm;       /* the last ticket whose ranges are
+                                   durable */
+    uint64_t        done;       /* ... whose zeros are durable too */
     uint64_t        woken;      /* ... and whose threads were woken */
+    unsigned        waiters;    /* threads in wait_done() */
     bool            stop;
+    /* the flusher's own: the last round's batches, whose zeros are
+     * stored but not yet durable, and the span of those zeros */
+    struct batch   *zeroed;
+    struct span     zeros;
 };
 
 #define INFLIGHT 4              /* a thread's tickets not done yet: at most
-                                   one queued and one in the round */
+                                   one queued, one in the round and one
+                                   waiting for its zeros */
+#define ZEROS_WAIT_NS 1000000   /* zeros wait this long for the next
+                                   round, unless needed at once */
 
 /* The calling thread's group.  One PMEM tier per process: a thread joins
  * at most one. */
@@ -82,7 +103,9 @@ static __thread struct {
     struct pmem_state *s;       /* the tier joined, NULL: none */
     struct spans       noted;   /* since the last sync or submit */
     uint64_t           notes;   /* ever: the clock of its stores */
-    uint64_t           durable; /* notes known durable */
+    uint64_t           firm;    /* notes known durable */
+    uint64_t           durable; /* ... with the zeros their tickets asked
+                                   for */
     void             (*wake)(void *);   /* asynchronous: its waker */
     void              *wake_arg;
     struct batch      *queued;  /* its submit still in the queue: the
@@ -194,14 +217,18 @@ sync_span(struct pmem_state *s, const struct span *c)
     }
 }
 
-/* One round over the batches taken: their ranges durable (one msync over
- * their span; strict: a copy of each), then their zeros stored and
- * durable the same way. */
-static void
-flush_round(struct pmem_state *s, struct batch *list)
+/* One round over the batches taken (none: only the zeros): their ranges
+ * and the zeros the last round stored durable (one msync over their
+ * span; strict: a copy of each range), then their own zeros stored, for
+ * the next round (strict: each copied at once).  Whether it stored any. */
+static bool
+flush_round(struct flusher *f, struct batch *list)
 {
-    struct span all = { NULL, NULL }, zeros = { NULL, NULL };
+    struct pmem_state *s = f->s;
+    struct span all = f->zeros;
+    bool any = false;
 
+    f->zeros = (struct span){ NULL, NULL };
     for (struct batch *b = list; b != NULL; b = b->next) {
         if (s->strict) {
             spans_sync(s, &b->noted);
@@ -217,15 +244,16 @@ flush_round(struct pmem_state *s, struct batch *list)
             uint64_t *w = b->zero[i];
 
             __atomic_store_n(w, 0, __ATOMIC_RELEASE);
+            any = true;
             if (s->strict) {
                 pmem_flush_point(s);
                 pmem_strict_copy(s, (const char *)w, sizeof(*w));
             } else {
-                widen(&zeros, (const char *)w, (const char *)(w + 1));
+                widen(&f->zeros, (const char *)w, (const char *)(w + 1));
             }
         }
     }
-    sync_span(s, &zeros);
+    return any;
 }
 
 /* Test hook: while the file MCPM_FLUSH_HOLD names exists, no round
@@ -241,27 +269,74 @@ held(const char *path)
     }
 }
 
+/* Under the lock: wait for a round to run.  One runs for submits, and
+ * for the last round's zeros: at once when a removal or a waiting
+ * thread needs them, else after ZEROS_WAIT_NS.  False: stopped, with
+ * nothing left to make durable. */
+static bool
+await_round(struct flusher *f, bool zeroed_urgent)
+{
+    struct timespec until = { 0, 0 };
+
+    for (;;) {
+        if (f->head != NULL ||
+            (f->zeroed != NULL &&
+             (zeroed_urgent || f->waiters > 0 || f->stop))) {
+            return true;
+        }
+        if (f->stop) {
+            return false;
+        }
+        if (f->zeroed == NULL) {
+            pthread_cond_wait(&f->more, &f->lock);
+            continue;
+        }
+        if (until.tv_sec == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_nsec += ZEROS_WAIT_NS;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+        }
+        if (pthread_cond_timedwait(&f->more, &f->lock, &until) != 0) {
+            return true;        /* timed out: the zeros go now */
+        }
+    }
+}
+
+/* Call the batches' threads' wakers; free them unless kept. */
+static void
+wake_batches(struct batch *list, bool keep)
+{
+    struct batch *b, *next;
+
+    for (b = list; b != NULL; b = next) {
+        next = b->next;
+        if (b->wake != NULL) {
+            b->wake(b->wake_arg);
+        }
+        if (!keep) {
+            batch_free(b);
+        }
+    }
+}
+
 static void *
 flusher_main(void *arg)
 {
     struct flusher *f = arg;
     const char *hold = getenv("MCPM_FLUSH_HOLD");
+    bool zeroed_urgent = false;
 
     pthread_mutex_lock(&f->lock);
-    for (;;) {
-        struct batch *list, *b;
-        uint64_t last;
+    while (await_round(f, zeroed_urgent)) {
+        struct batch *list = f->head, *zeroed = f->zeroed, *b;
+        uint64_t last = f->submitted, firm = f->firm;
+        bool zeros;
 
-        while (f->head == NULL && !f->stop) {
-            pthread_cond_wait(&f->more, &f->lock);
-        }
-        if (f->head == NULL) {
-            break;
-        }
-        list = f->head;
         f->head = NULL;
         f->tail = &f->head;
-        last = f->submitted;
         for (b = list; b != NULL; b = b->next) {
             if (*b->owner == b) {
                 *b->owner = NULL;   /* no more joins this round */
@@ -270,20 +345,23 @@ flusher_main(void *arg)
         pthread_mutex_unlock(&f->lock);
 
         held(hold);
-        flush_round(f->s, list);
+        zeros = flush_round(f, list);
 
-        /* done first, so that a woken thread finds it; woken after, so
-         * that a thread waiting to leave outlives its wake-up */
-        __atomic_store_n(&f->done, last, __ATOMIC_RELEASE);
-        while ((b = list) != NULL) {
-            list = b->next;
-            if (b->wake != NULL) {
-                b->wake(b->wake_arg);
-            }
-            batch_free(b);
+        /* The list's tickets are firm; the last round's zeros are
+         * durable, and the list's too if it stored none.  Marks first,
+         * so that a woken thread finds them; woken after, so that a
+         * thread waiting to leave outlives its wake-ups. */
+        __atomic_store_n(&f->firm, last, __ATOMIC_RELEASE);
+        __atomic_store_n(&f->done, zeros ? firm : last, __ATOMIC_RELEASE);
+        wake_batches(list, zeros);
+        wake_batches(zeroed, false);
+        zeroed_urgent = false;
+        for (b = zeros ? list : NULL; b != NULL; b = b->next) {
+            zeroed_urgent |= b->urgent;
         }
         pthread_mutex_lock(&f->lock);
-        f->woken = last;
+        f->zeroed = zeros ? list : NULL;
+        f->woken = zeros ? firm : last;
         pthread_cond_broadcast(&f->round);
     }
     pthread_mutex_unlock(&f->lock);
@@ -303,7 +381,12 @@ flusher_of(struct pmem_state *s)
         f->s = s;
         f->tail = &f->head;
         pthread_mutex_init(&f->lock, NULL);
-        pthread_cond_init(&f->more, NULL);
+        pthread_condattr_t monotonic;
+
+        pthread_condattr_init(&monotonic);
+        pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+        pthread_cond_init(&f->more, &monotonic);
+        pthread_condattr_destroy(&monotonic);
         pthread_cond_init(&f->round, NULL);
         if (pthread_create(&f->thread, NULL, flusher_main, f) != 0) {
             fprintf(stderr, "memory file: no flusher thread: each worker "
@@ -367,17 +450,24 @@ tier_pmem_group_noted(void)
     return grp.notes;
 }
 
-/* Forget the tickets done; what they covered is durable. */
+/* Note how far the tickets firm made the thread's notes durable, and
+ * forget the tickets done. */
 static void
 settle(struct flusher *f)
 {
     uint64_t done = __atomic_load_n(&f->done, __ATOMIC_ACQUIRE);
+    uint64_t firm = __atomic_load_n(&f->firm, __ATOMIC_ACQUIRE);
     unsigned i = 0;
 
+    for (unsigned j = 0; j < grp.ninflight && grp.inflight[j].ticket <= firm;
+         j++) {
+        grp.firm = grp.inflight[j].notes;
+    }
     while (i < grp.ninflight && grp.inflight[i].ticket <= done) {
         grp.durable = grp.inflight[i].notes;
         i++;
     }
+    grp.firm = grp.firm > grp.durable ? grp.firm : grp.durable;
     if (i > 0) {
         memmove(grp.inflight, grp.inflight + i,
                 (grp.ninflight - i) * sizeof(grp.inflight[0]));
@@ -390,10 +480,20 @@ tier_pmem_group_durable(const struct tier *t)
 {
     struct pmem_state *s = state(t);
 
-    if (grp.s != s || s->flusher == NULL) {
-        return grp.durable;
+    if (grp.s == s && s->flusher != NULL) {
+        settle(s->flusher);
     }
-    settle(s->flusher);
+    return grp.firm;
+}
+
+uint64_t
+tier_pmem_group_settled(const struct tier *t)
+{
+    struct pmem_state *s = state(t);
+
+    if (grp.s == s && s->flusher != NULL) {
+        settle(s->flusher);
+    }
     return grp.durable;
 }
 
@@ -402,9 +502,12 @@ static void
 wait_done(struct flusher *f, uint64_t ticket)
 {
     pthread_mutex_lock(&f->lock);
+    f->waiters++;               /* the zeros' round runs at once */
+    pthread_cond_signal(&f->more);
     while (f->woken < ticket) {
         pthread_cond_wait(&f->round, &f->lock);
     }
+    f->waiters--;
     pthread_mutex_unlock(&f->lock);
     settle(f);
 }
@@ -424,7 +527,7 @@ tier_pmem_group_sync(struct tier *t)
     spans_sync(s, &grp.noted);
     grp.noted.n = 0;
     if (grp.ninflight == 0) {
-        grp.durable = grp.notes;
+        grp.firm = grp.durable = grp.notes;
     }
 }
 
@@ -466,7 +569,8 @@ batch_add(struct batch *b, struct pmem_state *s, uint64_t *const *zero,
 }
 
 uint64_t
-tier_pmem_group_submit(struct tier *t, uint64_t *const *zero, size_t nzero)
+tier_pmem_group_submit(struct tier *t, uint64_t *const *zero, size_t nzero,
+                       bool urgent)
 {
     struct pmem_state *s = state(t);
     struct flusher *f = s->flusher;
@@ -509,6 +613,7 @@ tier_pmem_group_submit(struct tier *t, uint64_t *const *zero, size_t nzero)
         pthread_mutex_unlock(&f->lock);
         goto alone;
     }
+    b->urgent |= urgent;
     ticket = b->ticket;
     grp.inflight[grp.ninflight - 1].notes = grp.notes;
     pthread_cond_signal(&f->more);
