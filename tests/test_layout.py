@@ -1,7 +1,7 @@
 """The folders are the architecture: script/rooms passes on this tree, and
 refuses a copy of it with an include that runs back up, a room its house
-does not list, a file in no room, a circle inside a room and a file too
-long."""
+does not list, a file in no room, a circle of includes or of calls
+inside a room and a file too long."""
 
 import shutil
 import subprocess
@@ -39,8 +39,8 @@ def add_line(path, after, line):
 def test_this_tree_holds():
     r = rooms(REPO)
     assert r.returncode == 0, r.stdout
-    assert r.stdout == ("rooms: every include runs down, every file in a "
-                        "room, none too long\n")
+    assert r.stdout == ("rooms: every include and call runs down, every "
+                        "file in a room, none too long\n")
 
 
 def test_the_copy_holds(tree):
@@ -107,6 +107,27 @@ def test_a_circle_inside_a_room(tree):
     assert r.returncode == 1
     assert r.stdout == ("rooms: include circle: storage/lru/link -> "
                         "storage/lru/lru -> storage/lru/link\n")
+
+
+SUBMIT = "\nstatic int\nsubmit(struct ring *r)\n{\n"
+
+
+def test_a_call_circle_inside_a_room(tree):
+    """ring_io.c calls ring.c; a call back from ring.c closes a circle,
+    though no include does (both include ring_priv.h).  A call named in a
+    comment, a string or a header's declaration is no call."""
+    add_line(tree / "memcached-pm/net/ring.c", SUBMIT, "    ring_wait(NULL, 0);")
+    r = rooms(tree)
+    assert r.returncode == 1
+    assert r.stdout == ("rooms: call circle: memcached-pm/net/ring -> "
+                        "memcached-pm/net/ring_io -> memcached-pm/net/ring\n")
+
+
+def test_a_call_in_words_is_no_call(tree):
+    add_line(tree / "memcached-pm/net/ring.c", SUBMIT,
+             '    /* not ring_wait(io, 0) */ (void)"ring_read(io)";')
+    r = rooms(tree)
+    assert r.returncode == 0, r.stdout
 
 
 def test_a_file_too_long(tree):

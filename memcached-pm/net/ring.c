@@ -193,6 +193,52 @@ publish_bufs(struct ring *r)
     }
 }
 
+/* The operations not yet submitted that name one of the n slots from
+ * first by the table: by their sources' fds instead. */
+static void
+by_fd(struct ring *r, int first, unsigned n)
+{
+    struct io_uring_sq *sq = &r->uring.sq;
+
+    for (unsigned h = sq->sqe_head; h != sq->sqe_tail; h++) {
+        struct io_uring_sqe *sqe = &sq->sqes[h & sq->ring_mask];
+
+        if ((sqe->flags & IOSQE_FIXED_FILE) && sqe->fd >= first &&
+            sqe->fd < first + (int)n) {
+            sqe->fd = r->reg[sqe->fd - r->reg_first]->fd;
+            sqe->flags &= (uint8_t)~IOSQE_FIXED_FILE;
+        }
+    }
+}
+
+void
+ring_register(struct ring *r)
+{
+    int fds[RING_REG_MAX];
+    unsigned n = r->nreg;
+    int rc;
+
+    if (n == 0) {
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        fds[i] = r->reg[i]->fd;
+    }
+    rc = io_uring_register_files_update(&r->uring, (unsigned)r->reg_first,
+                                        fds, n);
+    if (rc < (int)n) {
+        /* the table would not take them: they go by fd, as without one */
+        unsigned done = rc > 0 ? (unsigned)rc : 0;
+
+        by_fd(r, r->reg_first + (int)done, n - done);
+        for (unsigned i = done; i < n; i++) {
+            r->reg[i]->slot = -1;
+            r->slots[r->nslots++] = r->reg_first + (int)i;
+        }
+    }
+    r->nreg = 0;
+}
+
 static int
 submit(struct ring *r)
 {

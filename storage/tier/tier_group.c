@@ -34,7 +34,8 @@
 #include "config.h"
 
 #include "storage/tier/tier.h"
-#include "storage/tier/tier_pmem_priv.h"
+#include "storage/tier/tier_group_priv.h"
+#include "storage/tier/tier_medium.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -622,12 +623,20 @@ tier_pmem_group_submit(struct tier *t, uint64_t *const *zero, size_t nzero,
     return ticket;
 alone:
     /* no memory for the batch: this thread syncs, then stores the zeros
-     * and syncs them, itself */
+     * and syncs them, itself (each on its own if even a note fails) */
     tier_pmem_group_sync(t);
     for (size_t i = 0; i < nzero; i++) {
+        const char *w = (const char *)zero[i];
+
         __atomic_store_n(zero[i], 0, __ATOMIC_RELEASE);
-        tier_pmem_sync(t, zero[i], sizeof(*zero[i]));
+        if (!pmem_group_note(s, w, sizeof(*zero[i]))) {
+            struct spans one = { &(struct span){ w, w + sizeof(*zero[i]) },
+                                 1, 1 };
+
+            spans_sync(s, &one);
+        }
     }
+    tier_pmem_group_sync(t);
     return 0;
 }
 

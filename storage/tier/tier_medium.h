@@ -1,10 +1,10 @@
 /*
- * tier_pmem_priv.h: the PMEM tier's state, shared by tier_pmem.c (the
- * file, its pages, reaching the medium) and tier_group.c (group commit).
- * Nothing outside storage/tier/ includes it.
+ * tier_medium.h: the PMEM tier's state, which tier_pmem.c (the file and
+ * its pages), tier_group.c (group commit) and tier_medium.c (reaching the
+ * medium) share.  Nothing outside storage/tier/ includes it.
  */
-#ifndef MCPM_STORAGE_TIER_PMEM_PRIV_H
-#define MCPM_STORAGE_TIER_PMEM_PRIV_H
+#ifndef MCPM_STORAGE_TIER_MEDIUM_H
+#define MCPM_STORAGE_TIER_MEDIUM_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -16,7 +16,7 @@
 struct flusher;
 
 #define PMEM_LINE 64    /* the unit a cache-line flush makes durable */
-#define FLUSH_SLOTS 64  /* per-thread flush counters, see count_flush() */
+#define FLUSH_SLOTS 64  /* per-thread flush counters, see pmem_slot() */
 
 /* A flush is on every store's path: a counter shared by all workers
  * would bounce one cache line between them per request.  Each thread
@@ -60,20 +60,15 @@ state(const struct tier *t)
 }
 
 
-/* Reaching the medium (tier_pmem.c): count a system call made for a
- * flush; msync the pages [addr, addr + len) touches; in strict mode copy
- * the cache lines it covers to the file's view; a power cut armed by
- * tier_pmem_crash_after() lands at a flush point. */
+/* Reaching the medium (tier_medium.c): the calling thread's counters;
+ * count a system call made for a flush; msync the pages [addr, addr +
+ * len) touches; in strict mode copy the cache lines it covers to the
+ * file's view; a power cut armed by tier_pmem_crash_after() lands at a
+ * flush point. */
+struct flush_slot *pmem_slot(struct pmem_state *s);
 void pmem_count_sync(struct pmem_state *s);
 void pmem_msync_range(struct pmem_state *s, const char *addr, size_t len);
 void pmem_strict_copy(struct pmem_state *s, const char *addr, size_t len);
 void pmem_flush_point(struct pmem_state *s);
-
-/* Group commit (tier_group.c): note the range in the calling thread's
- * group instead of reaching the medium now (false: the thread is in no
- * group of s's, or out of memory: reach it now); stop the flusher
- * thread, if one runs (no thread may be in a group any more). */
-bool pmem_group_note(struct pmem_state *s, const char *addr, size_t len);
-void pmem_group_stop(struct pmem_state *s);
 
 #endif
