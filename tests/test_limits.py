@@ -41,6 +41,27 @@ def test_read_buffers_are_held_only_while_reading(server_factory):
 
 
 @pytest.mark.engine
+def test_idle_connections_hold_no_buffers(server_factory):
+    """A connection keeps its buffers between requests while it is busy,
+    but only in the place of one of its worker's 4 spares: after 200
+    connections each asked once, the worker holds at most 4 read buffers
+    beside the one the asking connection reads into."""
+    s = server_factory("-t", "1")
+    conns = [s.conn() for _ in range(200)]
+    try:
+        for c in conns:
+            c.call(b"mn\r\n", b"MN\r\n")
+        for c in conns[:50]:
+            c.call(b"mn\r\n", b"MN\r\n")
+        st = conns[0].stats()
+        assert 1 <= int(st["read_buf_count"]) <= 5, st["read_buf_count"]
+        assert int(st["response_obj_count"]) <= 5, st["response_obj_count"]
+    finally:
+        for c in conns:
+            c.close()
+
+
+@pytest.mark.engine
 def test_read_buffer_limit_closes_what_does_not_fit(server_factory):
     """Every connection holding a partial request keeps a 16 KB buffer:
     1 MB holds 64 of them (memcached 1.6.18 gives out 63); the rest are

@@ -392,12 +392,23 @@ release_iov(struct conn *c)
     c->iov_cap = 0;
 }
 
+static void
+rest_del(struct conn *c)
+{
+    if (c->rest_slot != 0) {
+        c->list->resting[c->rest_slot - 1] = NULL;
+        c->rest_slot = 0;
+        conn_buf_unrest(&c->list->buf);
+    }
+}
+
 /* Free c and what it holds, its socket aside. */
 static void
 conn_release(struct conn *c)
 {
     struct obuf *b, *next;
 
+    rest_del(c);
     if (c->loop != NULL) {
         evloop_forget(c->loop, &c->ev);
     }
@@ -450,6 +461,49 @@ conn_idle(struct conn *c)
         c->refs = NULL;
         c->refs_cap = 0;
     }
+}
+
+void
+conn_rest(struct conn *c)
+{
+    struct conn_list *l = c->list;
+
+    unsigned i = 0;
+
+    if (c->is_udp) {
+        return;
+    }
+    if (c->rest_slot == 0) {
+        while (i < CONN_SPARE_MAX && l->resting[i] != NULL) {
+            i++;
+        }
+        if (i == CONN_SPARE_MAX || !conn_buf_rest(&l->buf)) {
+            conn_idle(c);
+            return;
+        }
+        l->resting[i] = c;
+        c->rest_slot = (uint8_t)(i + 1);
+    }
+    l->rested[c->rest_slot - 1] = l->pass;
+}
+
+void
+conn_rest_end_pass(struct conn_list *l)
+{
+    for (unsigned i = 0; i < CONN_SPARE_MAX; i++) {
+        struct conn *c = l->resting[i];
+
+        if (c != NULL && l->rested[i] != l->pass) {
+            /* a whole pass went by without it resting again: idle if it
+             * still waits for a request, else in one (it rests again
+             * once that is done) */
+            rest_del(c);
+            if (c->state == CONN_READ) {
+                conn_idle(c);
+            }
+        }
+    }
+    l->pass++;
 }
 
 /* A socket sent ahead of a takeover is shut down, not closed: its

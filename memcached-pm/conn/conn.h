@@ -71,6 +71,11 @@ struct conn_list {
     struct handover      left;
     void               (*on_empty)(void *arg);
     void                *empty_arg;
+    /* waiting for a request, buffers kept (conn_rest()), and the pass
+     * each last rested in; the worker's thread alone touches these */
+    struct conn         *resting[CONN_SPARE_MAX];
+    uint64_t             rested[CONN_SPARE_MAX];
+    uint64_t             pass;       /* the worker's loop passes */
 };
 
 /* The protocol a connection speaks: with -B auto its first byte decides
@@ -126,6 +131,8 @@ struct conn {
     bool             is_udp;         /* a worker's UDP socket (udp.h) */
     bool             close_after_write;
     bool             yielded;        /* -R budget ran out in this event */
+    uint8_t          rest_slot;      /* 1 + its place in its list's
+                                        resting, or 0 */
     bool             parked;         /* replies wait for changes to be
                                         durable (machine_end_pass()) */
     bool             watching;       /* handed to the mc-log thread (or
@@ -264,6 +271,17 @@ void conn_free(struct conn **c);
  * nothing is queued), go back to its worker's spares.  Not a UDP
  * socket's. */
 void conn_idle(struct conn *c);
+
+/* The connection waits for its next request, but a busy one comes soon:
+ * it keeps its buffers until a pass of its worker's loop has gone by
+ * without it (conn_rest_end_pass(), at each pass's end, gives them back
+ * then, conn_idle()).  So a connection with a request in flight borrows
+ * nothing per request, and an idle one holds nothing.  At most as many
+ * connections as the spares a worker keeps keep theirs so, each in the
+ * place of a spare (conn_buf_rest()), the others give them back at once:
+ * what a worker's connections hold stays what it was. */
+void conn_rest(struct conn *c);
+void conn_rest_end_pass(struct conn_list *l);
 
 /* Let go of a connection whose socket another thread took over (watch):
  * freed like conn_free() but the socket stays open, and it stays counted

@@ -102,6 +102,29 @@ spare_max(bool buffer)
     return buffer && settings.read_buf_mem_limit > 0 ? 0 : CONN_SPARE_MAX;
 }
 
+/* Buffers: resting connections' count as spares. */
+static unsigned
+spare_bufs(const struct conn_buf *b)
+{
+    return spare_max(true) - b->resting;
+}
+
+bool
+conn_buf_rest(struct conn_buf *b)
+{
+    if (b->resting == spare_max(true)) {
+        return false;
+    }
+    b->resting++;
+    return true;
+}
+
+void
+conn_buf_unrest(struct conn_buf *b)
+{
+    b->resting--;
+}
+
 /* A free list of blocks chained through their first word. */
 static void *
 spare_pop(void **head, unsigned *n)
@@ -147,7 +170,7 @@ conn_buf_rbuf(struct conn_buf *b, struct thread_stats *ts)
 void
 conn_buf_rbuf_back(struct conn_buf *b, char *p)
 {
-    if (spare_push(&b->rbufs, &b->nrbufs, p, spare_max(true))) {
+    if (spare_push(&b->rbufs, &b->nrbufs, p, spare_bufs(b))) {
         STAT_ADD(b->gauges.read_buf_bytes_free, CONN_RBUF_SIZE);
         return;
     }
@@ -176,7 +199,7 @@ conn_buf_obuf(struct conn_buf *b)
 void
 conn_buf_obuf_back(struct conn_buf *b, struct obuf *o)
 {
-    if (b->nobufs < spare_max(true)) {
+    if (b->nobufs < spare_bufs(b)) {
         o->next = b->obufs;
         b->obufs = o;
         b->nobufs++;

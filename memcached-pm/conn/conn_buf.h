@@ -62,6 +62,8 @@ struct conn_buf {
     unsigned             nobufs;
     void                *iovs;
     unsigned             niovs;
+    unsigned             resting;   /* connections keeping theirs while
+                                       they wait (conn_rest()) */
 };
 
 /* Read buffers held (count, bytes; negative: given up), outside the
@@ -90,6 +92,13 @@ struct obuf  *conn_buf_obuf(struct conn_buf *b);
 void          conn_buf_obuf_back(struct conn_buf *b, struct obuf *o);
 struct iovec *conn_buf_iov(struct conn_buf *b);
 void          conn_buf_iov_back(struct conn_buf *b, struct iovec *v);
+
+/* A connection that waits for its next request keeps its read buffer and
+ * reply block, if the worker has room (rest: false, it has none): at
+ * most as many as the spares the worker keeps, and each counts as one of
+ * them; unrest when it gives them back. */
+bool conn_buf_rest(struct conn_buf *b);
+void conn_buf_unrest(struct conn_buf *b);
 
 /* Free the spares of a worker that is gone. */
 void conn_buf_free(struct conn_buf *b);

@@ -49,6 +49,7 @@ static void machine_close_now(struct conn **c);
  * durable, last parked first; and whether it is in a group at all. */
 static __thread struct conn *parked;
 static __thread bool grouped;
+static __thread struct conn_list *resting;  /* the worker's connections */
 static __thread uint64_t durable;   /* cache_group_durable() and settled(),
                                        as the last pass's end found them:
                                        they only grow */
@@ -486,7 +487,7 @@ state_read(struct conn *c, bool *stop)
          * (the event is level-triggered, so nothing is missed). */
         c->read_short = false;
         *stop = true;
-        conn_idle(c);
+        conn_rest(c);
         conn_wait(c, EV_READ);
         return CONN_READ;
     }
@@ -495,7 +496,7 @@ state_read(struct conn *c, bool *stop)
         return CONN_CLOSING;
     case 0:
         *stop = true;
-        conn_idle(c);
+        conn_rest(c);
         conn_wait(c, io_wait_for(c->tls, EV_READ));
         return CONN_READ;
     default:
@@ -718,8 +719,9 @@ machine_leave(struct conn *c)
 }
 
 void
-machine_group_join(void (*wake)(void *), void *arg)
+machine_group_join(struct conn_list *list, void (*wake)(void *), void *arg)
 {
+    resting = list;
     grouped = cache_group_join(wake, arg);
 }
 
@@ -734,6 +736,12 @@ machine_end_pass(void)
 {
     struct conn *list, *c;
 
+    if (resting != NULL) {
+        conn_rest_end_pass(resting);
+    }
+    if (!grouped) {
+        return;
+    }
     for (;;) {
         durable = cache_group_durable();
         settled = cache_group_settled();

@@ -49,6 +49,11 @@ void machine_adopt(struct conn *c);
 void machine_leave(struct conn *c);
 
 /*
+ * A worker's thread joins with its connections' list and a waker before
+ * it serves, and calls end_pass after each pass of its event loop: the
+ * connections that waited for a request a whole pass give their buffers
+ * back (conn_rest()).
+ *
  * Group commit (storage/cache/cache_durable.h): a worker joins with a
  * waker (false from grouped(): the medium needs none, replies go out at
  * once).  A connection whose replies acknowledge changes not yet durable
@@ -59,7 +64,8 @@ void machine_leave(struct conn *c);
  * go to the flusher thread, whose waker wakes the loop once they are
  * durable: the worker serves other connections meanwhile.
  */
-void machine_group_join(void (*wake)(void *), void *arg);
+void machine_group_join(struct conn_list *list, void (*wake)(void *),
+                        void *arg);
 bool machine_grouped(void);
 void machine_end_pass(void);
 

@@ -357,19 +357,19 @@ worker_main(void *arg)
     cache_thread_cache(true);
     /* group commit: the pass's changes go to the flusher after every
      * pass, whose wake-up comes through the eventfd */
-    machine_group_join(wake, w);
+    machine_group_join(w->list, wake, w);
     if (w->ring != NULL) {
-        ring_run(w->ring, machine_grouped() ? machine_end_pass : NULL);
-    } else if (!machine_grouped()) {
-        if (evloop_run(w->loop, false) != 0) {
-            log_error("worker %u: epoll_wait: %s", w->id, strerror(errno));
-        }
+        ring_run(w->ring, machine_end_pass);
     } else {
         for (;;) {
             int rc = evloop_run(w->loop, true);
 
             machine_end_pass();
             if (rc != 0 || evloop_broken(w->loop)) {
+                if (rc != 0) {
+                    log_error("worker %u: epoll_wait: %s", w->id,
+                              strerror(errno));
+                }
                 break;
             }
         }
