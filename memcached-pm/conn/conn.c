@@ -490,10 +490,16 @@ conn_rest(struct conn *c)
 void
 conn_rest_end_pass(struct conn_list *l)
 {
-    for (unsigned i = 0; i < CONN_SPARE_MAX; i++) {
+    unsigned left = l->buf.resting;
+
+    for (unsigned i = 0; left > 0; i++) {
         struct conn *c = l->resting[i];
 
-        if (c != NULL && l->rested[i] != l->pass) {
+        if (c == NULL) {
+            continue;
+        }
+        left--;
+        if (l->rested[i] != l->pass) {
             /* a whole pass went by without it resting again: idle if it
              * still waits for a request, else in one (it rests again
              * once that is done) */

@@ -37,6 +37,7 @@ struct evloop {
     evloop_cb           tick;
     void               *tick_arg;
     int64_t             tick_due;       /* ms, CLOCK_MONOTONIC */
+    int64_t             now;            /* ms, when the last wait ended */
     struct epoll_event  events[EVLOOP_BATCH];
 };
 
@@ -196,11 +197,14 @@ evloop_tick(struct evloop *l, evloop_cb fn, void *arg)
 {
     l->tick = fn;
     l->tick_arg = arg;
-    l->tick_due = now_ms() + 1000;
+    l->now = now_ms();
+    l->tick_due = l->now + 1000;
 }
 
 /* How long epoll_wait() may wait: not at all with sources ready, until
- * the tick with one, else until something happens. */
+ * the tick with one, else until something happens.  The time is the
+ * last wait's end, not read again: a tick may come as late as that
+ * pass's work took, and a pass costs one clock read, not two. */
 static int
 wait_ms(const struct evloop *l)
 {
@@ -212,7 +216,7 @@ wait_ms(const struct evloop *l)
     if (l->tick == NULL) {
         return -1;
     }
-    left = l->tick_due - now_ms();
+    left = l->tick_due - l->now;
     return left < 0 ? 0 : (int)left;
 }
 
@@ -265,10 +269,10 @@ pass(struct evloop *l)
             }
         }
     }
-    if (l->tick != NULL && now_ms() >= l->tick_due) {
+    if (l->tick != NULL && (l->now = now_ms()) >= l->tick_due) {
         l->tick_due += 1000;
-        if (l->tick_due <= now_ms()) {
-            l->tick_due = now_ms() + 1000;      /* the loop was stalled */
+        if (l->tick_due <= l->now) {
+            l->tick_due = l->now + 1000;        /* the loop was stalled */
         }
         l->tick(-1, 0, l->tick_arg);
     }

@@ -406,7 +406,7 @@ drained(struct conn *c)
 }
 
 static enum conn_state
-state_parse(struct conn *c, int64_t *budget)
+parse_next(struct conn *c, int64_t *budget)
 {
     if (drained(c)) {
         return c->out_bytes > 0 ? CONN_WRITE : CONN_READ;
@@ -436,6 +436,19 @@ state_parse(struct conn *c, int64_t *budget)
     case CONN_TEXT_AUTH: return parse_auth(c);
     default: return parse_one(c);
     }
+}
+
+/* The requests in the read buffer, one after another, without a turn of
+ * conn_drive()'s loop each. */
+static enum conn_state
+state_parse(struct conn *c, int64_t *budget)
+{
+    enum conn_state next;
+
+    do {
+        next = parse_next(c, budget);
+    } while (next == CONN_PARSE && !c->list->leaving);
+    return next;
 }
 
 static enum conn_state
