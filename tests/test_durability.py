@@ -109,17 +109,29 @@ def test_power_on_a_disk_file_syncs_once_per_pass(server_factory, diskfile):
         # commit, then the old one's death, two; its reply waits for the
         # first only, and the second comes with the next round or, with
         # nothing more to sync, on its own within a millisecond.  A
-        # delete and a touch: one.  A read: none.
-        assert cost(set_req(b"a", b"1"), b"STORED\r\n") == 1
-        before = counts(c)[0]
-        c.call(set_req(b"a", b"2"), b"STORED\r\n")
-        wait_for(lambda: counts(c)[0] - before >= 2, timeout=5,
-                 what="the replaced item's death synced")
-        assert counts(c)[0] - before == 2
-        assert cost(b"touch a 100\r\n", b"TOUCHED\r\n") == 1
-        assert cost(b"get a\r\n", b"VALUE a 0 1\r\n2\r\nEND\r\n") == 0
-        assert cost(b"delete a\r\n", b"DELETED\r\n") == 1
-        assert cost(b"delete a\r\n", b"NOT_FOUND\r\n") == 0
+        # delete and a touch: one.  A read: none.  Once a second the
+        # server's clock syncs the superblock's note that it is alive: a
+        # round that one landed in is counted again, with a new key (at
+        # most 5 rounds).
+        def one_round(k):
+            new = cost(set_req(k, b"1"), b"STORED\r\n")
+            before = counts(c)[0]
+            c.call(set_req(k, b"2"), b"STORED\r\n")
+            wait_for(lambda: counts(c)[0] - before >= 2, timeout=5,
+                     what="the replaced item's death synced")
+            replace = counts(c)[0] - before
+            return (new, replace,
+                    cost(b"touch %s 100\r\n" % k, b"TOUCHED\r\n"),
+                    cost(b"get %s\r\n" % k,
+                         b"VALUE %s 0 1\r\n2\r\nEND\r\n" % k),
+                    cost(b"delete %s\r\n" % k, b"DELETED\r\n"),
+                    cost(b"delete %s\r\n" % k, b"NOT_FOUND\r\n"))
+
+        for n in range(5):
+            got = one_round(b"a%d" % n)
+            if got == (1, 2, 1, 0, 1, 0):
+                break
+        assert got == (1, 2, 1, 0, 1, 0)
 
         # 500 pipelined sets: the passes that read them share syncs.
         before = counts(c)[0]
