@@ -492,7 +492,7 @@ conn_rest_end_pass(struct conn_list *l)
 {
     unsigned left = l->buf.resting;
 
-    for (unsigned i = 0; left > 0; i++) {
+    for (unsigned i = 0; left > 0 && i < CONN_SPARE_MAX; i++) {
         struct conn *c = l->resting[i];
 
         if (c == NULL) {
