@@ -467,7 +467,6 @@ void
 conn_rest(struct conn *c)
 {
     struct conn_list *l = c->list;
-
     unsigned i = 0;
 
     if (c->is_udp) {

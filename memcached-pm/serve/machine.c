@@ -50,9 +50,9 @@ static void machine_close_now(struct conn **c);
 static __thread struct conn *parked;
 static __thread bool grouped;
 static __thread struct conn_list *resting;  /* the worker's connections */
-static __thread uint64_t durable;   /* cache_group_durable() and settled(),
-                                       as the last pass's end found them:
-                                       they only grow */
+static __thread uint64_t durable;   /* cache_group_durable() and its
+                                       settled, as the last pass's end
+                                       found them: they only grow */
 static __thread uint64_t settled;
 
 /* ---- events ----------------------------------------------------------- */
@@ -732,16 +732,10 @@ machine_leave(struct conn *c)
 }
 
 void
-machine_group_join(struct conn_list *list, void (*wake)(void *), void *arg)
+machine_join(struct conn_list *list, void (*wake)(void *), void *arg)
 {
     resting = list;
     grouped = cache_group_join(wake, arg);
-}
-
-bool
-machine_grouped(void)
-{
-    return grouped;
 }
 
 void
@@ -756,8 +750,7 @@ machine_end_pass(void)
         return;
     }
     for (;;) {
-        durable = cache_group_durable();
-        settled = cache_group_settled();
+        durable = cache_group_durable(&settled);
         /* those whose changes are durable now reply and go on */
         list = parked;
         parked = NULL;

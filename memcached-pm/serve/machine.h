@@ -55,8 +55,7 @@ void machine_leave(struct conn *c);
  * back (conn_rest()).
  *
  * Group commit (storage/cache/cache_durable.h): a worker joins with a
- * waker (false from grouped(): the medium needs none, replies go out at
- * once).  A connection whose replies acknowledge changes not yet durable
+ * waker (where the medium needs none, replies go out at once).  A connection whose replies acknowledge changes not yet durable
  * (its own, a noreply one included) waits, parked, in WRITE.  After each
  * pass of its event loop the worker calls end_pass: the parked
  * connections whose changes are durable by now send their replies and go
@@ -64,9 +63,7 @@ void machine_leave(struct conn *c);
  * go to the flusher thread, whose waker wakes the loop once they are
  * durable: the worker serves other connections meanwhile.
  */
-void machine_group_join(struct conn_list *list, void (*wake)(void *),
-                        void *arg);
-bool machine_grouped(void);
+void machine_join(struct conn_list *list, void (*wake)(void *), void *arg);
 void machine_end_pass(void);
 
 /*

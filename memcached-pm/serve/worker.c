@@ -357,7 +357,7 @@ worker_main(void *arg)
     cache_thread_cache(true);
     /* group commit: the pass's changes go to the flusher after every
      * pass, whose wake-up comes through the eventfd */
-    machine_group_join(w->list, wake, w);
+    machine_join(w->list, wake, w);
     if (w->ring != NULL) {
         ring_run(w->ring, machine_end_pass);
     } else {

@@ -102,15 +102,9 @@ cache_group_noted(void)
 }
 
 uint64_t
-cache_group_durable(void)
+cache_group_durable(uint64_t *settled)
 {
-    return persist_group_durable();
-}
-
-uint64_t
-cache_group_settled(void)
-{
-    return persist_group_settled();
+    return persist_group_durable(settled);
 }
 
 uint64_t

@@ -22,10 +22,9 @@ const char *cache_flush_method(void);
  * durable when its call returns).  Before a reply that acknowledges a
  * change goes out, the change must be durable: noted() is the thread's
  * clock of changes, durable() how far they are durable.  A removal needs
- * more, settled(): until then an item that the removed one had replaced
+ * more, *settled: until then an item that the removed one had replaced
  * could come back; killed() is noted() at the thread's last removal (of
- * any item, any cause).  At the end of
- * each pass the thread syncs what is pending, or with a waker submits it
+ * any item, any cause).  At the end of each pass the thread syncs what is pending, or with a waker submits it
  * to the flusher thread and goes on (true; false: it synced after all),
  * wake(arg) called from there once more of it is durable.
  */
@@ -34,8 +33,7 @@ bool cache_group_pending(void);
 void cache_group_sync(void);
 bool cache_group_submit(void);
 uint64_t cache_group_noted(void);
-uint64_t cache_group_durable(void);
-uint64_t cache_group_settled(void);
+uint64_t cache_group_durable(uint64_t *settled);
 uint64_t cache_group_killed(void);
 void cache_group_leave(void);       /* before the thread exits */
 

@@ -392,19 +392,14 @@ persist_group_killed(void)
 }
 
 uint64_t
-persist_group_durable(void)
+persist_group_durable(uint64_t *settled)
 {
     if (pe.tier == NULL) {
+        *settled = 0;
         return 0;
     }
     settle();
-    return tier_pmem_group_durable(pe.tier);
-}
-
-uint64_t
-persist_group_settled(void)
-{
-    return pe.tier == NULL ? 0 : tier_pmem_group_settled(pe.tier);
+    return tier_pmem_group_durable(pe.tier, settled);
 }
 
 void

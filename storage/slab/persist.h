@@ -121,10 +121,10 @@ void persist_retire(struct item *it);
  * successors are durable), and returns at once: true, or false when it
  * had to sync by itself (then all is durable now).  The killed and
  * replaced items stay held until their ticket is done.  noted,
- * durable and settled (tier.h) tell a reply's writes from what has
- * reached the medium: a reply that acknowledges a store needs durable,
- * one that acknowledges a removal settled (until then an item that the
- * removed one replaced could come back).  killed: the thread's noted()
+ * durable, and the settled it returns beside (tier.h), tell a reply's
+ * writes from what has reached the medium: a reply that acknowledges a
+ * store needs durable, one that acknowledges a removal settled (until
+ * then an item that the removed one replaced could come back).  killed: the thread's noted()
  * at its last kill.  leave syncs, waits for the flusher and frees the
  * thread's lists.
  */
@@ -133,8 +133,7 @@ bool persist_group_pending(void);
 void persist_group_sync(void);
 bool persist_group_submit(void);
 uint64_t persist_group_noted(void);
-uint64_t persist_group_durable(void);
-uint64_t persist_group_settled(void);
+uint64_t persist_group_durable(uint64_t *settled);
 uint64_t persist_group_killed(void);
 void persist_group_leave(void);
 

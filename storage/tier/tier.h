@@ -215,8 +215,8 @@ void tier_pmem_flush_stats(const struct tier *t, uint64_t *flushes,
  * pending: the thread has noted ranges not yet synced or submitted.
  * noted: how many ranges the thread has noted, ever (a clock of its
  * stores); durable: how many of those are durable now (by tickets firm
- * or syncs); settled: how many are durable with the zeros their tickets
- * asked for (by tickets done or syncs).  done: the last ticket done, of
+ * or syncs), and in *settled how many are durable with the zeros their
+ * tickets asked for (by tickets done or syncs).  done: the last ticket done, of
  * any thread.  wait: until every ticket of the thread is done.  leave:
  * sync what is pending and leave (before the thread exits).
  */
@@ -226,8 +226,7 @@ void tier_pmem_group_sync(struct tier *t);
 uint64_t tier_pmem_group_submit(struct tier *t, uint64_t *const *zero,
                                 size_t nzero, bool urgent);
 uint64_t tier_pmem_group_noted(void);
-uint64_t tier_pmem_group_durable(const struct tier *t);
-uint64_t tier_pmem_group_settled(const struct tier *t);
+uint64_t tier_pmem_group_durable(const struct tier *t, uint64_t *settled);
 uint64_t tier_pmem_group_done(const struct tier *t);
 void tier_pmem_group_wait(struct tier *t);
 void tier_pmem_group_leave(struct tier *t);

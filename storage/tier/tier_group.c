@@ -456,6 +456,8 @@ tier_pmem_group_noted(void)
 static void
 settle(struct flusher *f)
 {
+    /* done first: the flusher stores firm before done, so firm is at
+     * least the done read */
     uint64_t done = __atomic_load_n(&f->done, __ATOMIC_ACQUIRE);
     uint64_t firm = __atomic_load_n(&f->firm, __ATOMIC_ACQUIRE);
     unsigned i = 0;
@@ -463,12 +465,11 @@ settle(struct flusher *f)
     for (unsigned j = 0; j < grp.ninflight && grp.inflight[j].ticket <= firm;
          j++) {
         grp.firm = grp.inflight[j].notes;
+        if (grp.inflight[j].ticket <= done) {
+            grp.durable = grp.inflight[j].notes;
+            i = j + 1;
+        }
     }
-    while (i < grp.ninflight && grp.inflight[i].ticket <= done) {
-        grp.durable = grp.inflight[i].notes;
-        i++;
-    }
-    grp.firm = grp.firm > grp.durable ? grp.firm : grp.durable;
     if (i > 0) {
         memmove(grp.inflight, grp.inflight + i,
                 (grp.ninflight - i) * sizeof(grp.inflight[0]));
@@ -477,25 +478,15 @@ settle(struct flusher *f)
 }
 
 uint64_t
-tier_pmem_group_durable(const struct tier *t)
+tier_pmem_group_durable(const struct tier *t, uint64_t *settled)
 {
     struct pmem_state *s = state(t);
 
     if (grp.s == s && s->flusher != NULL) {
         settle(s->flusher);
     }
+    *settled = grp.durable;
     return grp.firm;
-}
-
-uint64_t
-tier_pmem_group_settled(const struct tier *t)
-{
-    struct pmem_state *s = state(t);
-
-    if (grp.s == s && s->flusher != NULL) {
-        settle(s->flusher);
-    }
-    return grp.durable;
 }
 
 /* Wait until the thread's tickets up to `ticket` are done. */
@@ -521,10 +512,8 @@ tier_pmem_group_sync(struct tier *t)
     if (grp.s != s) {
         return;
     }
-    /* after what the thread submitted: a barrier, not a race with it */
-    if (s->flusher != NULL && grp.ninflight > 0) {
-        wait_done(s->flusher, grp.inflight[grp.ninflight - 1].ticket);
-    }
+    tier_pmem_group_wait(t);    /* after what the thread submitted: a
+                                   barrier, not a race with it */
     spans_sync(s, &grp.noted);
     grp.noted.n = 0;
     if (grp.ninflight == 0) {
@@ -569,6 +558,53 @@ batch_add(struct batch *b, struct pmem_state *s, uint64_t *const *zero,
     return true;
 }
 
+/* Under the flusher's lock: the thread's batch still in the queue, or a
+ * new one queued, with its ticket in flight (NULL: no memory). */
+static struct batch *
+queued_batch(struct flusher *f)
+{
+    struct batch *b = grp.queued;
+
+    if (b != NULL || (b = calloc(1, sizeof(*b))) == NULL) {
+        return b;
+    }
+    b->ticket = ++f->submitted;
+    b->wake = grp.wake;
+    b->wake_arg = grp.wake_arg;
+    b->owner = &grp.queued;
+    *f->tail = b;
+    f->tail = &b->next;
+    grp.queued = b;
+    grp.inflight[grp.ninflight].ticket = b->ticket;
+    grp.inflight[grp.ninflight].notes =
+        grp.ninflight > 0 ? grp.inflight[grp.ninflight - 1].notes
+                          : grp.durable;
+    grp.ninflight++;
+    return b;
+}
+
+/* No flusher, or no memory for a batch: the thread syncs what it noted,
+ * then stores the zeros and syncs them, itself (each on its own if even
+ * a note fails). */
+static void
+submit_alone(struct tier *t, uint64_t *const *zero, size_t nzero)
+{
+    struct pmem_state *s = state(t);
+
+    tier_pmem_group_sync(t);
+    for (size_t i = 0; i < nzero; i++) {
+        const char *w = (const char *)zero[i];
+
+        __atomic_store_n(zero[i], 0, __ATOMIC_RELEASE);
+        if (!pmem_group_note(s, w, sizeof(*zero[i]))) {
+            struct span one = { w, w + sizeof(*zero[i]) };
+
+            spans_sync(s, &(struct spans){ &one, 1, 1 });
+        }
+    }
+    tier_pmem_group_sync(t);
+}
+
 uint64_t
 tier_pmem_group_submit(struct tier *t, uint64_t *const *zero, size_t nzero,
                        bool urgent)
@@ -576,68 +612,32 @@ tier_pmem_group_submit(struct tier *t, uint64_t *const *zero, size_t nzero,
     struct pmem_state *s = state(t);
     struct flusher *f = s->flusher;
     struct batch *b;
-    uint64_t ticket;
+    uint64_t ticket = 0;
 
     if (grp.s != s || (grp.noted.n == 0 && nzero == 0)) {
         return 0;
     }
     if (f == NULL || grp.wake == NULL) {
-        goto alone;             /* joined without a flusher */
+        submit_alone(t, zero, nzero);   /* joined without a flusher */
+        return 0;
     }
     settle(f);
     if (grp.ninflight == INFLIGHT) {
         wait_done(f, grp.inflight[0].ticket);
     }
     pthread_mutex_lock(&f->lock);
-    b = grp.queued;
-    if (b == NULL) {
-        /* none of its own still queued: a new batch */
-        if ((b = calloc(1, sizeof(*b))) == NULL) {
-            pthread_mutex_unlock(&f->lock);
-            goto alone;
-        }
-        b->ticket = ++f->submitted;
-        b->wake = grp.wake;
-        b->wake_arg = grp.wake_arg;
-        b->owner = &grp.queued;
-        *f->tail = b;
-        f->tail = &b->next;
-        grp.queued = b;
-        grp.inflight[grp.ninflight].ticket = b->ticket;
-        grp.inflight[grp.ninflight].notes =
-            grp.ninflight > 0 ? grp.inflight[grp.ninflight - 1].notes
-                              : grp.durable;
-        grp.ninflight++;
+    if ((b = queued_batch(f)) != NULL && batch_add(b, s, zero, nzero)) {
+        b->urgent |= urgent;
+        ticket = b->ticket;
+        grp.inflight[grp.ninflight - 1].notes = grp.notes;
+        grp.noted.n = 0;
     }
-    if (!batch_add(b, s, zero, nzero)) {
-        pthread_cond_signal(&f->more);  /* what it holds goes anyway */
-        pthread_mutex_unlock(&f->lock);
-        goto alone;
-    }
-    b->urgent |= urgent;
-    ticket = b->ticket;
-    grp.inflight[grp.ninflight - 1].notes = grp.notes;
-    pthread_cond_signal(&f->more);
+    pthread_cond_signal(&f->more);  /* what a batch holds goes anyway */
     pthread_mutex_unlock(&f->lock);
-    grp.noted.n = 0;
-    return ticket;
-alone:
-    /* no memory for the batch: this thread syncs, then stores the zeros
-     * and syncs them, itself (each on its own if even a note fails) */
-    tier_pmem_group_sync(t);
-    for (size_t i = 0; i < nzero; i++) {
-        const char *w = (const char *)zero[i];
-
-        __atomic_store_n(zero[i], 0, __ATOMIC_RELEASE);
-        if (!pmem_group_note(s, w, sizeof(*zero[i]))) {
-            struct spans one = { &(struct span){ w, w + sizeof(*zero[i]) },
-                                 1, 1 };
-
-            spans_sync(s, &one);
-        }
+    if (ticket == 0) {
+        submit_alone(t, zero, nzero);
     }
-    tier_pmem_group_sync(t);
-    return 0;
+    return ticket;
 }
 
 void
