@@ -335,9 +335,18 @@ def test_stale_connections_in_the_store_are_closed(binary, services,
 # reload: a takeover inside the unit
 # --------------------------------------------------------------------------
 
+@pytest.fixture
+def medium_file(request, medium):
+    """The memory file on /dev/shm or on a disk directory, by the test's
+    `medium`.  Asked for before `services`, it goes after the units have
+    stopped: a stop writes the file's .index and .meta beside it."""
+    return request.getfixturevalue("memfile" if medium == "tmpfs"
+                                   else "diskfile")
+
+
 @pytest.mark.parametrize("access, medium", [("all", "tmpfs"),
                                             ("main", "disk")])
-def test_reload_keeps_the_units_main_process(binary, request, services,
+def test_reload_keeps_the_units_main_process(binary, medium_file, services,
                                              access, medium):
     """systemctl reload (SIGUSR2): the main process starts its successor
     from its binary's path, hands it the node, becomes that binary itself
@@ -348,8 +357,7 @@ def test_reload_keeps_the_units_main_process(binary, request, services,
     .socket unit's listener; then a stop is a clean stop (the next start
     takes the saved index).  The memory file on /dev/shm, or on a disk
     directory (the durability a disk gets by default)."""
-    memfile = request.getfixturevalue("memfile" if medium == "tmpfs"
-                                      else "diskfile")
+    memfile = medium_file
     n, port = 1000, free_port()
     fd_room(n + 300)
     svc = services(port, argv(binary, port, "-e", memfile, "-c",
