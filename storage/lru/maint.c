@@ -16,6 +16,7 @@
 #include <time.h>
 
 #define JUGGLE_MAX      500
+#define JUGGLE_BATCH    16      /* moves a list lock is held for */
 #define SLEEP_MIN_US    1000
 #define SLEEP_MAX_US    1000000
 
@@ -131,6 +132,16 @@ reclaim_temp(unsigned tc)
     return moved;
 }
 
+/* A list's pull, unless it looks empty: the look is relaxed, and an item
+ * pushed as it looks waits for the next pass. */
+static void
+juggle_list(unsigned tc, enum item_lru which, struct evict_pull *p)
+{
+    if (lru_list_size(tc, which) != 0) {
+        evict_pull(tc, which, p);
+    }
+}
+
 unsigned
 maint_juggle(unsigned tc)
 {
@@ -145,16 +156,16 @@ maint_juggle(unsigned tc)
         moved += reclaim_temp(tc);
     }
     for (int i = 0; i < JUGGLE_MAX; i++) {
-        struct evict_pull p = { .fn = juggle_tail, .ctx = &j };
-        int n;
+        struct evict_pull p = { .fn = juggle_tail, .ctx = &j,
+                                .batch = JUGGLE_BATCH };
 
-        evict_pull(tc, ITEM_LRU_HOT, &p);
-        evict_pull(tc, ITEM_LRU_WARM, &p);
-        n = evict_pull(tc, ITEM_LRU_COLD, &p);
-        if (n <= 0) {
+        juggle_list(tc, ITEM_LRU_HOT, &p);
+        juggle_list(tc, ITEM_LRU_WARM, &p);
+        juggle_list(tc, ITEM_LRU_COLD, &p);
+        if (p.done <= 0) {
             break;
         }
-        moved += (unsigned)n;
+        moved += (unsigned)p.done;
     }
     return moved;
 }
