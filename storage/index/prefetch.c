@@ -10,8 +10,6 @@
 #include "storage/index/assoc.h"
 #include "storage/slab/item.h"
 
-enum step { STEP_SLOT, STEP_HEAD, STEP_CHAIN, STEP_DONE };
-
 /*
  * Relaxed loads of fields other threads write under locks.  A pointer
  * the walk follows may be stale, but it always points where an item
@@ -58,85 +56,97 @@ prefetch_value(const struct item *it, uint16_t flags, size_t nkey)
     }
 }
 
-/* One step of key k's walk; returns the step it is at now. */
-static enum step
-advance(struct prefetch_key *k, enum step s, const void **at,
-        unsigned *depth, bool values)
+/* The first round: every key's slot and lock stripe.  A key without a
+ * table is done (slot NULL). */
+static void
+walk_slots(struct prefetch_key *keys, unsigned n, const void **slot)
 {
-    const struct item *it;
-    uint16_t flags;
-    bool empty;
-
-    switch (s) {
-    case STEP_SLOT:
-        *at = assoc_bucket_hint(k->hv);
-        if (*at == NULL) {
-            return STEP_DONE;
+    for (unsigned i = 0; i < n; i++) {
+        keys[i].found = NULL;
+        keys[i].sure = false;
+        slot[i] = assoc_bucket_hint(keys[i].hv);
+        if (slot[i] != NULL) {
+            __builtin_prefetch(slot[i]);
+            locks_prefetch(keys[i].hv);
         }
-        __builtin_prefetch(*at);
-        locks_prefetch(k->hv);
-        return STEP_HEAD;
-    case STEP_HEAD:
-        /* The count, then the slot, as a lookup reads them: with the
-         * table or its split point moved since STEP_SLOT, the slot is
-         * another one and the answer only a hint. */
-        k->seq = locks_seq_begin(k->hv);
-        k->sure = !(k->seq & 1) && assoc_bucket_hint(k->hv) == *at;
-        it = assoc_hint_head(*at, &empty);
-        if (it == NULL) {
-            k->sure = k->sure && empty;
-            return STEP_DONE;
-        }
-        prefetch_item(it);
-        *at = it;
-        *depth = 1;
-        return STEP_CHAIN;
-    case STEP_CHAIN:
-        it = *at;
-        flags = item_flags(it);
-        if (key_matches(it, flags, k->key, k->nkey)) {
-            k->found = it;
-            if (values) {
-                prefetch_value(it, flags, k->nkey);
-            }
-            return STEP_DONE;
-        }
-        it = load_ptr((const struct item *const *)&it->h_next);
-        if (it == NULL) {
-            return STEP_DONE;
-        }
-        if (++*depth > PREFETCH_CHAIN_MAX) {
-            k->sure = false;
-            return STEP_DONE;
-        }
-        prefetch_item(it);
-        *at = it;
-        return STEP_CHAIN;
-    default:
-        return STEP_DONE;
     }
 }
 
-/* Walk up to PREFETCH_BATCH_MAX keys side by side. */
+/*
+ * The second round: the stripe's count, then the slot, as a lookup reads
+ * them (with the table or its split point moved since the first round,
+ * the slot is another one and the answer only a hint), and the item it
+ * names.  Returns how many keys go on down their chains (at[i] != NULL).
+ */
+static unsigned
+walk_heads(struct prefetch_key *keys, unsigned n, const void **slot,
+           const struct item **at)
+{
+    unsigned left = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        struct prefetch_key *k = &keys[i];
+        bool empty;
+
+        at[i] = NULL;
+        if (slot[i] == NULL) {
+            continue;
+        }
+        k->seq = locks_seq_begin(k->hv);
+        k->sure = !(k->seq & 1) && assoc_bucket_hint(k->hv) == slot[i];
+        at[i] = assoc_hint_head(slot[i], &empty);
+        if (at[i] == NULL) {
+            k->sure = k->sure && empty;
+            continue;
+        }
+        prefetch_item(at[i]);
+        left++;
+    }
+    return left;
+}
+
+/* One link of key k's chain, at item it (depth items in): the next item
+ * to look at, or NULL when k is done. */
+static const struct item *
+walk_link(struct prefetch_key *k, const struct item *it, unsigned depth,
+          bool values)
+{
+    uint16_t flags = item_flags(it);
+
+    if (key_matches(it, flags, k->key, k->nkey)) {
+        k->found = it;
+        if (values) {
+            prefetch_value(it, flags, k->nkey);
+        }
+        return NULL;
+    }
+    it = load_ptr((const struct item *const *)&it->h_next);
+    if (it != NULL && depth == PREFETCH_CHAIN_MAX) {
+        k->sure = false;
+        return NULL;
+    }
+    if (it != NULL) {
+        prefetch_item(it);
+    }
+    return it;
+}
+
+/* Walk up to PREFETCH_BATCH_MAX keys side by side: their slots, their
+ * heads, then their chains a link a round. */
 static void
 walk_window(struct prefetch_key *keys, unsigned n, bool values)
 {
-    enum step step[PREFETCH_BATCH_MAX];
-    const void *at[PREFETCH_BATCH_MAX];
-    unsigned depth[PREFETCH_BATCH_MAX];
-    unsigned left = n;
+    const void *slot[PREFETCH_BATCH_MAX];
+    const struct item *at[PREFETCH_BATCH_MAX];
+    unsigned left;
 
-    for (unsigned i = 0; i < n; i++) {
-        step[i] = STEP_SLOT;
-        keys[i].found = NULL;
-        keys[i].sure = false;
-    }
-    while (left > 0) {
+    walk_slots(keys, n, slot);
+    left = walk_heads(keys, n, slot, at);
+    for (unsigned depth = 1; left > 0; depth++) {
         for (unsigned i = 0; i < n; i++) {
-            if (step[i] != STEP_DONE) {
-                step[i] = advance(&keys[i], step[i], &at[i], &depth[i],
-                                  values);
-                left -= step[i] == STEP_DONE;
+            if (at[i] != NULL &&
+                (at[i] = walk_link(&keys[i], at[i], depth, values)) == NULL) {
+                left--;
             }
         }
     }
