@@ -60,7 +60,8 @@ struct request {
     bool          noreply;   /* last token was exactly "noreply" */
     uint32_t      swallow;   /* REQ_ERROR: data bytes to discard, or 0 */
 
-    struct token  key;       /* single-key commands */
+    struct token  key;       /* single-key commands; get/gets/gat/gats:
+                                the one key of a list of one, else empty */
     struct token  keys;      /* get/gets/gat/gats: the keys, space separated;
                                 walk them with text_next_key() */
 

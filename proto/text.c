@@ -120,13 +120,32 @@ after_first(const char *line, size_t len, size_t first_len)
     return t;
 }
 
+/* The key list's one key, when it holds one (trailing spaces allowed):
+ * the GET of one key runs without a walk of its list. */
+static struct token
+only_key(const struct token *keys)
+{
+    const char *end = keys->p + keys->len;
+    const char *sp = token_space(keys->p, end);
+    struct token none = { NULL, 0 };
+
+    for (const char *q = sp; q < end; q++) {
+        if (*q != ' ') {
+            return none;
+        }
+    }
+    return (struct token){ keys->p, (size_t)(sp - keys->p) };
+}
+
 static void
 parse_get(struct request *req, const char *line, size_t len)
 {
     req->keys = after_first(line, len, req->tokens[0].len);
     if (req->keys.len == 0) {
         fail(req, RSP_CLIENT_ERROR_FORMAT, 0);
+        return;
     }
+    req->key = only_key(&req->keys);
 }
 
 /* gat <exptime> <key>+ */
@@ -152,6 +171,7 @@ parse_gat(struct request *req, const char *line, size_t len)
         fail(req, RSP_CLIENT_ERROR_EXPTIME, 0);
     } else {
         req->exptime = v;
+        req->key = only_key(&req->keys);
     }
 }
 

@@ -172,6 +172,30 @@ test_get(void)
        && !req.noreply, "get: noreply not honoured");
 }
 
+/* A key list of one key carries that key (req.key), so that its GET
+ * needs no walk; a longer list carries none. */
+static void
+test_only_key(void)
+{
+    ok(is_req("get foo\r\n", REQ_GET, "one key"), "one key parses");
+    is_mem(req.key.p, req.key.len, "foo", "one key: the key");
+    ok(is_req("get  foo   \r\n", REQ_GET, "spaces round one key"),
+       "spaces round one key parse");
+    is_mem(req.key.p, req.key.len, "foo", "spaces round one key: the key");
+    is_mem(req.keys.p, req.keys.len, "foo   ", "spaces round one key: list");
+    ok(is_req("get foo bar\r\n", REQ_GET, "two keys") && req.key.len == 0
+       && req.key.p == NULL, "two keys: no one key");
+    ok(is_req("get foo  b\r\n", REQ_GET, "a second key after spaces")
+       && req.key.len == 0, "a second key after spaces: no one key");
+    ok(is_req("gets abcdefghijklmnop\r\n", REQ_GETS, "gets, a long key")
+       && req.key.len == 16, "gets: one key past a word");
+    ok(is_req("gat 10 k\r\n", REQ_GAT, "gat of one key"),
+       "gat of one key parses");
+    is_mem(req.key.p, req.key.len, "k", "gat: the one key");
+    ok(is_req("gats 10 a b\r\n", REQ_GATS, "gats of two keys")
+       && req.key.len == 0, "gats of two keys: no one key");
+}
+
 static void
 test_key_walk(void)
 {
@@ -520,6 +544,7 @@ main(void)
     test_long_lines();
     test_http_guard();
     test_get();
+    test_only_key();
     test_key_walk();
     test_gat();
     test_set();

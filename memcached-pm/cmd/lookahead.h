@@ -131,16 +131,6 @@ lookahead_key(const struct conn *c, const char *key, size_t nkey,
     return k;
 }
 
-/* The running request's one key, when the look-ahead split and hashed
- * it (a one-key get: its key list is that key), else NULL. */
-static inline const struct prefetch_key *
-lookahead_memo(const struct conn *c, const struct token *keys)
-{
-    const struct prefetch_key *m = &c->la->memo;
-
-    return m->key == keys->p && m->nkey == keys->len ? m : NULL;
-}
-
 /* Hash up to `max` more keys of a multiget key list into pf; how many.
  * c: the connection whose request it is (its hashes reused), or NULL. */
 static inline unsigned

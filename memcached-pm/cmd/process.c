@@ -162,20 +162,20 @@ process_get(struct conn *c, struct request *req)
     bool with_cas = req->type == REQ_GETS || req->type == REQ_GATS;
     rel_time_t exptime = touch ? clock_realtime(req->exptime) : 0;
     unsigned max = settings.prefetch_batch > 1 ? settings.prefetch_batch : 1;
-    const struct prefetch_key *one = lookahead_memo(c, &req->keys);
     struct token cursor = req->keys;
-    struct prefetch_key *pf;
+    struct prefetch_key *pf, k;
     bool first = true;
     unsigned n;
 
+    /* One key, split by the parser: hashed now, or by the look-ahead. */
+    if (req->key.len > 0 && req->key.len <= PROTO_KEY_MAX) {
+        return get_one(c, lookahead_key(c, req->key.p, req->key.len, &k),
+                       touch, exptime, with_cas) != 0
+               ? reply(c, RSP_SERVER_ERROR_OOM_GET) : reply_end(c);
+    }
     /* A key list no longer than one key cannot hold a key too long. */
     if (req->keys.len > PROTO_KEY_MAX && !keys_ok(&req->keys)) {
         return reply(c, RSP_CLIENT_ERROR_FORMAT);
-    }
-    /* One key, already split and hashed by the look-ahead. */
-    if (one != NULL) {
-        return get_one(c, one, touch, exptime, with_cas) != 0
-               ? reply(c, RSP_SERVER_ERROR_OOM_GET) : reply_end(c);
     }
     do {
         n = lookahead_window(c, &cursor, &pf, max);
