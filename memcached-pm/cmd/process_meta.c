@@ -163,10 +163,12 @@ mg_line(char *p, const struct cache_view *v, void *arg)
 {
     const struct mg_view *o = arg;
     struct meta_result r = {
-        .hit = true, .key_binary = v->key_binary, .cas = v->cas,
+        .hit = true, .key_binary = cache_view_has(v, ITEM_KEY_BINARY),
+        .cas = v->cas,
         .client_flags = v->client_flags, .ttl = ttl_left(v->exptime),
-        .vlen = v->vlen, .fetched = v->fetched,
-        .last_access = clock_now() - v->atime, .token_sent = v->token_sent,
+        .vlen = v->vlen, .fetched = cache_view_has(v, ITEM_FETCHED),
+        .last_access = clock_now() - v->atime,
+        .token_sent = cache_view_has(v, ITEM_TOKEN_SENT),
     };
 
     return meta_compose(p, META_LINE_MAX, REQ_MG, o->value ? "VA" : "HD",
@@ -178,7 +180,7 @@ mg_out(const struct cache_view *v, void *arg)
 {
     struct mg_view *o = arg;
 
-    if (v->stale) {
+    if (cache_view_has(v, ITEM_STALE)) {
         cache_peek_end(v);
         return -1;
     }

@@ -108,12 +108,9 @@ fill_view(const struct item *it, const struct header *h,
     v->clsid = h->clsid & ITEM_CLSID_MASK;
     v->lru = (uint8_t)(h->clsid >> ITEM_LRU_SHIFT);
     v->in_pmem = h->tier == TIER_PMEM;
-    v->fetched = (h->flags & ITEM_FETCHED) != 0;
-    v->stale = (h->flags & ITEM_STALE) != 0;
-    v->token_sent = (h->flags & ITEM_TOKEN_SENT) != 0;
-    v->key_binary = (h->flags & ITEM_KEY_BINARY) != 0;
     v->atime = h->time;
     v->exptime = h->exptime;
+    v->flags = h->flags;
 }
 
 /* The key's item, or NULL (*ok: that is the answer), in a read section:
@@ -159,7 +156,6 @@ cache_peek(const struct prefetch_key *k, uint32_t vmax, struct cache_view *v)
             servable(&h, vmax, clock_now(), &v->mark)) {
             fill_view(it, &h, v);
             v->item = it;
-            v->flags = h.flags;
             return CACHE_PEEK_HIT;          /* cache_peek_end() leaves */
         }
     }

@@ -41,11 +41,7 @@ struct cache_view {
     uint8_t     clsid;          /* slab class, for the hit's counters */
     uint8_t     lru;            /* enum item_lru */
     bool        in_pmem;
-    /* for mg's flags */
-    bool        fetched;        /* h: fetched before */
-    bool        stale;          /* X (a stale item's hit may win: lock) */
-    bool        token_sent;     /* Z */
-    bool        key_binary;     /* b: the key came base64-encoded */
+    /* for mg's flags (and cache_view_has()) */
     rel_time_t  atime;          /* l: last access */
     rel_time_t  exptime;        /* t */
     uint32_t    hv, seq;        /* cache_peek_end()'s: */
@@ -53,6 +49,15 @@ struct cache_view {
     uint16_t    flags;          /* its flags as read, */
     uint16_t    mark;           /* the LRU mark the hit sets (or 0) */
 };
+
+/* Whether the item of a view had item flag f (ITEM_FETCHED: mg's h,
+ * ITEM_STALE: X, ITEM_TOKEN_SENT: Z, ITEM_KEY_BINARY: b) as it was read:
+ * from its flags word, not copied out for every GET. */
+static inline bool
+cache_view_has(const struct cache_view *v, uint16_t f)
+{
+    return (v->flags & f) != 0;
+}
 
 /* k: the key and its hash, and what a batched walk found (prefetch.h;
  * its answer is taken while the stripe count vouches for it). */

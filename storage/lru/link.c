@@ -237,6 +237,9 @@ link_dead_at(rel_time_t exptime, rel_time_t time, uint64_t cas,
     if (exptime != 0 && exptime <= now) {
         return true;
     }
+    if (ft == 0 && fc == 0) {
+        return false;           /* no flush_all since the start */
+    }
     /* The fence takes what was stamped before the flush, in its second
      * at the latest: a value stored later under a unique a client chose
      * (meta E) below the fence stays (memcached's oldest_cas would take
