@@ -114,33 +114,58 @@ write_u64(char *p, size_t n, uint64_t v)
     return p + n;
 }
 
-/* The hottest line of all (every hit of a get): its length is worked out
- * first, then it is written without a bound check per piece. */
+/* v in decimal at p, its length found as it goes; returns the end.  The
+ * numbers of a VALUE line are mostly short: flags 0, a few digits of
+ * length. */
+static char *
+put_dec(char *p, uint64_t v)
+{
+    if (v < 10) {
+        *p = (char)('0' + v);
+        return p + 1;
+    }
+    if (v < 100) {
+        memcpy(p, digit_pairs + 2 * v, 2);
+        return p + 2;
+    }
+    return write_u64(p, u64_len(v), v);
+}
+
+/* The longest line compose_value() writes for a key of nkey bytes. */
+#define VALUE_LINE_MOST(nkey, with_cas) \
+    (6 + (nkey) + 1 + 10 + 1 + 10 + ((with_cas) ? 1 + 20 : 0) + 2)
+
+/* The hottest line of all (every hit of a get): when the longest line
+ * for the key fits, as it does in the callers' room, it is written
+ * without a bound check per piece; else its exact length is worked out
+ * first. */
 size_t
 compose_value(char *buf, size_t cap, const char *key, size_t nkey,
               uint32_t flags, uint32_t vlen, bool with_cas, uint64_t cas)
 {
-    size_t nf = u64_len(flags), nv = u64_len(vlen);
-    size_t nc = with_cas ? u64_len(cas) : 0;
-    size_t need = 6 + nkey + 1 + nf + 1 + nv + (with_cas ? 1 + nc : 0) + 2;
     char *p = buf;
 
-    if (need > cap) {
-        return 0;
+    if (VALUE_LINE_MOST(nkey, with_cas) > cap) {
+        size_t need = 6 + nkey + 1 + u64_len(flags) + 1 + u64_len(vlen) +
+                      (with_cas ? 1 + u64_len(cas) : 0) + 2;
+
+        if (need > cap) {
+            return 0;
+        }
     }
     memcpy(p, "VALUE ", 6);
     memcpy(p + 6, key, nkey);
     p += 6 + nkey;
     *p++ = ' ';
-    p = write_u64(p, nf, flags);
+    p = put_dec(p, flags);
     *p++ = ' ';
-    p = write_u64(p, nv, vlen);
+    p = put_dec(p, vlen);
     if (with_cas) {
         *p++ = ' ';
-        p = write_u64(p, nc, cas);
+        p = put_dec(p, cas);
     }
     memcpy(p, "\r\n", 2);
-    return need;
+    return (size_t)(p + 2 - buf);
 }
 
 size_t

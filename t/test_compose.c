@@ -42,6 +42,30 @@ test_value(void)
            "value: zero cap");
 }
 
+/* A line is written without a check per piece only when its longest
+ * form fits: the longest line exactly fills its cap, one byte less
+ * refuses it, and a short line whose longest form does not fit is
+ * still written when it does. */
+static void
+test_value_longest(void)
+{
+    char key[250];
+    size_t most = 6 + sizeof(key) + 1 + 10 + 1 + 10 + 1 + 20 + 2;
+
+    memset(key, 'k', sizeof(key));
+    is_int(compose_value(buf, most, key, sizeof(key), UINT32_MAX,
+                         UINT32_MAX, true, UINT64_MAX), most,
+           "value: the longest line fills its cap");
+    is_int(buf[most - 2] == '\r' && buf[most - 1] == '\n', 1,
+           "value: the longest line ends in CRLF");
+    is_int(compose_value(buf, most - 1, key, sizeof(key), UINT32_MAX,
+                         UINT32_MAX, true, UINT64_MAX), 0,
+           "value: the longest line, a byte short");
+    is_int(compose_value(buf, 6 + sizeof(key) + 6, key, sizeof(key), 0, 0,
+                         false, 0), 6 + sizeof(key) + 6,
+           "value: a short line in a cap its longest form passes");
+}
+
 /* Every number a VALUE line carries, against printf: each power of ten
  * and its neighbours, and a stretch of small ones. */
 static void
@@ -144,6 +168,7 @@ int
 main(void)
 {
     test_value();
+    test_value_longest();
     test_value_numbers();
     test_u64();
     test_stats();
