@@ -492,17 +492,23 @@ state_swallow(struct conn *c, bool *stop)
     }
 }
 
+/* The last read drained the socket: poll before reading again (the
+ * event is level-triggered, so nothing is missed). */
+static enum conn_state
+wait_read(struct conn *c, bool *stop)
+{
+    c->read_short = false;
+    *stop = true;
+    conn_rest(c);
+    conn_wait(c, EV_READ);
+    return CONN_READ;
+}
+
 static enum conn_state
 state_read(struct conn *c, bool *stop)
 {
     if (c->read_short) {
-        /* The last read drained the socket; poll before reading again
-         * (the event is level-triggered, so nothing is missed). */
-        c->read_short = false;
-        *stop = true;
-        conn_rest(c);
-        conn_wait(c, EV_READ);
-        return CONN_READ;
+        return wait_read(c, stop);
     }
     switch (read_more(c)) {
     case -1:
@@ -590,8 +596,17 @@ state_write(struct conn *c, bool *stop)
         }
         return CONN_PARSE;
     }
+    if (!drained(c)) {
+        conn_wait(c, EV_READ);
+        return CONN_PARSE;
+    }
+    /* All read was answered and the read had drained the socket: wait
+     * for the next request here, not in a turn of conn_drive() */
+    if (c->read_short && !c->list->leaving) {
+        return wait_read(c, stop);
+    }
     conn_wait(c, EV_READ);
-    return drained(c) ? CONN_READ : CONN_PARSE;
+    return CONN_READ;
 }
 
 /* While the node hands over (its list is leaving): a connection
