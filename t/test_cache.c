@@ -36,7 +36,7 @@ defaults(struct cache_options *o)
 static void
 fill(struct item *it, const char *val)
 {
-    struct iovec iov;
+    struct iovec iov = { 0 };   /* (-O3 cannot see that it is filled) */
     size_t n = strlen(val);
 
     item_value_iov(it, 0, &iov, 1);
