@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/net/ring.h"
+#include "memcached-pm/net/ring_types.h"   /* r->provided */
 #include "t/tap.h"
 
 static struct thread_stats counters;
@@ -251,6 +252,51 @@ test_buffers_run_out(void)
     ring_free(r);
     close(a[0]);
     close(b[0]);
+}
+
+/* The kernel has 8 of a ring's buffers at first, and twice that once a
+ * pass ends with sources that found none: twelve talkers that do not
+ * read all get their bytes, and the ring then holds 16. */
+static void
+test_buffers_grow(void)
+{
+    enum { N = 12 };
+    struct ring *r = ring_of(64, 64);
+    struct seen s[N];
+    struct ring_io *io[N];
+    int sv[N][2];
+    unsigned arrived = 0, dropped = 0;
+    char c;
+
+    is_int(r->provided, 8, "8 buffers at first");
+    for (int i = 0; i < N; i++) {
+        s[i] = (struct seen){ 0, 0 };
+        pair(sv[i]);
+        io[i] = ring_add(r, sv[i][0], false, on_ready, &s[i]);
+        ring_wait(io[i], EV_READ);
+    }
+    ring_pass(r, false);
+    for (int i = 0; i < N; i++) {
+        is_int(write(sv[i][1], "x", 1), 1, "a talker writes");
+    }
+    for (int k = 0; k < 500 && arrived < N; k++) {
+        ring_pass(r, false);    /* nobody reads: buffers stay taken */
+        arrived = 0;
+        for (int i = 0; i < N; i++) {
+            arrived += s[i].calls > 0;
+        }
+        usleep(1000);
+    }
+    is_int(arrived, N, "every talker's byte arrived");
+    is_int(r->provided, 16, "the kernel's share doubled");
+    for (int i = 0; i < N; i++) {
+        ok(ring_read(io[i], &c, 1) == 1 && c == 'x', "its byte");
+        dropped += drop(r, io[i]);
+        close(sv[i][1]);
+        close(sv[i][0]);
+    }
+    is_int(dropped, N, "all removed and done");
+    ring_free(r);
 }
 
 /* A source that does not read stops taking buffers (its receive pauses)
@@ -523,6 +569,7 @@ main(void)
     test_receive_and_send(16);
     test_poll_is_level_triggered();
     test_buffers_run_out();
+    test_buffers_grow();
     test_receive_pauses();
     test_short_and_failed_sends();
     test_remove_with_a_send_in_the_ring();

@@ -308,7 +308,8 @@ enum event_engine { ENGINE_EPOLL, ENGINE_IO_URING, ENGINE_AUTO };
       NULL)                                                                 \
     X(_, HIDE, D(unsigned, ring_buffers, 64), 0, NULL, "ring_buffers",      \
       FN(settings_opt_ring_buffers), "io_uring: 16 KB receive buffers per " \
-      "worker, a power of two (default: 64)")                               \
+      "worker, a power of two; the kernel gets 8, then more as receives " \
+      "find none (default: 64)")                                            \
     X(_, HIDE, D(unsigned, ring_entries, 256), 0, NULL, "ring_entries",     \
       UINT(4, 16384, NULL), "io_uring: submission queue entries per "       \
       "worker, four times as many completions (default: 256)")             \

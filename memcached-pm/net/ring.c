@@ -22,6 +22,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#define RING_BUFS_FIRST 8       /* receive buffers the kernel has at first */
+
 #include <event2/event.h>
 
 /* ---- set-up ----------------------------------------------------------- */
@@ -62,11 +64,47 @@ queue_init(struct io_uring *u, const struct ring_config *cfg, bool disabled)
     return rc;
 }
 
+/* Publish the buffers given back since the last submission. */
+static void
+publish_bufs(struct ring *r)
+{
+    if (r->returned > 0) {
+        io_uring_buf_ring_advance(r->br, (int)r->returned);
+        r->returned = 0;
+    }
+}
+
+/*
+ * Hand the kernel n more of the buffers it has not had yet (at most what
+ * is left); false when it has had them all.  They go out a few at first
+ * and more as receives find none: a worker whose connections send little
+ * touches a few pages of its buffers, not all of them (a receive writes
+ * a buffer's first page, and the ring hands them out in turn).
+ */
+static bool
+provide_more(struct ring *r, unsigned n)
+{
+    int mask = io_uring_buf_ring_mask(r->nbufs);
+
+    if (n > r->nbufs - r->provided) {
+        n = r->nbufs - r->provided;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        unsigned bid = r->provided + i;
+
+        io_uring_buf_ring_add(r->br, r->bufs + (size_t)bid * r->buf_size,
+                              (unsigned)r->buf_size, (unsigned short)bid,
+                              mask, (int)r->returned++);
+    }
+    r->provided += n;
+    r->free_bufs += n;
+    return n > 0;
+}
+
 static int
 bufs_init(struct ring *r, const struct ring_config *cfg)
 {
     struct io_uring_buf_reg reg;
-    unsigned mask = (unsigned)io_uring_buf_ring_mask(cfg->buffers);
     int rc;
 
     r->nbufs = cfg->buffers;
@@ -93,13 +131,8 @@ bufs_init(struct ring *r, const struct ring_config *cfg)
         return rc;
     }
     io_uring_buf_ring_init(r->br);
-    for (unsigned i = 0; i < cfg->buffers; i++) {
-        io_uring_buf_ring_add(r->br, r->bufs + i * cfg->buffer_size,
-                              (unsigned)cfg->buffer_size, (unsigned short)i,
-                              (int)mask, (int)i);
-    }
-    io_uring_buf_ring_advance(r->br, (int)cfg->buffers);
-    r->free_bufs = cfg->buffers;
+    provide_more(r, RING_BUFS_FIRST);
+    publish_bufs(r);
     r->inbox_max = cfg->buffers >= 16 ? cfg->buffers / 8 : 2;
     return 0;
 }
@@ -182,16 +215,6 @@ ring_enable(struct ring *r)
 /* ---- submissions ------------------------------------------------------ */
 
 static void reap(struct ring *r);
-
-/* Publish the buffers given back since the last submission. */
-static void
-publish_bufs(struct ring *r)
-{
-    if (r->returned > 0) {
-        io_uring_buf_ring_advance(r->br, (int)r->returned);
-        r->returned = 0;
-    }
-}
 
 /* The operations not yet submitted that name one of the n slots from
  * first by the table: by their sources' fds instead. */
@@ -590,6 +613,18 @@ arm_starved(struct ring *r)
     }
 }
 
+/* At a pass's end, the buffers its sources read given back: sources
+ * that still find none make the kernel's share of them grow, twice what
+ * it was (a burst of requests that the pass answered needs none). */
+static void
+feed_starved(struct ring *r)
+{
+    arm_starved(r);
+    if (r->starved != NULL && provide_more(r, r->provided)) {
+        arm_starved(r);
+    }
+}
+
 void
 ring_leave(struct ring *r)
 {
@@ -705,7 +740,7 @@ ring_pass(struct ring *r, bool wait)
             arm_tick(r);
         }
     }
-    arm_starved(r);
+    feed_starved(r);
     free_removed(r);
     return ran;
 }

@@ -82,6 +82,10 @@ struct ring {
     char                     *bufs;
     size_t                    buf_size;
     unsigned                  nbufs;
+    unsigned                  provided;     /* handed out so far: 8 at
+                                               first, doubled as
+                                               receives run out, up to
+                                               nbufs (provide_more()) */
     unsigned                  free_bufs;    /* as far as we know */
     unsigned                  returned;     /* added, not yet published */
     int                      *buf_next;
