@@ -657,17 +657,28 @@ conn_drive(struct conn *c)
     while (!stop) {
         enum conn_state next;
 
+        /* A request's usual way, READ to PARSE to WRITE, runs straight
+         * down the first three cases; any other turn, or a trace to log,
+         * goes round the loop. */
         switch (c->state) {
+        case CONN_READ:
+            next = c->list->leaving ? leave_point(c) : state_read(c, &stop);
+            if (next != CONN_PARSE || trace) {
+                break;
+            }
+            conn_set_state(c, next);
+            /* fall through */
         case CONN_PARSE:
             next = c->list->leaving ? leave_point(c)
                                     : state_parse(c, &budget);
-            break;
-        case CONN_READ:
-            next = c->list->leaving ? leave_point(c) : state_read(c, &stop);
-            break;
+            if (next != CONN_WRITE || trace) {
+                break;
+            }
+            conn_set_state(c, next);
+            /* fall through */
+        case CONN_WRITE: next = state_write(c, &stop); break;
         case CONN_NREAD: next = state_nread(c, &stop); break;
         case CONN_SWALLOW: next = state_swallow(c, &stop); break;
-        case CONN_WRITE: next = state_write(c, &stop); break;
         case CONN_HANDOFF:
             /* watch: the mc-log thread owns the socket now. */
             lookahead_drop(c);
