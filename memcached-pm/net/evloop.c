@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include "memcached-pm/net/evloop.h"
+#include "memcached-pm/net/sys.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -249,9 +250,9 @@ pass(struct evloop *l)
         l->later_tail = &l->later;
     }
     /* not epoll_wait(): a cancellation point, whose bookkeeping costs a
-     * worker more than the rest of this pass (transport.h says why) */
-    n = (int)syscall(SYS_epoll_pwait, l->epfd, l->events, EVLOOP_BATCH,
-                     wait_ms(l), NULL, 0);
+     * worker more than the rest of this pass (sys.h says why) */
+    n = (int)sys_call6(SYS_epoll_pwait, l->epfd, (long)l->events,
+                       EVLOOP_BATCH, wait_ms(l), 0, 0);
     if (n < 0) {
         if (errno != EINTR) {
             return -1;

@@ -24,6 +24,7 @@
 #include <event2/event.h>
 
 #include "memcached-pm/net/ring.h"
+#include "memcached-pm/net/sys.h"
 #include "memcached-pm/security/tls.h"
 
 /*
@@ -32,25 +33,25 @@
  * thread's asynchronous cancellation on and off around the system call,
  * two atomic read-modify-writes and about 30 instructions, a third of
  * what a GET spent in libc.  No worker is ever cancelled, so the plain
- * transport calls the kernel through syscall(), which is not one.
+ * transport enters the kernel itself (sys.h).
  */
 static inline ssize_t
 sys_read(int fd, void *buf, size_t n)
 {
-    return syscall(SYS_read, fd, buf, n);
+    return sys_call3(SYS_read, fd, (long)buf, (long)n);
 }
 
 static inline ssize_t
 sys_readv(int fd, const struct iovec *iov, int n)
 {
-    return syscall(SYS_readv, fd, iov, n);
+    return sys_call3(SYS_readv, fd, (long)iov, n);
 }
 
 static inline ssize_t
 sys_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 #ifdef SYS_sendmsg
-    return syscall(SYS_sendmsg, fd, msg, flags);
+    return sys_call3(SYS_sendmsg, fd, (long)msg, flags);
 #else
     return sendmsg(fd, msg, flags);
 #endif
