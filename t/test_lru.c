@@ -6,7 +6,6 @@
 #include "storage/base/hash.h"
 #include "storage/cache/cache_open.h"
 #include "storage/lru/crawler.h"
-#include "storage/lru/evict.h"
 #include "storage/lru/lru.h"
 #include "storage/lru/maint.h"
 #include "storage/slab/item.h"
@@ -130,9 +129,9 @@ test_segments(void)
     is_int(is.reclaimed, 2, "reclaimed counted");
 }
 
-/* A juggle moves every active item at a COLD tail, past the batch a pull
- * may move under one hold of the list's lock (maint.c): 40 items in a
- * class of their own, made active in COLD, all reach WARM in one juggle. */
+/* A juggle moves every active item at a COLD tail, however many: 40
+ * items in a class of their own, made active in COLD, all reach WARM in
+ * one juggle, and none is left for the next. */
 static void
 test_juggle_many(void)
 {
@@ -151,7 +150,7 @@ test_juggle_many(void)
             cold++;
         }
     }
-    ok(cold > 16, "more active COLD items than a pull's batch");
+    ok(cold > 16, "many active COLD items");
     lru_item_stats(cls, &is);
     before = is.moves_to_warm;
     maint_juggle(cls);
@@ -160,32 +159,6 @@ test_juggle_many(void)
     maint_juggle(cls);
     lru_item_stats(cls, &is);
     is_int(is.moves_to_warm - before, cold, "none was left for the next");
-}
-
-static enum evict_act
-count_done(struct item *it, uint32_t hv, unsigned tc, enum item_lru which,
-           void *ctx)
-{
-    (void)it, (void)hv, (void)tc, (void)which;
-    ++*(int *)ctx;
-    return EVICT_DONE;
-}
-
-/* A pull hands its puller live tail items until it has done its batch:
- * one by default. */
-static void
-test_pull_batch(void)
-{
-    unsigned cls = slabs_clsid(item_size(5, 0, 3000, true));
-    int seen = 0;
-    struct evict_pull one = { .fn = count_done, .ctx = &seen };
-    struct evict_pull three = { .fn = count_done, .ctx = &seen, .batch = 3 };
-
-    ok(lru_list_size(cls, ITEM_LRU_COLD) > 3, "COLD holds more than 3");
-    is_int(evict_pull(cls, ITEM_LRU_COLD, &one), 1, "no batch: one done");
-    is_int(seen, 1, "no batch: one handed over");
-    is_int(evict_pull(cls, ITEM_LRU_COLD, &three), 3, "batch 3: three done");
-    is_int(seen, 4, "batch 3: three handed over");
 }
 
 static void
@@ -363,7 +336,6 @@ main(void)
     start();
     test_segments();
     test_juggle_many();
-    test_pull_batch();
     test_eviction();
     cache_shutdown();
     test_no_evict();

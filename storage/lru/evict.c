@@ -94,14 +94,14 @@ reclaim(unsigned tc, struct item *it, uint32_t hv)
 }
 
 /* One tail item, list locked: reclaim it if dead, else hand it to the
- * puller.  Returns true when the pull ends here: at the first live item,
- * or past p->batch of them moved. */
+ * puller.  Returns true when the pull ends here (at the first live
+ * item). */
 static bool
 pull_item(unsigned tc, enum item_lru which, struct item *it,
           struct evict_pull *p)
 {
     uint32_t hv = link_hv(it);
-    bool flushed, end = true;
+    bool flushed, live = true;
 
     if (!locks_trylock(hv)) {
         return false;
@@ -124,7 +124,7 @@ pull_item(unsigned tc, enum item_lru which, struct item *it,
     if (link_is_dead(it, clock_now(), &flushed)) {
         reclaim(tc, it, hv);
         p->done++;
-        end = false;
+        live = false;
     } else if (p->fn != NULL) {
         enum evict_act act = p->fn(it, hv, tc, which, p->ctx);
 
@@ -133,23 +133,19 @@ pull_item(unsigned tc, enum item_lru which, struct item *it,
             p->held_hv = hv;
             return true;
         }
-        if (act == EVICT_DONE) {
-            end = ++p->moved >= p->batch;
-            p->done++;
-        }
+        p->done += act == EVICT_DONE;
     }
     item_release(it);
     locks_unlock(hv);
-    return end;
+    return live;
 }
 
 int
 evict_pull(unsigned tc, enum item_lru which, struct evict_pull *p)
 {
     struct item *it, *prev;
-    int tries = TAIL_TRIES + p->batch;
+    int tries = TAIL_TRIES;
 
-    p->moved = 0;
     lru_lock(tc, which);
     for (it = do_lru_tail(tc, which); it != NULL && tries > 0;
          it = prev, tries--) {

@@ -48,14 +48,12 @@ struct evict_pull {
     evict_fn    *fn;        /* NULL: reclaim the dead, stop at the live */
     void        *ctx;
     int          done;      /* items reclaimed, evicted or moved */
-    int          batch;     /* live items one pull may move (0: 1) */
-    int          moved;     /* of them, in this pull */
     struct item *held;      /* EVICT_HOLD: the item, locked, referenced */
     uint32_t     held_hv;
 };
 
-/* Pull at the tail of list (tc, which) as above, up to 5 items past the
- * p->batch a pull may move; returns p->done. */
+/* Pull at the tail of list (tc, which) as above, up to 5 items; returns
+ * p->done. */
 int evict_pull(unsigned tc, enum item_lru which, struct evict_pull *p);
 
 /* Evict a live tail item (its item lock held): counted, unlinked.

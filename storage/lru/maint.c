@@ -16,7 +16,6 @@
 #include <time.h>
 
 #define JUGGLE_MAX      500
-#define JUGGLE_BATCH    16      /* moves a list lock is held for */
 #define SLEEP_MIN_US    1000
 #define SLEEP_MAX_US    1000000
 
@@ -156,8 +155,7 @@ maint_juggle(unsigned tc)
         moved += reclaim_temp(tc);
     }
     for (int i = 0; i < JUGGLE_MAX; i++) {
-        struct evict_pull p = { .fn = juggle_tail, .ctx = &j,
-                                .batch = JUGGLE_BATCH };
+        struct evict_pull p = { .fn = juggle_tail, .ctx = &j };
 
         juggle_list(tc, ITEM_LRU_HOT, &p);
         juggle_list(tc, ITEM_LRU_WARM, &p);
