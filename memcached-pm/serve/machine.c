@@ -643,6 +643,19 @@ leave(struct conn *c)
     conn_leave(&c, NULL, 0);
 }
 
+/* watch: the mc-log thread owns the socket now. */
+static void
+handoff(struct conn *c)
+{
+    lookahead_drop(c);
+    gone_one(c);
+    if (c->rio != NULL) {
+        ring_remove(c->rio, ring_done_handoff, c);
+    } else {
+        conn_detach(&c);
+    }
+}
+
 static void
 conn_drive(struct conn *c)
 {
@@ -680,14 +693,7 @@ conn_drive(struct conn *c)
         case CONN_NREAD: next = state_nread(c, &stop); break;
         case CONN_SWALLOW: next = state_swallow(c, &stop); break;
         case CONN_HANDOFF:
-            /* watch: the mc-log thread owns the socket now. */
-            lookahead_drop(c);
-            gone_one(c);
-            if (c->rio != NULL) {
-                ring_remove(c->rio, ring_done_handoff, c);
-            } else {
-                conn_detach(&c);
-            }
+            handoff(c);
             return;
         case CONN_LEAVE:
             leave(c);
