@@ -435,8 +435,10 @@ class Server:
     """One server process; start() waits until `version` answers."""
 
     def __init__(self, binary, flags, reference, tls=None, env=None,
-                 preexec=None, port=None, recovered=True):
+                 preexec=None, port=None, recovered=True, may_die=False):
         self.binary = binary
+        # a server that exits before it answers is returned as it is
+        self.may_die = may_die
         # ready means every item of a memory file read back (stats
         # recovery_running 0), unless the test watches the recovery
         self.recovered = recovered
@@ -483,7 +485,8 @@ class Server:
                                          stderr=self.errfile,
                                          env=self._counters_env(),
                                          preexec_fn=self.preexec)
-            if self._wait_ready():
+            if self._wait_ready() or (self.may_die and
+                                      self.proc.poll() is not None):
                 return self
             err = self.stderr()
             if "bind" not in err.lower() and "in use" not in err.lower():
@@ -800,13 +803,15 @@ def server_factory(binary, reference):
     none); env adds to the server's environment; preexec runs in the child
     before exec (limits); port is the port to listen on (default: a free
     one), and binary another build's server; with recovered=False it is
-    ready once it answers, its memory file maybe still being read back."""
+    ready once it answers, its memory file maybe still being read back;
+    with may_die=True a server that exits before it answers is returned,
+    not failed (its proc tells how it ended)."""
     started = []
 
     def start(*flags, tls=None, env=None, preexec=None, port=None,
-              binary=binary, recovered=True):
+              binary=binary, recovered=True, may_die=False):
         s = Server(binary, flags, reference, tls, env, preexec, port,
-                   recovered)
+                   recovered, may_die)
         started.append(s)
         return s.start()
 
