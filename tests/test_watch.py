@@ -35,6 +35,7 @@ class Watcher(Conn):
             self.sock.settimeout(timeout)
             self.sock.connect(("127.0.0.1", port))
             self.timeout, self.buf, self.sent = timeout, b"", []
+            self.sent_len = 0
         self.gids = []
         self.call(b"watch" + (b" " + streams if streams else b"") + b"\r\n",
                   b"OK\r\n")
