@@ -34,8 +34,7 @@ class Watcher(Conn):
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             self.sock.settimeout(timeout)
             self.sock.connect(("127.0.0.1", port))
-            self.timeout, self.buf, self.sent = timeout, b"", []
-            self.sent_len = 0
+            self.timeout, self.buf, self.sent = timeout, b"", bytearray()
         self.gids = []
         self.call(b"watch" + (b" " + streams if streams else b"") + b"\r\n",
                   b"OK\r\n")
