@@ -13,7 +13,6 @@ the machine's drift falls on both; the medians and their ratio come
 last.  MCLOAD_BIN [build/bench/mcload].
 """
 
-import argparse
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import FileNode, binaries, mcload_argv  # noqa: E402
+from server_probe import FileNode, ab_args, mcload_argv  # noqa: E402
 
 PROBE_KEYS = 100000
 
@@ -56,15 +55,7 @@ def one(args, binary, tag):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--items", type=int, default=20000000)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--dir", default="/dev/shm")
-    ap.add_argument("--server-args", default="")
-    args = ap.parse_args()
-    _, args.mcload = binaries(ROOT)
+    args = ab_args(ROOT, 20000000)
     rows = {"old": [], "new": []}
     print("%-4s %5s %9s %8s %8s" % ("", "round", "load_s", "p99", "p99.9"))
     for r in range(args.rounds):

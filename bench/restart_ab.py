@@ -18,7 +18,6 @@ each, do not: their restart times moved from 0.18 s to 1.24 s between
 two runs of one build.  MCLOAD_BIN [build/bench/mcload].
 """
 
-import argparse
 import os
 import signal
 import statistics
@@ -26,7 +25,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from server_probe import (FileNode, binaries, mcload_argv,  # noqa: E402
+from server_probe import (FileNode, ab_args, mcload_argv,  # noqa: E402
                           stats, wait_recovered)
 
 COLUMNS = ("clean_1st", "clean", "kill_1st", "kill")
@@ -47,22 +46,14 @@ def restart(node, binary, sig, items):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--items", type=int, default=100000000)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--dir", default="/dev/shm")
-    ap.add_argument("--server-args", default="")
-    args = ap.parse_args()
-    _, mcload = binaries(ROOT)
+    args = ab_args(ROOT, 100000000)
     node = FileNode(args.new, args.dir, args.items * 140 // (1 << 20) + 256,
                     "restart", "-o", "tier_policy=pmem",
                     *args.server_args.split())
     rows = {"old": [], "new": []}
     try:
         node.start()
-        subprocess.run(mcload_argv(mcload, node.port, 32, "--preload",
+        subprocess.run(mcload_argv(args.mcload, node.port, 32, "--preload",
                                    "--requests", 1, "--keys", args.items,
                                    "-c", 4, "-d", 64),
                        check=True, capture_output=True)

@@ -1,9 +1,11 @@
 """server_probe.py: what the Python benchmarks ask of a server: its
 binaries, a free loopback port, a timed start, a request's reply,
 `stats`, the end of a recovery, a server on a memory file of its own,
-and the process's anonymous memory (bench/dram.py, bench/scale.py,
-bench/large.py, bench/takeover.py, bench/recovery.py)."""
+the process's anonymous memory (bench/dram.py, bench/scale.py,
+bench/large.py, bench/takeover.py, bench/recovery.py), and the command
+line of the two-build benchmarks (bench/load_ab.py, bench/restart_ab.py)."""
 
+import argparse
 import os
 import socket
 import subprocess
@@ -141,3 +143,20 @@ def rss_anon(pid):
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def ab_args(root, items):
+    """The command line of a benchmark of two builds (bench/load_ab.py,
+    bench/restart_ab.py): OLD_BIN NEW_BIN [--items N] [--rounds 3]
+    [--dir /dev/shm] [--server-args FLAGS], with args.mcload found as
+    binaries() finds it."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--items", type=int, default=items)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dir", default="/dev/shm")
+    ap.add_argument("--server-args", default="")
+    args = ap.parse_args()
+    _, args.mcload = binaries(root)
+    return args
